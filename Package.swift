@@ -1,0 +1,68 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "EntitlementLedger",
+    products: [
+        .executable(name: "ledger", targets: ["ledger"]),
+        .library(name: "LedgerStore", targets: ["LedgerStore"]),
+        .library(name: "LedgerCore", targets: ["LedgerCore"]),
+        .library(name: "LMDB", targets: ["LMDB"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+    ],
+    targets: [
+        // Debian's liblmdb-dev, seen through pkg-config; only the LMDB module imports it.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(name: "LMDB", dependencies: ["CLMDB"]),
+        .target(name: "LedgerCore"),
+        .target(
+            name: "LedgerStore",
+            dependencies: [
+                "LMDB",
+                "LedgerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "ledger",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // A child process the crash and multi-process tests start, kill and read against.
+        .executableTarget(
+            name: "ledger-test-child",
+            dependencies: ["LedgerStore", "LedgerCore", "LMDB"],
+            path: "Tests/LedgerTestChild"
+        ),
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        .testTarget(
+            name: "LedgerCoreTests",
+            dependencies: [
+                "LedgerCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerStoreTests",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                "LMDB",
+                "ledger-test-child",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+    ]
+)

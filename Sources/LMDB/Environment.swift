@@ -1,0 +1,336 @@
+import CLMDB
+import Glibc
+import Synchronization
+
+/// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`, shared by every
+/// thread of this process and by other processes that open the same path.
+///
+/// ```swift
+/// let env = try Environment(path: "/tmp/example.lmdb")
+/// let db = try env.openDatabase("things")
+/// try env.write { txn in try txn.put(db, key: [1], value: Array("one".utf8)) }
+/// let value = try env.read { txn in try txn.get(db, key: [1]).map { Array($0) } }
+/// ```
+///
+/// Transactions are closure-scoped: `read` and `write` hand the closure a transaction that is
+/// valid only inside it; `write` commits when the closure returns and aborts when it throws.
+/// The map grows by itself: when a write fills it, the write is aborted, the map is doubled
+/// (in steps of at most `Configuration.maxGrowthStep` once large) and the write runs again.
+///
+/// Rules LMDB holds every caller to, which this type enforces or documents:
+/// - A write transaction belongs to the thread that began it; `write` runs its closure
+///   synchronously on the calling thread, so it can never cross an `await`.
+/// - Do not call `write` from inside a `read` or `write` closure on the same thread: LMDB has
+///   one writer at a time, and growing the map waits for this process's open transactions.
+/// - Values read inside a closure point into the map and are valid only inside it.
+public final class Environment: @unchecked Sendable {
+    // @unchecked Sendable: LMDB environments are thread-safe (opened with MDB_NOTLS so read
+    // transactions are not tied to threads); the mutable map-size state sits in a Mutex and the
+    // resize is serialised against live transactions by `resizeLock`.
+
+    /// How to open an environment.
+    public struct Configuration: Sendable {
+        /// The initial map size in bytes; it grows on demand.
+        public var mapSize: Int = 64 << 20
+        /// The largest single growth once the map is bigger than this (below it, the map doubles).
+        public var maxGrowthStep: Int = 1 << 30
+        /// Read transactions open at once across all processes.
+        public var maxReaders: UInt32 = 510
+        /// Named databases in this environment.
+        public var maxDatabases: UInt32 = 32
+        /// Environment flags.
+        public var flags: Flags = []
+        /// The mode of files created for the store: owner-only by default, since they hold
+        /// customers' data.
+        public var fileMode: mode_t = 0o600
+
+        public init() {}
+    }
+
+    /// Flags an environment is opened with.
+    public struct Flags: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// Do not fsync on commit. A process crash loses nothing (the data is in the OS page
+        /// cache), but an OS crash or power loss can lose the latest commits or, worse, leave the
+        /// file inconsistent. For bulk loads that can be redone; call `sync(force: true)` at the end.
+        public static let noSync = Flags(rawValue: UInt32(MDB_NOSYNC))
+        /// Fsync the data but not the meta page on commit: an OS crash can lose the last commit
+        /// but not corrupt the file.
+        public static let noMetaSync = Flags(rawValue: UInt32(MDB_NOMETASYNC))
+        /// Open read-only: no writes, no growth, and the directory must exist.
+        public static let readOnly = Flags(rawValue: UInt32(MDB_RDONLY))
+        /// Do not read ahead: better for random reads over a store larger than memory.
+        public static let noReadahead = Flags(rawValue: UInt32(MDB_NORDAHEAD))
+    }
+
+    /// Facts about the map, from `mdb_env_info` and `mdb_env_stat`.
+    public struct Info: Sendable, Equatable {
+        /// Bytes mapped (the map size in force in this process).
+        public let mapSize: Int
+        /// Bytes of the map used: pages up to the last one used, times the page size.
+        public let usedBytes: Int
+        /// The OS page size LMDB uses.
+        public let pageSize: Int
+        /// Reader slots in use, across processes.
+        public let readersInUse: Int
+        /// Reader slots in total.
+        public let maxReaders: Int
+    }
+
+    let handle: OpaquePointer
+    /// The directory the environment lives in.
+    public let path: String
+    /// The configuration it was opened with.
+    public let configuration: Configuration
+    let resizeLock = ResizeLock()
+    private let growthCount = Mutex(0)
+    private let pageSize: Int
+    private let identity: FileIdentity?
+
+    /// Directories opened in this process. LMDB's locks belong to the process: a second
+    /// environment on the same files would drop the first one's locks when closed.
+    private static let openInProcess = Mutex(Set<FileIdentity>())
+
+    /// Opens (and, unless read-only, creates) the environment in the directory `path`.
+    ///
+    /// A new directory is created with mode 0700 and its files with `configuration.fileMode`.
+    /// Reader slots left behind by processes that died holding them are freed on open.
+    /// - Throws: `LMDBError` if the directory cannot be created or the environment opened.
+    public init(path: String, configuration: Configuration = Configuration()) throws(LMDBError) {
+        self.path = path
+        self.configuration = configuration
+        self.pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
+
+        let readOnly = configuration.flags.contains(.readOnly)
+        if !readOnly {
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw LMDBError(errno, "mkdir", path)
+            }
+        }
+
+        var st = stat()
+        guard stat(path, &st) == 0 else { throw LMDBError(errno, "stat", path) }
+        let identity = FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        let claimed = Self.openInProcess.withLock { $0.insert(identity).inserted }
+        guard claimed else {
+            throw LMDBError(code: .alreadyOpen, operation: "mdb_env_open", context: path)
+        }
+
+        var env: OpaquePointer?
+        do throws(LMDBError) {
+            try check(mdb_env_create(&env), "mdb_env_create")
+        } catch {
+            Self.release(identity)
+            throw error
+        }
+        guard let env else {
+            Self.release(identity)
+            throw LMDBError(code: .invalid, operation: "mdb_env_create")
+        }
+        do throws(LMDBError) {
+            try check(mdb_env_set_maxreaders(env, configuration.maxReaders), "mdb_env_set_maxreaders")
+            try check(mdb_env_set_maxdbs(env, configuration.maxDatabases), "mdb_env_set_maxdbs")
+            let size = Self.round(configuration.mapSize, to: pageSize)
+            try check(mdb_env_set_mapsize(env, size), "mdb_env_set_mapsize")
+            let flags = configuration.flags.rawValue | UInt32(MDB_NOTLS)
+            try check(mdb_env_open(env, path, flags, configuration.fileMode), "mdb_env_open", path)
+        } catch {
+            mdb_env_close(env)
+            Self.release(identity)
+            throw error
+        }
+        self.handle = env
+        self.identity = identity
+        _ = try? checkReaders()
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        if let identity { Self.release(identity) }
+    }
+
+    private static func release(_ identity: FileIdentity) {
+        _ = openInProcess.withLock { $0.remove(identity) }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read-only transaction: a consistent snapshot of the last commit.
+    ///
+    /// Keep it short: an open reader pins the pages it sees (the file cannot reuse them) and
+    /// holds off growth of the map in this process.
+    /// - Throws: what `body` throws, or `LMDBError`.
+    public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        try resizeLock.withShared { () throws -> R in
+            let txn = try begin(readOnly: true)
+            defer { mdb_txn_abort(txn) }
+            let transaction = Transaction(handle: txn, writeState: nil)
+            return try body(transaction)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it when `body` returns.
+    ///
+    /// If `body` throws, nothing it wrote is kept. If the map fills, the transaction is
+    /// aborted, the map grows and `body` runs again from the start — so keep side effects
+    /// other than writes to the transaction out of `body`, or make them repeatable.
+    /// - Throws: what `body` throws, or `LMDBError`.
+    public func write<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        while true {
+            let state = WriteState()
+            do {
+                return try resizeLock.withShared { () throws -> R in
+                    let txn = try begin(readOnly: false)
+                    let transaction = Transaction(handle: txn, writeState: state)
+                    let result: R
+                    do {
+                        result = try body(transaction)
+                    } catch {
+                        mdb_txn_abort(txn)
+                        throw error
+                    }
+                    let rc = mdb_txn_commit(txn)
+                    if rc == MDB_MAP_FULL { state.sawMapFull = true }
+                    try check(rc, "mdb_txn_commit")
+                    return result
+                }
+            } catch {
+                // A full map can surface as the LMDB error itself or wrapped by the body;
+                // the transaction's own flag catches both.
+                guard state.sawMapFull else { throw error }
+                try grow()
+            }
+        }
+    }
+
+    private func begin(readOnly: Bool) throws(LMDBError) -> OpaquePointer {
+        var attempts = 0
+        while true {
+            var txn: OpaquePointer?
+            let rc = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+            if rc == MDB_SUCCESS, let txn { return txn }
+            if rc == MDB_MAP_RESIZED && attempts < 8 {
+                attempts += 1
+                // Another process grew the map. Adopting its size needs every transaction of
+                // this process closed, and this thread holds the lock shared: hand it back,
+                // adopt, and come back in.
+                try adoptGrownMapFromInsideSharedLock()
+                continue
+            }
+            if rc == MDB_READERS_FULL && attempts < 1 {
+                attempts += 1
+                _ = try? checkReaders()
+                continue
+            }
+            throw LMDBError(rc, "mdb_txn_begin", readOnly ? "read" : "write")
+        }
+    }
+
+    /// Adopts a map grown by another process. Called with the resize lock held shared by
+    /// this thread: it steps out of the shared hold, takes the lock exclusively, and steps
+    /// back in, so the caller's `withShared` still balances.
+    private func adoptGrownMapFromInsideSharedLock() throws(LMDBError) {
+        try resizeLock.releaseSharedTemporarily { () throws(LMDBError) in
+            try resizeLock.withExclusive { () throws(LMDBError) in
+                try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize", "adopting a map grown by another process")
+            }
+        }
+    }
+
+    /// Grows the map: doubles it, or adds `maxGrowthStep` once it is larger than that.
+    /// Waits for this process's transactions to end first.
+    public func grow() throws(LMDBError) {
+        guard !configuration.flags.contains(.readOnly) else {
+            throw LMDBError(code: .permissionDenied, operation: "grow", context: "read-only environment")
+        }
+        try resizeLock.withExclusive { () throws(LMDBError) in
+            let current = info().mapSize
+            let step = min(current, configuration.maxGrowthStep)
+            let next = Self.round(current + step, to: pageSize)
+            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize", "growing the map to \(next) bytes")
+        }
+        growthCount.withLock { $0 += 1 }
+    }
+
+    /// How many times this process grew the map.
+    public var growths: Int { growthCount.withLock { $0 } }
+
+    // MARK: Databases
+
+    /// Opens a named database, creating it if `flags` contains `.create`.
+    ///
+    /// Call this once per database after opening the environment and keep the handle.
+    /// - Throws: `LMDBError` (`.notFound` if it does not exist and `.create` was not given).
+    public func openDatabase(_ name: String?, flags: Database.Flags = [.create]) throws -> Database {
+        // LMDB keeps a handle opened in a transaction only if that transaction commits, so
+        // this commits even a read-only one (which a plain `read` would abort).
+        let readOnly = configuration.flags.contains(.readOnly) || !flags.contains(.create)
+        return try resizeLock.withShared { () throws -> Database in
+            let txn = try begin(readOnly: readOnly)
+            var dbi: MDB_dbi = 0
+            let rc = mdb_dbi_open(txn, name, flags.rawValue, &dbi)
+            guard rc == MDB_SUCCESS else {
+                mdb_txn_abort(txn)
+                throw LMDBError(rc, "mdb_dbi_open", name ?? "main")
+            }
+            try check(mdb_txn_commit(txn), "mdb_txn_commit", "opening \(name ?? "main")")
+            return Database(dbi: dbi, name: name)
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// Frees reader slots held by processes that no longer exist (`mdb_reader_check`).
+    /// - Returns: how many slots were freed.
+    @discardableResult
+    public func checkReaders() throws(LMDBError) -> Int {
+        var dead: Int32 = 0
+        try check(mdb_reader_check(handle, &dead), "mdb_reader_check")
+        return Int(dead)
+    }
+
+    /// Flushes written data to disk; with `force`, even when opened with `.noSync`.
+    public func sync(force: Bool = true) throws(LMDBError) {
+        try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync")
+    }
+
+    /// The map size, bytes used, page size and reader slots.
+    public func info() -> Info {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        var stat = MDB_stat()
+        mdb_env_stat(handle, &stat)
+        let page = Int(stat.ms_psize)
+        return Info(
+            mapSize: info.me_mapsize,
+            usedBytes: (info.me_last_pgno + 1) * page,
+            pageSize: page,
+            readersInUse: Int(info.me_numreaders),
+            maxReaders: Int(info.me_maxreaders)
+        )
+    }
+
+    static func round(_ size: Int, to page: Int) -> Int {
+        (size + page - 1) / page * page
+    }
+}
+
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+}
+
+/// State of one write attempt that must survive the body wrapping LMDB's errors.
+final class WriteState {
+    var sawMapFull = false
+}
+
+extension ResizeLock {
+    /// Drops one shared hold, runs `body`, and takes the shared hold again.
+    func releaseSharedTemporarily<E: Error>(_ body: () throws(E) -> Void) throws(E) {
+        unlockShared()
+        defer { lockShared() }
+        try body()
+    }
+}

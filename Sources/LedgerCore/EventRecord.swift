@@ -1,0 +1,224 @@
+/// The binary form of one event in the log (format version 1).
+///
+/// ```
+/// u8       format version (1)
+/// content — what the appender supplied; two appends of one id must match here byte for byte
+///   [16]   id
+///   u8     source code
+///   varint schemaVersion
+///   i64 LE occurredAt (ms)
+///   varint+bytes type, varint+bytes subject
+///   varint count, then varint+bytes key, varint+bytes value (keys in byte order)   — meta
+///   varint+bytes payload
+/// trailer — what the ledger stamped, fixed size
+///   u64 LE subject version
+///   i64 LE recordedAt (ms)
+///   [32]   SHA-256(predecessor's hash ‖ every byte above)
+/// ```
+///
+/// The position is the record's key, not part of it: the hash chain fixes the order.
+public enum EventRecord {
+    /// The format version this code writes and reads.
+    public static let formatVersion: UInt8 = 1
+    /// Size of the SHA-256 hash at the end of a record.
+    public static let hashSize = 32
+    /// Size of the fixed trailer: subject version, recordedAt and hash.
+    public static let trailerSize = 8 + 8 + hashSize
+
+    /// Encodes a draft as a record without its hash: format byte, content and the first part
+    /// of the trailer. Append the 32-byte hash to finish it.
+    public static func encode(_ draft: EventDraft, version: UInt64, recordedAt: Timestamp) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + draft.type.utf8.count + draft.subject.utf8.count + draft.payload.count + hashSize)
+        out.append(formatVersion)
+        appendContent(of: draft, to: &out)
+        out.appendFixed(version)
+        out.appendFixed(UInt64(bitPattern: recordedAt.milliseconds))
+        return out
+    }
+
+    /// The content bytes of a draft: what the conflict check compares with a stored record.
+    public static func content(of draft: EventDraft) -> [UInt8] {
+        var out: [UInt8] = []
+        appendContent(of: draft, to: &out)
+        return out
+    }
+
+    /// The content bytes inside a whole stored record (format byte and trailer stripped).
+    public static func content(ofRecord record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard record.count >= 1 + trailerSize else { return nil }
+        return UnsafeRawBufferPointer(rebasing: record[1 ..< record.count - trailerSize])
+    }
+
+    /// The hash stored at the end of a record.
+    public static func hash(ofRecord record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard record.count >= 1 + trailerSize else { return nil }
+        return UnsafeRawBufferPointer(rebasing: record[(record.count - hashSize)...])
+    }
+
+    /// The bytes the hash covers: everything but the hash itself.
+    public static func hashedBytes(ofRecord record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard record.count >= 1 + trailerSize else { return nil }
+        return UnsafeRawBufferPointer(rebasing: record[..<(record.count - hashSize)])
+    }
+
+    /// How many bytes `meta` takes encoded (the figure its 4 KiB limit applies to).
+    public static func encodedMetaSize(_ meta: [String: String]) -> Int {
+        var size = varintSize(UInt64(meta.count))
+        for (key, value) in meta {
+            let k = key.utf8.count, v = value.utf8.count
+            size += varintSize(UInt64(k)) + k + varintSize(UInt64(v)) + v
+        }
+        return size
+    }
+
+    /// Decodes a whole stored record.
+    /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
+    public static func decode(_ record: UnsafeRawBufferPointer, position: UInt64) throws(LedgerError) -> StoredEvent {
+        var reader = RecordReader(bytes: record, position: position)
+        let format = try reader.byte("format version")
+        guard format == formatVersion else {
+            if format > formatVersion {
+                throw LedgerError(.unsupportedFormat, "record format \(format) is newer than this ledger reads (\(formatVersion)); upgrade the ledger",
+                                  position: position)
+            }
+            throw reader.corrupt("unknown record format \(format)")
+        }
+        guard record.count >= 1 + trailerSize else { throw reader.corrupt("record is \(record.count) bytes, too short") }
+        let contentEnd = record.count - trailerSize
+
+        guard let id = EventID(bytes: try reader.bytes(16, "id")) else { throw reader.corrupt("bad id") }
+        let sourceCode = try reader.byte("source")
+        guard let source = EventSource(code: sourceCode) else { throw reader.corrupt("unknown source code \(sourceCode)") }
+        let schema = try reader.varint("schemaVersion")
+        guard schema > 0, schema <= UInt64(UInt16.max) else { throw reader.corrupt("schemaVersion \(schema) out of range") }
+        let occurredAt = Int64(bitPattern: try reader.fixed("occurredAt"))
+        let type = try reader.string("type")
+        let subject = try reader.string("subject")
+        let metaCount = try reader.varint("meta count")
+        guard metaCount <= UInt64(EventLimits.maxMetaBytes) else { throw reader.corrupt("meta count \(metaCount) out of range") }
+        var meta: [String: String] = [:]
+        for _ in 0..<metaCount {
+            let key = try reader.string("meta key")
+            meta[key] = try reader.string("meta value")
+        }
+        let payloadLength = try reader.varint("payload length")
+        let payload = try reader.bytes(Int(clamping: payloadLength), "payload")
+        guard reader.offset == contentEnd else {
+            throw reader.corrupt("content ends at byte \(reader.offset), trailer expected at \(contentEnd)")
+        }
+        let version = try reader.fixed("version")
+        let recordedAt = Int64(bitPattern: try reader.fixed("recordedAt"))
+        let hash = try reader.bytes(hashSize, "hash")
+
+        let draft = EventDraft(id: id, subject: subject, type: type, schemaVersion: UInt16(schema),
+                               occurredAt: Timestamp(milliseconds: occurredAt), source: source, meta: meta, payload: payload)
+        return StoredEvent(position: position, version: version, recordedAt: Timestamp(milliseconds: recordedAt),
+                           hash: hash, draft: draft)
+    }
+
+    private static func appendContent(of draft: EventDraft, to out: inout [UInt8]) {
+        out.append(contentsOf: draft.id.bytes)
+        out.append(draft.source.code)
+        out.appendVarint(UInt64(draft.schemaVersion))
+        out.appendFixed(UInt64(bitPattern: draft.occurredAt.milliseconds))
+        out.appendBytes(draft.type.utf8)
+        out.appendBytes(draft.subject.utf8)
+        out.appendVarint(UInt64(draft.meta.count))
+        // Byte order of keys, not String order, so the encoding does not depend on Unicode tables.
+        for key in draft.meta.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            out.appendBytes(key.utf8)
+            out.appendBytes((draft.meta[key] ?? "").utf8)
+        }
+        out.appendBytes(draft.payload)
+    }
+
+    static func varintSize(_ value: UInt64) -> Int {
+        var v = value, n = 1
+        while v >= 0x80 { v >>= 7; n += 1 }
+        return n
+    }
+}
+
+extension [UInt8] {
+    /// Appends a little-endian 64-bit integer.
+    mutating func appendFixed(_ value: UInt64) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    /// Appends an unsigned LEB128 integer.
+    mutating func appendVarint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        append(UInt8(v))
+    }
+
+    /// Appends a length-prefixed byte string.
+    mutating func appendBytes(_ bytes: some Collection<UInt8>) {
+        appendVarint(UInt64(bytes.count))
+        append(contentsOf: bytes)
+    }
+}
+
+/// A bounds-checked reader over a record; every failure is a `corruptRecord` error naming
+/// the field and position.
+struct RecordReader {
+    let bytes: UnsafeRawBufferPointer
+    let position: UInt64
+    var offset = 0
+
+    init(bytes: UnsafeRawBufferPointer, position: UInt64) {
+        self.bytes = bytes
+        self.position = position
+    }
+
+    func corrupt(_ what: String) -> LedgerError {
+        LedgerError(.corruptRecord, "record at position \(position) is damaged: \(what); run `ledger verify` and restore from an export",
+                    position: position)
+    }
+
+    mutating func byte(_ field: String) throws(LedgerError) -> UInt8 {
+        guard offset < bytes.count else { throw corrupt("truncated at \(field)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func bytes(_ count: Int, _ field: String) throws(LedgerError) -> [UInt8] {
+        guard count >= 0, count <= bytes.count - offset else { throw corrupt("truncated at \(field)") }
+        defer { offset += count }
+        return Array(bytes[offset ..< offset + count])
+    }
+
+    mutating func fixed(_ field: String) throws(LedgerError) -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field)") }
+        var value: UInt64 = 0
+        for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
+        offset += 8
+        return value
+    }
+
+    mutating func varint(_ field: String) throws(LedgerError) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count, shift < 64 else { throw corrupt("bad varint at \(field)") }
+            let b = bytes[offset]
+            offset += 1
+            value |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return value }
+            shift += 7
+        }
+    }
+
+    mutating func string(_ field: String) throws(LedgerError) -> String {
+        let length = try varint("\(field) length")
+        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field)") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
+        offset += Int(length)
+        guard let text = String(validating: slice, as: UTF8.self) else { throw corrupt("\(field) is not valid UTF-8") }
+        return text
+    }
+}

@@ -1,0 +1,71 @@
+/// An error from the ledger: bad input, a conflict, or trouble in the storage underneath.
+///
+/// `code` says which; `message` says what went wrong and what to do. Input errors name the
+/// event (`index` in its batch, and `file`/`line` when it came from a file) and the field as a
+/// JSON pointer (`/subject`, `/data/expiresAt`).
+public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of error this is. Extensible: compare against the static members.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// An event breaks a rule of the envelope (size, UTF-8, empty subject…). Nothing of its batch was written.
+        public static let invalidEvent = Code(rawValue: "invalidEvent")
+        /// An event's id is already stored with other content.
+        public static let idConflict = Code(rawValue: "idConflict")
+        /// A subject's version is not what the append expected (optimistic concurrency).
+        public static let wrongExpectedVersion = Code(rawValue: "wrongExpectedVersion")
+        /// The storage underneath failed (disk, permissions, LMDB); `storageCode` has LMDB's code.
+        public static let storage = Code(rawValue: "storage")
+        /// A stored record cannot be decoded: the store is damaged.
+        public static let corruptRecord = Code(rawValue: "corruptRecord")
+        /// The store was written by a newer version of this software.
+        public static let unsupportedFormat = Code(rawValue: "unsupportedFormat")
+        /// The log has been closed.
+        public static let closed = Code(rawValue: "closed")
+    }
+
+    /// What kind of error this is.
+    public var code: Code
+    /// What went wrong and what to do.
+    public var message: String
+    /// The event's index (from 0) in the batch it came in.
+    public var index: Int?
+    /// The file the event came from, for input read from files.
+    public var file: String?
+    /// The line in `file` (from 1).
+    public var line: Int?
+    /// The offending field as a JSON pointer, `/` for the event as a whole.
+    public var field: String?
+    /// The subject concerned.
+    public var subject: String?
+    /// For `.wrongExpectedVersion`: what the append expected.
+    public var expectedVersion: ExpectedVersion?
+    /// For `.wrongExpectedVersion`: the subject's actual version (0 = no events).
+    public var actualVersion: UInt64?
+    /// A position in the log the error is about (the stored duplicate, the damaged record).
+    public var position: UInt64?
+    /// For `.storage`: LMDB's (or the OS's) return code.
+    public var storageCode: Int32?
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String, index: Int? = nil, field: String? = nil, subject: String? = nil,
+                position: UInt64? = nil) {
+        self.code = code
+        self.message = message
+        self.index = index
+        self.field = field
+        self.subject = subject
+        self.position = position
+    }
+
+    public var description: String {
+        var prefix = ""
+        if let file { prefix += "\(file):" }
+        if let line { prefix += "\(line):" }
+        if prefix.isEmpty, let index { prefix = "event \(index):" }
+        if let field { prefix += prefix.isEmpty ? "\(field):" : " \(field):" }
+        return prefix.isEmpty ? message : "\(prefix) \(message)"
+    }
+}

@@ -1,0 +1,144 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A point in time as UTC milliseconds since 1970-01-01T00:00:00Z.
+///
+/// Every time in the ledger is one of these: business time (`occurredAt`), append time
+/// (`recordedAt`) and the times inside events' data. Written as `YYYY-MM-DDTHH:MM:SS.sssZ`.
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Milliseconds since the Unix epoch, UTC.
+    public var milliseconds: Int64
+
+    /// Creates a timestamp from UTC milliseconds since the epoch.
+    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+
+    /// The current wall-clock time.
+    public static func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
+
+    /// This time plus `seconds` (may be negative).
+    public func adding(seconds: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds + seconds * 1000) }
+
+    /// `YYYY-MM-DDTHH:MM:SS.sssZ`, always UTC with three fractional digits.
+    public var description: String {
+        let (days, msOfDay) = milliseconds.floorDivided(by: 86_400_000)
+        let (y, m, d) = CivilDate.fromDays(days)
+        let ms = Int(msOfDay)
+        let h = ms / 3_600_000, mi = ms / 60_000 % 60, s = ms / 1000 % 60, f = ms % 1000
+        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(h, 2)):\(pad(mi, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+    }
+
+    /// Parses an RFC 3339 date-time with a zone (`Z` or `±HH:MM`), with or without a fraction
+    /// (any number of digits; precision past milliseconds is truncated). `nil` if it is not one.
+    public init?(rfc3339 text: some StringProtocol) {
+        let c = Array(text.utf8)
+        var i = 0
+        func number(_ width: Int) -> Int? {
+            guard i + width <= c.count else { return nil }
+            var v = 0
+            for k in i..<(i + width) {
+                let d = c[k] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int(d)
+            }
+            i += width
+            return v
+        }
+        func expect(_ chars: String) -> Bool {
+            guard i < c.count, chars.utf8.contains(c[i]) else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
+              expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
+              let second = number(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day),
+              hour < 24, minute < 60, second < 60
+        else { return nil }
+        var millis = 0
+        if i < c.count, c[i] == UInt8(ascii: ".") {
+            i += 1
+            var digits = 0
+            while i < c.count, c[i] &- UInt8(ascii: "0") < 10 {
+                if digits < 3 { millis = millis * 10 + Int(c[i] - UInt8(ascii: "0")) }
+                digits += 1
+                i += 1
+            }
+            guard digits > 0 else { return nil }
+            if digits < 3 { for _ in digits..<3 { millis *= 10 } }
+        }
+        var offsetMinutes = 0
+        guard i < c.count else { return nil }
+        if c[i] == UInt8(ascii: "Z") || c[i] == UInt8(ascii: "z") {
+            i += 1
+        } else if c[i] == UInt8(ascii: "+") || c[i] == UInt8(ascii: "-") {
+            let sign = c[i] == UInt8(ascii: "-") ? -1 : 1
+            i += 1
+            guard let oh = number(2), expect(":"), let om = number(2), oh < 24, om < 60 else { return nil }
+            offsetMinutes = sign * (oh * 60 + om)
+        } else {
+            return nil
+        }
+        guard i == c.count else { return nil }
+        let days = CivilDate.days(year: year, month: month, day: day)
+        let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
+        self.init(milliseconds: seconds * 1000 + Int64(millis))
+    }
+}
+
+private func pad(_ value: Int, _ width: Int) -> String {
+    let digits = String(value)
+    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+}
+
+extension Int64 {
+    /// Division rounding towards negative infinity, with a non-negative remainder.
+    func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let q = self / divisor, r = self % divisor
+        return r < 0 ? (q - 1, r + divisor) : (q, r)
+    }
+}
+
+/// Proleptic Gregorian calendar arithmetic (Howard Hinnant's days-from-civil).
+public enum CivilDate {
+    /// Days since 1970-01-01 for a calendar date.
+    public static func days(year: Int, month: Int, day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = Int64(month)
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The calendar date of a day count since 1970-01-01.
+    public static func fromDays(_ days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        return (Int(y), Int(m), Int(d))
+    }
+
+    /// Days in a month of a year.
+    public static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+}

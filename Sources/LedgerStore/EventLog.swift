@@ -1,0 +1,239 @@
+import Crypto
+import LMDB
+import LedgerCore
+
+/// The append-only event log of a store: every event once, under a gap-free global position,
+/// indexed by id and by (subject, version), chained by SHA-256.
+///
+/// ```swift
+/// let log = try EventLog(path: "customers.lmdb")
+/// let result = try log.append([
+///     EventDraft(subject: "user-42", type: "account.created",
+///                occurredAt: .now(), source: .app, payload: payload),
+/// ])
+/// for try await event in log.events(subject: "user-42") { print(event.position, event.type) }
+/// ```
+///
+/// Concurrency: any number of threads and tasks may append and read at once. Appends are
+/// gathered by one writer thread into shared write transactions (group commit); each caller
+/// returns once its own events are durable. Reads run in short read transactions of their own
+/// and see every commit made before they start, from this process or another one.
+public final class EventLog: Sendable {
+    /// How durable a commit is.
+    public enum Durability: Sendable {
+        /// Every commit is fsynced before the append returns (the default).
+        case durable
+        /// Commits are not fsynced: for bulk loads that can be redone. A crash of this process
+        /// loses nothing, since committed data is in the OS page cache; a crash of the OS or a
+        /// power cut can lose the latest commits and may leave the store unreadable. Call
+        /// `sync()` when the load is done.
+        case noSync
+    }
+
+    /// How to open a log.
+    public struct Options: Sendable {
+        /// fsync on every commit, or not (see `Durability`).
+        public var durability: Durability = .durable
+        /// The initial map size in bytes; it grows by itself when the store fills it.
+        public var initialMapSize: Int = 64 << 20
+        /// Most events one group commit gathers (a single larger batch still goes in whole).
+        public var maxGroupEvents: Int = 16_384
+        /// Open for reading only: no writer thread, no appends.
+        public var readOnly = false
+        /// The clock that stamps `recordedAt` (tests inject one).
+        public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
+
+        public init() {}
+    }
+
+    /// The directory of the store.
+    public let path: String
+    let storage: LogStorage
+    private let writer: GroupCommitWriter?
+
+    /// Opens the log in the directory `path`, creating the store if it does not exist
+    /// (unless `options.readOnly`). Files are created readable by the owner only.
+    /// - Throws: `LedgerError` (`.storage` with LMDB's code, `.unsupportedFormat`).
+    public init(path: String, options: Options = Options()) throws(LedgerError) {
+        self.path = path
+        var config = Environment.Configuration()
+        config.mapSize = options.initialMapSize
+        if options.durability == .noSync { config.flags.insert(.noSync) }
+        if options.readOnly { config.flags.insert(.readOnly) }
+        do {
+            let env = try Environment(path: path, configuration: config)
+            storage = try LogStorage(env: env, clock: options.clock)
+        } catch {
+            throw LedgerError.storage(error, doing: "opening the store at \(path)")
+        }
+        if options.readOnly {
+            writer = nil
+        } else {
+            let storage = self.storage
+            writer = try GroupCommitWriter(maxGroupEvents: options.maxGroupEvents) { group in storage.commit(group) }
+        }
+    }
+
+    deinit {
+        writer?.close()
+    }
+
+    /// Finishes queued appends and stops the writer; later appends throw `.closed`.
+    /// Reads keep working until the log is released.
+    public func close() {
+        writer?.close()
+    }
+
+    // MARK: Append
+
+    /// Appends a batch atomically and returns once it is durable.
+    ///
+    /// - Every event is checked first (`EventDraft.validate()`); one bad event rejects the batch.
+    /// - An event whose id is stored with the same content is a duplicate: nothing is written
+    ///   for it and its outcome reports the existing position (at-least-once delivery is safe).
+    /// - `expecting` maps subjects to the version their stream must be at (optimistic
+    ///   concurrency). A subject whose events in this batch are all duplicates is not checked,
+    ///   so retrying an append that succeeded succeeds again.
+    ///
+    /// Blocks the calling thread while the writer commits; from async code, the `async`
+    /// overload suspends instead.
+    /// - Throws: `LedgerError`: `.invalidEvent` (with `index` and `field`), `.idConflict`,
+    ///   `.wrongExpectedVersion` (with expected and actual), `.storage`, `.closed`. Nothing of
+    ///   the batch is written when it throws.
+    @discardableResult
+    public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
+        guard !drafts.isEmpty || !expecting.isEmpty else { return AppendResult(outcomes: []) }
+        try Self.validate(drafts)
+        let writer = try requireWriter()
+        let slot = BlockingSlot()
+        try writer.submit(PendingAppend(drafts: drafts, expectations: expecting, completion: .blocking(slot)))
+        return try slot.wait().get()
+    }
+
+    /// Appends a batch atomically, suspending (not blocking) until it is durable.
+    /// See the blocking overload for the rules.
+    @discardableResult
+    public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) async throws(LedgerError) -> AppendResult {
+        guard !drafts.isEmpty || !expecting.isEmpty else { return AppendResult(outcomes: []) }
+        try Self.validate(drafts)
+        let writer = try requireWriter()
+        do {
+            return try await withCheckedThrowingContinuation { continuation in
+                do {
+                    try writer.submit(PendingAppend(drafts: drafts, expectations: expecting, completion: .async(continuation)))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError(.storage, "\(error)")
+        }
+    }
+
+    /// Appends events of one subject, expecting its stream at `expectedVersion`.
+    @discardableResult
+    public func append(_ drafts: [EventDraft], to subject: String, expectedVersion: ExpectedVersion) throws(LedgerError) -> AppendResult {
+        try append(drafts, expecting: [subject: expectedVersion])
+    }
+
+    /// Flushes commits to disk: needed only for a `.noSync` log.
+    public func sync() throws(LedgerError) {
+        do { try storage.env.sync(force: true) } catch { throw LedgerError.storage(error, doing: "syncing") }
+    }
+
+    private func requireWriter() throws(LedgerError) -> GroupCommitWriter {
+        guard let writer else { throw LedgerError(.storage, "the log was opened read-only; open it without `readOnly` to append") }
+        return writer
+    }
+
+    private static func validate(_ drafts: [EventDraft]) throws(LedgerError) {
+        for (index, draft) in drafts.enumerated() {
+            do {
+                try draft.validate()
+            } catch {
+                var error = error
+                error.index = index
+                error.subject = error.subject ?? (draft.subject.isEmpty ? nil : draft.subject)
+                throw error
+            }
+        }
+    }
+
+    // MARK: Read
+
+    /// The last position written (0 for an empty log).
+    public func lastPosition() throws(LedgerError) -> UInt64 {
+        try storage.read("reading the head") { txn in try storage.head(txn).position }
+    }
+
+    /// A subject's current version: how many events its stream holds (0 if none).
+    public func version(of subject: String) throws(LedgerError) -> UInt64 {
+        try storage.read("reading the version of \(subject)") { txn in try storage.version(of: subject, txn) }
+    }
+
+    /// The event at `position`, or `nil`.
+    public func event(at position: UInt64) throws(LedgerError) -> StoredEvent? {
+        try storage.read("reading position \(position)") { txn in
+            guard let record = try txn.get(storage.events, key: LogSchema.key(position)) else { return nil }
+            return try EventRecord.decode(record, position: position)
+        }
+    }
+
+    /// The event with `id`, or `nil`.
+    public func event(id: EventID) throws(LedgerError) -> StoredEvent? {
+        try storage.read("reading event \(id)") { txn in
+            guard let bytes = try txn.get(storage.ids, key: id.bytes) else { return nil }
+            guard let position = LogSchema.integer(bytes), let record = try txn.get(storage.events, key: LogSchema.key(position)) else {
+                throw LedgerError(.corruptRecord, "the id index points \(id) at a missing record; run `ledger verify`")
+            }
+            return try EventRecord.decode(record, position: position)
+        }
+    }
+
+    /// Counts and sizes.
+    public func stats() throws(LedgerError) -> LogStats {
+        let info = storage.env.info()
+        return try storage.read("reading stats") { txn in
+            LogStats(
+                events: UInt64(try txn.count(storage.events)),
+                subjects: UInt64(try txn.count(storage.subjects)),
+                lastPosition: try storage.head(txn).position,
+                usedBytes: info.usedBytes,
+                mapSize: info.mapSize
+            )
+        }
+    }
+
+    /// The LMDB environment underneath, for modules that keep their own databases in the same
+    /// store (the projection engine).
+    public var environment: Environment { storage.env }
+}
+
+/// Counts and sizes of a log.
+public struct LogStats: Sendable, Hashable {
+    /// Events stored.
+    public let events: UInt64
+    /// Subjects with at least one event.
+    public let subjects: UInt64
+    /// The last position (equals `events`, positions being gap-free).
+    public let lastPosition: UInt64
+    /// Bytes of the store file in use.
+    public let usedBytes: Int
+    /// The current map size.
+    public let mapSize: Int
+}
+
+extension LedgerError {
+    /// Wraps an error from the storage underneath.
+    static func storage(_ error: any Error, doing what: String) -> LedgerError {
+        if let error = error as? LedgerError { return error }
+        if let lmdb = error as? LMDBError {
+            var wrapped = LedgerError(.storage, "\(what): \(lmdb)")
+            wrapped.storageCode = lmdb.returnCode
+            return wrapped
+        }
+        return LedgerError(.storage, "\(what): \(error)")
+    }
+}

@@ -1,0 +1,84 @@
+import LedgerCore
+
+/// The named databases of a store and how their keys are laid out.
+///
+/// Every integer in a key is big-endian so that LMDB's byte order is numeric order.
+public enum LogSchema {
+    /// position (u64 BE) → record (see `EventRecord`).
+    public static let events = "events"
+    /// event id (16 bytes) → position (u64 BE).
+    public static let ids = "ids"
+    /// subject length (u16 BE) ‖ subject ‖ version (u64 BE) → position (u64 BE).
+    public static let streams = "streams"
+    /// subject → its last version (u64 BE).
+    public static let subjects = "subjects"
+    /// store-wide settings: `format` → u8.
+    public static let meta = "meta"
+    /// The store layout this code writes.
+    public static let storeFormat: UInt8 = 1
+
+    /// A u64 as 8 big-endian bytes.
+    public static func key(_ value: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    /// Reads 8 big-endian bytes as a u64; `nil` for any other length.
+    public static func integer(_ bytes: UnsafeRawBufferPointer) -> UInt64? {
+        guard bytes.count == 8 else { return nil }
+        var value: UInt64 = 0
+        for b in bytes { value = value << 8 | UInt64(b) }
+        return value
+    }
+
+    /// The prefix of a subject's keys in `streams`.
+    public static func streamPrefix(_ subject: String) -> [UInt8] {
+        let utf8 = subject.utf8
+        var key: [UInt8] = [UInt8(truncatingIfNeeded: utf8.count >> 8), UInt8(truncatingIfNeeded: utf8.count)]
+        key.reserveCapacity(2 + utf8.count + 8)
+        key.append(contentsOf: utf8)
+        return key
+    }
+
+    /// The key of a subject's event at `version` in `streams`.
+    public static func streamKey(_ subject: String, version: UInt64) -> [UInt8] {
+        var key = streamPrefix(subject)
+        key.append(contentsOf: Self.key(version))
+        return key
+    }
+}
+
+/// What happened to each event of an append.
+public enum AppendOutcome: Sendable, Hashable {
+    /// Written at `position`, as `version` of its subject's stream.
+    case appended(position: UInt64, version: UInt64)
+    /// Its id was already stored with the same content, at `position`; nothing was written.
+    case duplicate(position: UInt64)
+
+    /// The event's position, new or existing.
+    public var position: UInt64 {
+        switch self {
+        case .appended(let p, _), .duplicate(let p): p
+        }
+    }
+}
+
+/// The result of one atomic append.
+public struct AppendResult: Sendable, Hashable {
+    /// One outcome per event, in the order they were given.
+    public let outcomes: [AppendOutcome]
+
+    public init(outcomes: [AppendOutcome]) { self.outcomes = outcomes }
+
+    /// Events written.
+    public var appended: Int { outcomes.count { if case .appended = $0 { true } else { false } } }
+    /// Events whose id was already stored with the same content.
+    public var duplicates: Int { outcomes.count - appended }
+    /// The first position written, `nil` if nothing was.
+    public var firstPosition: UInt64? { appendedPositions.min() }
+    /// The last position written, `nil` if nothing was.
+    public var lastPosition: UInt64? { appendedPositions.max() }
+
+    private var appendedPositions: [UInt64] {
+        outcomes.compactMap { if case .appended(let p, _) = $0 { p } else { nil } }
+    }
+}

@@ -1,0 +1,207 @@
+import Crypto
+import LMDB
+import LedgerCore
+
+/// The environment and databases of a store, and the commit that the writer thread runs.
+struct LogStorage: Sendable {
+    let env: Environment
+    let events: Database
+    let ids: Database
+    let streams: Database
+    let subjects: Database
+    let meta: Database
+    let clock: @Sendable () -> Timestamp
+
+    /// The chain's hash before position 1.
+    static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
+
+    init(env: Environment, clock: @escaping @Sendable () -> Timestamp) throws {
+        self.env = env
+        self.clock = clock
+        let readOnly = env.configuration.flags.contains(.readOnly)
+        let flags: Database.Flags = readOnly ? [] : [.create]
+        do {
+            events = try env.openDatabase(LogSchema.events, flags: flags)
+            ids = try env.openDatabase(LogSchema.ids, flags: flags)
+            streams = try env.openDatabase(LogSchema.streams, flags: flags)
+            subjects = try env.openDatabase(LogSchema.subjects, flags: flags)
+            meta = try env.openDatabase(LogSchema.meta, flags: flags)
+        } catch let error as LMDBError where error.code == .notFound {
+            throw LedgerError(.storage, "\(env.path) is not an EntitlementLedger store (its databases are missing); create one with `ledger init`")
+        }
+        let meta = self.meta
+        let format: UInt8? = try env.read { txn in try txn.get(meta, key: Array("format".utf8)).flatMap { $0.first } }
+        if let format, format > LogSchema.storeFormat {
+            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
+        }
+        if format == nil && !readOnly {
+            try env.write { txn in try txn.put(meta, key: Array("format".utf8), value: [LogSchema.storeFormat]) }
+        }
+    }
+
+    /// Runs a read transaction, turning storage errors into `LedgerError`.
+    func read<R>(_ what: @autoclosure () -> String, _ body: (borrowing Transaction) throws -> R) throws(LedgerError) -> R {
+        do {
+            return try env.read(body)
+        } catch {
+            throw LedgerError.storage(error, doing: what())
+        }
+    }
+
+    struct Head {
+        var position: UInt64
+        var hash: [UInt8]
+        var recordedAt: Timestamp
+    }
+
+    /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
+    /// processes are seen.
+    func head(_ txn: borrowing Transaction) throws -> Head {
+        try txn.withCursor(events) { cursor in
+            guard let last = try cursor.last() else {
+                return Head(position: 0, hash: Self.genesisHash, recordedAt: Timestamp(milliseconds: 0))
+            }
+            guard let position = LogSchema.integer(last.key), let hash = EventRecord.hash(ofRecord: last.value) else {
+                throw LedgerError(.corruptRecord, "the last record of the log is damaged; run `ledger verify`")
+            }
+            let record = last.value
+            var recorded: UInt64 = 0
+            let at = record.count - EventRecord.hashSize - 8
+            for i in 0..<8 { recorded |= UInt64(record[at + i]) << (8 * UInt64(i)) }
+            return Head(position: position, hash: Array(hash), recordedAt: Timestamp(milliseconds: Int64(bitPattern: recorded)))
+        }
+    }
+
+    /// A subject's last version (0 if it has no events).
+    func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
+        guard let bytes = try txn.get(subjects, key: Array(subject.utf8)) else { return 0 }
+        guard let version = LogSchema.integer(bytes) else {
+            throw LedgerError(.corruptRecord, "the subjects table is damaged for \(subject); run `ledger verify`", subject: subject)
+        }
+        return version
+    }
+
+    // MARK: Commit (writer thread only)
+
+    /// Writes a group of batches in one transaction. Each batch succeeds or fails on its own;
+    /// a batch that fails wrote nothing. A storage failure fails the whole group.
+    func commit(_ group: [PendingAppend]) -> [Result<AppendResult, LedgerError>] {
+        do {
+            return try env.write { txn in
+                var head = try head(txn)
+                // recordedAt never goes backwards, even if the wall clock does.
+                let recordedAt = max(clock(), head.recordedAt)
+                var results: [Result<AppendResult, LedgerError>] = []
+                results.reserveCapacity(group.count)
+                for append in group {
+                    do {
+                        results.append(.success(try apply(append, txn, &head, recordedAt)))
+                    } catch let error as LedgerError {
+                        results.append(.failure(error))
+                    }
+                }
+                return results
+            }
+        } catch {
+            let failure = LedgerError.storage(error, doing: "committing an append")
+            return group.map { _ in .failure(failure) }
+        }
+    }
+
+    /// Checks one batch against the store (reads only), then writes it. Throws `LedgerError`
+    /// only before its first write, so a rejected batch leaves nothing behind; LMDB errors
+    /// during the writes propagate and abort the whole transaction.
+    private func apply(_ append: PendingAppend, _ txn: borrowing Transaction, _ head: inout Head,
+                       _ recordedAt: Timestamp) throws -> AppendResult {
+        let drafts = append.drafts
+        let contents = drafts.map(EventRecord.content(of:))
+        var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
+        var firstIndex: [EventID: Int] = [:]
+        var fresh: [Int] = []
+
+        // 1. Duplicates and conflicts.
+        for i in drafts.indices {
+            let id = drafts[i].id
+            if let j = firstIndex[id] {
+                guard contents[j] == contents[i] else {
+                    throw LedgerError(.idConflict, "event id \(id) appears twice in this batch (events \(j) and \(i)) with different content; give each fact its own id",
+                                      index: i, field: "/id", subject: drafts[i].subject)
+                }
+                continue
+            }
+            firstIndex[id] = i
+            if let stored = try txn.get(ids, key: id.bytes) {
+                guard let position = LogSchema.integer(stored),
+                      let record = try txn.get(events, key: LogSchema.key(position)),
+                      let content = EventRecord.content(ofRecord: record)
+                else {
+                    throw LedgerError(.corruptRecord, "the id index points \(id) at a missing record; run `ledger verify`", index: i)
+                }
+                guard content.elementsEqual(contents[i]) else {
+                    throw LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
+                                      index: i, field: "/id", subject: drafts[i].subject, position: position)
+                }
+                outcomes[i] = .duplicate(position: position)
+            } else {
+                fresh.append(i)
+            }
+        }
+
+        // 2. Expected versions. A subject whose events here are all duplicates is a retry of
+        //    an append that already succeeded: not checked.
+        var versions: [String: UInt64] = [:]
+        func current(_ subject: String) throws -> UInt64 {
+            if let v = versions[subject] { return v }
+            let v = try version(of: subject, txn)
+            versions[subject] = v
+            return v
+        }
+        let freshSubjects = Set(fresh.map { drafts[$0].subject })
+        let batchSubjects = Set(drafts.map(\.subject))
+        for (subject, expected) in append.expectations.sorted(by: { $0.key < $1.key }) {
+            if batchSubjects.contains(subject) && !freshSubjects.contains(subject) { continue }
+            let actual = try current(subject)
+            guard expected.isSatisfied(by: actual) else {
+                var error = LedgerError(.wrongExpectedVersion, "subject \(subject) is at version \(actual), but the append expected \(expected); read the stream again and retry",
+                                        subject: subject)
+                error.expectedVersion = expected
+                error.actualVersion = actual
+                throw error
+            }
+        }
+
+        // 3. Writes.
+        var touched = Set<String>()
+        for i in fresh {
+            let draft = drafts[i]
+            let previous = try current(draft.subject)
+            touched.insert(draft.subject)
+            let version = previous + 1
+            versions[draft.subject] = version
+            head.position += 1
+            var record = EventRecord.encode(draft, version: version, recordedAt: recordedAt)
+            var hasher = SHA256()
+            hasher.update(data: head.hash)
+            hasher.update(data: record)
+            let hash = Array(hasher.finalize())
+            record.append(contentsOf: hash)
+            let positionKey = LogSchema.key(head.position)
+            try txn.put(events, key: positionKey, value: record, flags: .append)
+            try txn.put(ids, key: draft.id.bytes, value: positionKey, flags: .noOverwrite)
+            try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
+            head.hash = hash
+            outcomes[i] = .appended(position: head.position, version: version)
+        }
+        for subject in touched {
+            try txn.put(subjects, key: Array(subject.utf8), value: LogSchema.key(versions[subject] ?? 0))
+        }
+
+        // Repeats of an id inside the batch report the position of its first occurrence.
+        let resolved: [AppendOutcome] = drafts.indices.map { i in
+            if let outcome = outcomes[i] { return outcome }
+            let first = firstIndex[drafts[i].id] ?? i
+            return .duplicate(position: outcomes[first]?.position ?? 0)
+        }
+        return AppendResult(outcomes: resolved)
+    }
+}

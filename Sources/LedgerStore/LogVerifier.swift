@@ -1,0 +1,198 @@
+import Crypto
+import LMDB
+import LedgerCore
+
+/// What `EventLog.verify()` found.
+public struct VerifyReport: Sendable, Hashable {
+    /// Events whose position, record, hash and index entries were checked.
+    public let eventsChecked: UInt64
+    /// The first problem found, `nil` when the log is sound.
+    public let problem: VerifyProblem?
+
+    /// Whether the log is sound.
+    public var isValid: Bool { problem == nil }
+}
+
+/// The first thing wrong with a log.
+public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
+    /// Which check failed.
+    public enum Kind: String, Sendable, Hashable {
+        /// A position is missing, or a key is not a position.
+        case positionGap
+        /// A record cannot be decoded.
+        case badRecord
+        /// A record's hash does not match its predecessor's hash and its bytes.
+        case hashMismatch
+        /// The id index lacks an event, points it elsewhere, or has extra entries.
+        case idIndex
+        /// The (subject, version) index lacks an event, points it elsewhere, or has extra entries.
+        case streamIndex
+        /// A subject's versions are not 1, 2, 3… in position order.
+        case versionGap
+        /// The subjects table disagrees with the streams.
+        case subjectsTable
+    }
+
+    /// Which check failed.
+    public let kind: Kind
+    /// The first bad position, when the problem has one.
+    public let position: UInt64?
+    /// What is wrong.
+    public let message: String
+
+    public var description: String {
+        if let position { return "position \(position): \(kind.rawValue): \(message)" }
+        return "\(kind.rawValue): \(message)"
+    }
+}
+
+extension EventLog {
+    /// Walks the log and checks positions (gap-free from 1), every record's encoding and hash
+    /// chain, both indexes in both directions, subject versions and the subjects table.
+    ///
+    /// Reads in chunks of short transactions, so it can run beside appends; events appended
+    /// while it runs are checked if it reaches them. Stops at the first problem.
+    /// - Parameter progress: called after each chunk with the events checked so far.
+    /// - Throws: `LedgerError.storage` if the store cannot be read at all.
+    public func verify(chunkSize: Int = 4096, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
+        var state = VerifyState()
+        while true {
+            let (count, problem) = try storage.read("verifying") { txn in try state.checkChunk(storage, txn, limit: chunkSize) }
+            if let problem { return VerifyReport(eventsChecked: state.checked, problem: problem) }
+            progress?(state.checked)
+            if count < chunkSize { break }
+        }
+        let problem = try storage.read("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
+        return VerifyReport(eventsChecked: state.checked, problem: problem)
+    }
+}
+
+private struct VerifyState {
+    var checked: UInt64 = 0
+    var previousHash = LogStorage.genesisHash
+    var versions: [String: UInt64] = [:]
+
+    mutating func checkChunk(_ s: LogStorage, _ txn: borrowing Transaction, limit: Int) throws -> (Int, VerifyProblem?) {
+        let start = checked + 1
+        return try txn.withCursor(s.events) { c in
+            var count = 0
+            var entry = try c.seek(atLeast: LogSchema.key(start))
+            while let e = entry, count < limit {
+                let expected = checked + 1
+                guard let position = LogSchema.integer(e.key) else {
+                    return (count, VerifyProblem(kind: .positionGap, position: expected, message: "a key of \(e.key.count) bytes is not a position"))
+                }
+                guard position == expected else {
+                    return (count, VerifyProblem(kind: .positionGap, position: expected, message: "position \(expected) is missing; the next stored is \(position)"))
+                }
+                if let problem = try check(record: e.value, at: position, s, txn) { return (count, problem) }
+                checked = position
+                count += 1
+                entry = try c.next()
+            }
+            return (count, nil)
+        }
+    }
+
+    private mutating func check(record: UnsafeRawBufferPointer, at position: UInt64, _ s: LogStorage,
+                                _ txn: borrowing Transaction) throws -> VerifyProblem? {
+        let event: StoredEvent
+        do {
+            event = try EventRecord.decode(record, position: position)
+        } catch {
+            return VerifyProblem(kind: .badRecord, position: position, message: error.message)
+        }
+        guard let hashed = EventRecord.hashedBytes(ofRecord: record) else {
+            return VerifyProblem(kind: .badRecord, position: position, message: "record too short")
+        }
+        var hasher = SHA256()
+        hasher.update(data: previousHash)
+        hasher.update(bufferPointer: hashed)
+        let hash = Array(hasher.finalize())
+        guard hash == event.hash else {
+            return VerifyProblem(kind: .hashMismatch, position: position,
+                                 message: "the stored hash does not match the record's bytes and its predecessor's hash: the record or an earlier one was altered")
+        }
+        previousHash = hash
+
+        let positionKey = LogSchema.key(position)
+        guard let indexed = try txn.get(s.ids, key: event.id.bytes) else {
+            return VerifyProblem(kind: .idIndex, position: position, message: "event \(event.id) is missing from the id index")
+        }
+        guard indexed.elementsEqual(positionKey) else {
+            return VerifyProblem(kind: .idIndex, position: position,
+                                 message: "the id index points \(event.id) at \(LogSchema.integer(indexed).map(String.init) ?? "a bad value")")
+        }
+
+        let expectedVersion = (versions[event.subject] ?? 0) + 1
+        guard event.version == expectedVersion else {
+            return VerifyProblem(kind: .versionGap, position: position,
+                                 message: "\(event.subject) has version \(event.version) here; \(expectedVersion) was next")
+        }
+        versions[event.subject] = event.version
+        guard let streamed = try txn.get(s.streams, key: LogSchema.streamKey(event.subject, version: event.version)) else {
+            return VerifyProblem(kind: .streamIndex, position: position, message: "(\(event.subject), \(event.version)) is missing from the stream index")
+        }
+        guard streamed.elementsEqual(positionKey) else {
+            return VerifyProblem(kind: .streamIndex, position: position,
+                                 message: "the stream index points (\(event.subject), \(event.version)) at \(LogSchema.integer(streamed).map(String.init) ?? "a bad value")")
+        }
+        return nil
+    }
+
+    /// In one snapshot: each index holds exactly one entry per event, and the subjects table
+    /// matches the streams. Entries beyond the checked head (appended since) are allowed.
+    mutating func checkTotals(_ s: LogStorage, _ txn: borrowing Transaction) throws -> VerifyProblem? {
+        let head = try s.head(txn).position
+        let events = UInt64(try txn.count(s.events))
+        let ids = UInt64(try txn.count(s.ids))
+        let streams = UInt64(try txn.count(s.streams))
+        if ids != events {
+            return try findStray(in: s.ids, kind: .idIndex, s, txn, head: head) { key, position in
+                (try txn.get(s.events, key: LogSchema.key(position))).flatMap { try? EventRecord.decode($0, position: position) }?.id.bytes
+                    .elementsEqual(key) ?? false
+            } ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for \(events) events")
+        }
+        if streams != events {
+            return try findStray(in: s.streams, kind: .streamIndex, s, txn, head: head) { key, position in
+                guard let event = (try txn.get(s.events, key: LogSchema.key(position))).flatMap({ try? EventRecord.decode($0, position: position) })
+                else { return false }
+                return LogSchema.streamKey(event.subject, version: event.version).elementsEqual(key)
+            } ?? VerifyProblem(kind: .streamIndex, position: nil, message: "the stream index has \(streams) entries for \(events) events")
+        }
+        // The subjects table can be compared only when nothing was appended since the walk.
+        guard head == checked else { return nil }
+        let subjects = try txn.count(s.subjects)
+        if subjects != versions.count {
+            return VerifyProblem(kind: .subjectsTable, position: nil,
+                                 message: "the subjects table has \(subjects) subjects; the streams have \(versions.count)")
+        }
+        for (subject, version) in versions {
+            let stored = try txn.get(s.subjects, key: Array(subject.utf8)).flatMap(LogSchema.integer)
+            guard stored == version else {
+                return VerifyProblem(kind: .subjectsTable, position: nil,
+                                     message: "the subjects table has \(subject) at version \(stored.map(String.init) ?? "none"); its stream is at \(version)")
+            }
+        }
+        return nil
+    }
+
+    /// Walks an index for an entry that points nowhere or at the wrong event.
+    private func findStray(in db: Database, kind: VerifyProblem.Kind, _ s: LogStorage, _ txn: borrowing Transaction, head: UInt64,
+                           matches: (UnsafeRawBufferPointer, UInt64) throws -> Bool) throws -> VerifyProblem? {
+        try txn.withCursor(db) { c in
+            var entry = try c.first()
+            while let e = entry {
+                guard let position = LogSchema.integer(e.value) else {
+                    return VerifyProblem(kind: kind, position: nil, message: "an index entry holds \(e.value.count) bytes, not a position")
+                }
+                let pointsRight = try position > 0 && position <= head && matches(e.key, position)
+                if !pointsRight {
+                    return VerifyProblem(kind: kind, position: position, message: "an index entry points at position \(position), which does not hold that event")
+                }
+                entry = try c.next()
+            }
+            return nil
+        }
+    }
+}

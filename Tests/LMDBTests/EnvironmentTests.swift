@@ -1,0 +1,225 @@
+import Foundation
+import Glibc
+import LMDB
+import Testing
+
+/// A fresh directory under the system's temporary folder, removed when `body` returns.
+func withTemporaryDirectory<R>(_ body: (String) throws -> R) throws -> R {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("lmdb-tests-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+func mode(of path: String) -> mode_t {
+    var st = stat()
+    stat(path, &st)
+    return st.st_mode & 0o777
+}
+
+@Suite struct EnvironmentTests {
+    @Test func storeFilesAreReadableByTheOwnerOnly() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: [1], value: [2]) }
+            #expect(mode(of: path) == 0o700)
+            #expect(mode(of: path + "/data.mdb") == 0o600)
+            #expect(mode(of: path + "/lock.mdb") == 0o600)
+        }
+    }
+
+    @Test func writeCommitsWhenTheClosureReturns() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: Array("k".utf8), value: Array("v".utf8)) }
+            let value = try env.read { txn in try txn.get(db, key: Array("k".utf8)).map { Array($0) } }
+            #expect(value == Array("v".utf8))
+        }
+    }
+
+    @Test func writeAbortsWhenTheClosureThrows() throws {
+        struct Stop: Error {}
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            #expect(throws: Stop.self) {
+                try env.write { txn in
+                    try txn.put(db, key: Array("k".utf8), value: Array("v".utf8))
+                    throw Stop()
+                }
+            }
+            let value = try env.read { txn in try txn.get(db, key: Array("k".utf8)).map { Array($0) } }
+            #expect(value == nil)
+        }
+    }
+
+    @Test func namedDatabasesKeepTheirOwnKeys() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let a = try env.openDatabase("a")
+            let b = try env.openDatabase("b")
+            try env.write { txn in
+                try txn.put(a, key: [1], value: [10])
+                try txn.put(b, key: [1], value: [20])
+            }
+            let values = try env.read { txn in
+                (try txn.get(a, key: [1]).map { Array($0) }, try txn.get(b, key: [1]).map { Array($0) }, try txn.count(a))
+            }
+            #expect(values.0 == [10])
+            #expect(values.1 == [20])
+            #expect(values.2 == 1)
+        }
+    }
+
+    @Test func cursorWalksBigEndianKeysInNumericOrder() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("numbers")
+            try env.write { txn in
+                for n in (1...300).shuffled() { try txn.put(db, key: bigEndian(UInt64(n)), value: [UInt8(n % 256)]) }
+            }
+            let (forward, backward, seeked) = try env.read { txn in
+                try txn.withCursor(db) { cursor in
+                    var forward: [UInt64] = []
+                    var entry = try cursor.first()
+                    while let e = entry {
+                        forward.append(e.key.reduce(0) { $0 << 8 | UInt64($1) })
+                        entry = try cursor.next()
+                    }
+                    var backward: [UInt64] = []
+                    entry = try cursor.last()
+                    while let e = entry {
+                        backward.append(e.key.reduce(0) { $0 << 8 | UInt64($1) })
+                        entry = try cursor.previous()
+                    }
+                    let seeked = try cursor.seek(atLeast: bigEndian(256)).map { $0.key.reduce(0) { $0 << 8 | UInt64($1) } }
+                    return (forward, backward, seeked)
+                }
+            }
+            #expect(forward == Array(1...300))
+            #expect(backward == Array((1...300).reversed()))
+            #expect(seeked == 256)
+        }
+    }
+
+    @Test func readsAreZeroCopyPointersIntoTheMap() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            let big = [UInt8](repeating: 7, count: 100_000)
+            try env.write { txn in try txn.put(db, key: [1], value: big) }
+            try env.read { txn in
+                let first = try txn.get(db, key: [1])
+                let second = try txn.get(db, key: [1])
+                // The same bytes in the map both times: nothing was copied out.
+                #expect(first?.baseAddress == second?.baseAddress)
+                #expect(first?.count == big.count)
+                #expect(first.map { $0.allSatisfy { $0 == 7 } } == true)
+            }
+        }
+    }
+
+    @Test func reservedPutWritesStraightIntoTheMap() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in
+                try [UInt8(9)].withUnsafeBytes { key in
+                    try txn.put(db, key: key, reserving: 4) { out in
+                        for i in 0..<4 { out[i] = UInt8(i) }
+                    }
+                }
+            }
+            let value = try env.read { txn in try txn.get(db, key: [9]).map { Array($0) } }
+            #expect(value == [0, 1, 2, 3])
+        }
+    }
+
+    @Test func mapGrowsWhenManyWritesFillIt() throws {
+        try withTemporaryDirectory { path in
+            var config = Environment.Configuration()
+            config.mapSize = 64 << 10
+            let env = try Environment(path: path, configuration: config)
+            let db = try env.openDatabase("things")
+            let value = [UInt8](repeating: 1, count: 1000)
+            for n in 0..<5_000 {
+                try env.write { txn in try txn.put(db, key: bigEndian(UInt64(n)), value: value) }
+            }
+            #expect(env.growths > 0)
+            #expect(env.info().mapSize > 5_000 * 1000)
+            #expect(try env.read { txn in try txn.count(db) } == 5_000)
+        }
+    }
+
+    @Test func mapGrowsWhenOneTransactionOverfillsIt() throws {
+        try withTemporaryDirectory { path in
+            var config = Environment.Configuration()
+            config.mapSize = 64 << 10
+            let env = try Environment(path: path, configuration: config)
+            let db = try env.openDatabase("things")
+            var attempts = 0
+            try env.write { txn in
+                attempts += 1
+                for n in 0..<4_000 { try txn.put(db, key: bigEndian(UInt64(n)), value: [UInt8](repeating: 2, count: 1000)) }
+            }
+            #expect(attempts > 1)
+            #expect(try env.read { txn in try txn.count(db) } == 4_000)
+        }
+    }
+
+    @Test func errorsCarryTheLMDBCodeAndSayWhatToDo() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: [1], value: [1]) }
+            do {
+                try env.write { txn in try txn.put(db, key: [1], value: [2], flags: .noOverwrite) }
+                Issue.record("a second put with .noOverwrite should fail")
+            } catch let error as LMDBError {
+                #expect(error.code == .keyExists)
+                #expect(error.returnCode == -30799)
+                #expect(error.operation == "mdb_put")
+                #expect(error.description.contains("already stored"))
+            }
+        }
+    }
+
+    @Test func aSecondOpenOfTheSameStoreInOneProcessIsRefused() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            #expect(throws: LMDBError(code: .alreadyOpen, operation: "mdb_env_open", context: path)) {
+                _ = try Environment(path: path)
+            }
+            _ = env
+        }
+    }
+
+    @Test func theStoreCanBeOpenedAgainOnceReleased() throws {
+        try withTemporaryDirectory { path in
+            do {
+                let env = try Environment(path: path)
+                let db = try env.openDatabase("things")
+                try env.write { txn in try txn.put(db, key: [1], value: [42]) }
+            }
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things", flags: [])
+            #expect(try env.read { txn in try txn.get(db, key: [1]).map { Array($0) } } == [42])
+        }
+    }
+
+    @Test func readOnlyOpenOfAMissingStoreSaysSo() throws {
+        try withTemporaryDirectory { path in
+            var config = Environment.Configuration()
+            config.flags = .readOnly
+            do {
+                _ = try Environment(path: path, configuration: config)
+                Issue.record("opening a missing store read-only should fail")
+            } catch let error as LMDBError {
+                #expect(error.code == .noSuchFile)
+            }
+        }
+    }
+}

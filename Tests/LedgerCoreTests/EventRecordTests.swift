@@ -1,0 +1,117 @@
+import LedgerCore
+import PropertyBased
+import Testing
+
+/// Generated drafts with every field varied, including non-ASCII text and empty meta/payload.
+let draftGenerator = zip(
+    zip(Gen.uint64(), Gen.uint64(), Gen.character(in: "a"..."ʯ").string(of: 1...40), Gen.lowercaseLetter.string(of: 1...20)),
+    zip(Gen.uint16(in: 1...UInt16.max), Gen.int64(in: -1_000_000_000_000 ... 4_000_000_000_000), Gen<EventSource>.case),
+    zip(zip(Gen.lowercaseLetter.string(of: 1...8), Gen.character(in: " "..."ʯ").string(of: 0...12)).dictionary(ofAtMost: 0...4),
+        Gen.uint8().array(of: 0...300))
+).map { (identity: (UInt64, UInt64, String, String), stamp: (UInt16, Int64, EventSource), body: ([String: String], [UInt8])) in
+    EventDraft(id: EventID(high: identity.0, low: identity.1), subject: identity.2, type: "t." + identity.3,
+               schemaVersion: stamp.0, occurredAt: Timestamp(milliseconds: stamp.1), source: stamp.2,
+               meta: body.0, payload: body.1)
+}
+
+@Suite struct EventRecordTests {
+    @Test func encodingThenDecodingGivesBackEveryField() async {
+        await propertyCheck(count: 300, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
+            var record = EventRecord.encode(draft, version: version, recordedAt: Timestamp(milliseconds: recorded))
+            let hash = (0..<32).map { UInt8($0) }
+            record.append(contentsOf: hash)
+            let stored = try record.withUnsafeBytes { try EventRecord.decode($0, position: 9) }
+            #expect(stored == StoredEvent(position: 9, version: version, recordedAt: Timestamp(milliseconds: recorded), hash: hash, draft: draft))
+        }
+    }
+
+    @Test func theContentPartOfARecordIsTheDraftsContent() async {
+        await propertyCheck(count: 100, input: draftGenerator) { draft in
+            var record = EventRecord.encode(draft, version: 3, recordedAt: Timestamp(milliseconds: 5))
+            record.append(contentsOf: [UInt8](repeating: 0, count: 32))
+            let content = record.withUnsafeBytes { EventRecord.content(ofRecord: $0).map { Array($0) } }
+            #expect(content == EventRecord.content(of: draft))
+        }
+    }
+
+    @Test func everyTruncatedRecordIsReportedDamagedNeverCrashes() throws {
+        let draft = EventDraft(id: EventID(high: 1, low: 2), subject: "user-42", type: "account.created",
+                               occurredAt: Timestamp(milliseconds: 1), source: .app, meta: ["actor": "me"], payload: [1, 2, 3])
+        var record = EventRecord.encode(draft, version: 1, recordedAt: Timestamp(milliseconds: 2))
+        record.append(contentsOf: [UInt8](repeating: 0, count: 32))
+        for length in 0..<record.count {
+            let prefix = Array(record[..<length])
+            #expect(throws: LedgerError.self) { try prefix.withUnsafeBytes { try EventRecord.decode($0, position: 4) } }
+        }
+    }
+
+    @Test func aNewerRecordFormatSaysToUpgrade() throws {
+        let draft = EventDraft(subject: "s", type: "t", occurredAt: Timestamp(milliseconds: 1), source: .app)
+        var record = EventRecord.encode(draft, version: 1, recordedAt: Timestamp(milliseconds: 2))
+        record.append(contentsOf: [UInt8](repeating: 0, count: 32))
+        record[0] = 2
+        do {
+            _ = try record.withUnsafeBytes { (bytes) throws(LedgerError) in try EventRecord.decode(bytes, position: 4) }
+            Issue.record("format 2 should not decode")
+        } catch let error as LedgerError {
+            #expect(error.code == .unsupportedFormat)
+            #expect(error.position == 4)
+        }
+    }
+}
+
+@Suite struct EventDraftValidationTests {
+    let base = EventDraft(subject: "user-42", type: "account.created", occurredAt: Timestamp(milliseconds: 0), source: .app)
+
+    func failure(_ draft: EventDraft) -> LedgerError? {
+        do { try draft.validate(); return nil } catch { return error }
+    }
+
+    @Test func aWellFormedDraftPasses() {
+        #expect(failure(base) == nil)
+    }
+
+    @Test func anEmptySubjectIsRejected() {
+        var draft = base
+        draft.subject = ""
+        #expect(failure(draft)?.code == .invalidEvent)
+        #expect(failure(draft)?.field == "/subject")
+    }
+
+    @Test func aSubjectOver256BytesIsRejectedAnd256Pass() {
+        var draft = base
+        draft.subject = String(repeating: "é", count: 128)       // 256 bytes
+        #expect(failure(draft) == nil)
+        draft.subject += "x"
+        #expect(failure(draft)?.field == "/subject")
+        #expect(failure(draft)?.message == "subject is 257 bytes, over the 256-byte limit")
+    }
+
+    @Test func aPayloadOver64KiBIsRejected() {
+        var draft = base
+        draft.payload = [UInt8](repeating: 0, count: 65_536)
+        #expect(failure(draft) == nil)
+        draft.payload.append(0)
+        #expect(failure(draft)?.field == "/data")
+    }
+
+    @Test func metaOver4KiBIsRejected() {
+        var draft = base
+        draft.meta = ["note": String(repeating: "a", count: 4_000)]
+        #expect(failure(draft) == nil)
+        draft.meta["more"] = String(repeating: "b", count: 100)
+        #expect(failure(draft)?.field == "/meta")
+    }
+
+    @Test func aBadTypeNameIsRejected() {
+        var draft = base
+        draft.type = "account created"
+        #expect(failure(draft)?.field == "/type")
+    }
+
+    @Test func invalidUTF8InASubjectIsATypedError() {
+        #expect(throws: LedgerError(.invalidEvent, "is not valid UTF-8", field: "/subject")) {
+            _ = try EventDraft(subjectBytes: [0x75, 0xFF, 0x31], type: "t", occurredAt: Timestamp(milliseconds: 0), source: .app)
+        }
+    }
+}

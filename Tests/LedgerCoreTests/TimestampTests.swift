@@ -1,0 +1,63 @@
+import LedgerCore
+import PropertyBased
+import Testing
+
+@Suite struct TimestampTests {
+    @Test func formatsAsUTCWithThreeFractionalDigits() {
+        #expect(Timestamp(milliseconds: 0).description == "1970-01-01T00:00:00.000Z")
+        #expect(Timestamp(milliseconds: 1_772_357_400_007).description == "2026-03-01T09:30:00.007Z")
+        #expect(Timestamp(milliseconds: -1).description == "1969-12-31T23:59:59.999Z")
+    }
+
+    @Test(arguments: [
+        ("2026-03-01T09:30:00Z", Int64(1_772_357_400_000)),
+        ("2026-03-01T09:30:00.5Z", 1_772_357_400_500),
+        ("2026-03-01T09:30:00.123456Z", 1_772_357_400_123),
+        ("2026-03-01T10:30:00+01:00", 1_772_357_400_000),
+        ("2026-03-01T04:00:00.000-05:30", 1_772_357_400_000),
+        ("2024-02-29T00:00:00z", 1_709_164_800_000),
+    ])
+    func parsesZonesAndFractions(text: String, milliseconds: Int64) {
+        #expect(Timestamp(rfc3339: text)?.milliseconds == milliseconds)
+    }
+
+    @Test(arguments: [
+        "2026-03-01T09:30:00",          // no zone
+        "2026-03-01 09:30",             // no seconds
+        "2026-02-29T00:00:00Z",         // not a leap year
+        "2026-13-01T00:00:00Z",
+        "2026-03-01T24:00:00Z",
+        "2026-03-01T09:30:00.Z",        // empty fraction
+        "2026-03-01T09:30:00+0100",     // offset without colon
+        "2026-03-01T09:30:00Zjunk",
+        "",
+        "42",
+    ])
+    func rejectsWhatIsNotRFC3339WithAZone(text: String) {
+        #expect(Timestamp(rfc3339: text) == nil)
+    }
+
+    @Test func formattingThenParsingIsTheIdentity() async {
+        // Year 0001 to 9999: what four-digit years can say.
+        await propertyCheck(count: 500, input: Gen.int64(in: -62_135_596_800_000 ... 253_402_300_799_999)) { ms in
+            let time = Timestamp(milliseconds: ms)
+            #expect(Timestamp(rfc3339: time.description) == time)
+        }
+    }
+}
+
+@Suite struct EventIDTests {
+    @Test func printsAndParsesTheUsualForm() {
+        let text = "0b6d2f4e-8a1c-4c3b-9f00-1234567890ab"
+        let id = EventID(text)
+        #expect(id?.description == text)
+        #expect(EventID("0B6D2F4E-8A1C-4C3B-9F00-1234567890AB") == id)
+        #expect(id.map { EventID(bytes: $0.bytes) } == id)
+        #expect(id.map { EventID($0.uuid) } == id)
+    }
+
+    @Test(arguments: ["", "0b6d2f4e8a1c4c3b9f001234567890ab", "0b6d2f4e-8a1c-4c3b-9f00-1234567890ag", "0b6d2f4e-8a1c-4c3b-9f00-1234567890abc"])
+    func rejectsMalformedText(text: String) {
+        #expect(EventID(text) == nil)
+    }
+}

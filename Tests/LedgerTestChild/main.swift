@@ -1,0 +1,83 @@
+// A child process for the crash-safety and multi-process tests. Not part of the product.
+//
+//   ledger-test-child append-loop STORE FIRST_BATCH BATCH_SIZE   append batches forever; print "acked N" after each returns
+//   ledger-test-child append-many STORE COUNT                    append COUNT events in batches of 100, print "done"
+//   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
+import Glibc
+import LMDB
+import LedgerCore
+import LedgerStore
+
+/// Writes a line straight to a file descriptor: no stdio buffer, so a line the parent reads
+/// was said before the kill.
+func say(_ line: String, to fd: Int32 = 1) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}
+
+func fail(_ message: String) -> Never {
+    say("ledger-test-child: \(message)", to: 2)
+    exit(2)
+}
+
+/// The events of batch `n`: ids (n, i), so the parent can tell which batch each event is from.
+func batch(_ n: UInt64, size: Int) -> [EventDraft] {
+    (0..<size).map { i in
+        EventDraft(id: EventID(high: n, low: UInt64(i)), subject: "subject-\(n % 7)", type: "test.event",
+                   occurredAt: Timestamp(milliseconds: Int64(n) * 1000 + Int64(i)), source: .system,
+                   meta: ["batch": "\(n)"], payload: Array(repeating: UInt8(truncatingIfNeeded: n &+ UInt64(i)), count: 200))
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else { fail("usage: ledger-test-child MODE STORE …") }
+let store = arguments[2]
+var options = EventLog.Options()
+options.initialMapSize = 256 << 10   // tiny, so the map grows while the parent watches
+
+switch arguments[1] {
+case "append-loop":
+    guard arguments.count == 5, let first = UInt64(arguments[3]), let size = Int(arguments[4]) else { fail("append-loop STORE FIRST_BATCH BATCH_SIZE") }
+    do {
+        let log = try EventLog(path: store, options: options)
+        var n = first
+        while true {
+            try log.append(batch(n, size: size))
+            say("acked \(n)")
+            n += 1
+        }
+    } catch {
+        fail("\(error)")
+    }
+
+case "append-many":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("append-many STORE COUNT") }
+    do {
+        let log = try EventLog(path: store, options: options)
+        var written = 0
+        var n: UInt64 = 0
+        while written < count {
+            let size = min(100, count - written)
+            try log.append(batch(n, size: size))
+            written += size
+            n += 1
+        }
+        say("done")
+    } catch {
+        fail("\(error)")
+    }
+
+case "hold-reader":
+    do {
+        let env = try Environment(path: store)
+        try env.read { _ in
+            say("ready")
+            while true { sleep(60) }
+        }
+    } catch {
+        fail("\(error)")
+    }
+
+default:
+    fail("unknown mode \(arguments[1])")
+}
