@@ -87,6 +87,9 @@ public final class Environment: @unchecked Sendable {
     private let growthCount = Mutex(0)
     private let pageSize: Int
     private let identity: FileIdentity?
+    /// The thread inside a write transaction of this environment, if any: a second write
+    /// begun on that same thread would wait forever on LMDB's writer lock.
+    private let writingThread = Mutex<pthread_t?>(nil)
 
     /// Directories opened in this process. LMDB's locks belong to the process: a second
     /// environment on the same files would drop the first one's locks when closed.
@@ -177,11 +180,16 @@ public final class Environment: @unchecked Sendable {
     /// other than writes to the transaction out of `body`, or make them repeatable.
     /// - Throws: what `body` throws, or `LMDBError`.
     public func write<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        let me = pthread_self()
+        let nested = writingThread.withLock { current in current.map { pthread_equal($0, me) != 0 } ?? false }
+        if nested { throw LMDBError(code: .nestedWrite, operation: "mdb_txn_begin", context: path) }
         while true {
             let state = WriteState()
             do {
                 return try resizeLock.withShared { () throws -> R in
                     let txn = try begin(readOnly: false)
+                    writingThread.withLock { $0 = me }
+                    defer { writingThread.withLock { $0 = nil } }
                     let transaction = Transaction(handle: txn, writeState: state)
                     let result: R
                     do {
@@ -266,6 +274,10 @@ public final class Environment: @unchecked Sendable {
         // LMDB keeps a handle opened in a transaction only if that transaction commits, so
         // this commits even a read-only one (which a plain `read` would abort).
         let readOnly = configuration.flags.contains(.readOnly) || !flags.contains(.create)
+        let me = pthread_self()
+        if !readOnly, writingThread.withLock({ current in current.map { pthread_equal($0, me) != 0 } ?? false }) {
+            throw LMDBError(code: .nestedWrite, operation: "mdb_dbi_open", context: name)
+        }
         return try resizeLock.withShared { () throws -> Database in
             let txn = try begin(readOnly: readOnly)
             var dbi: MDB_dbi = 0

@@ -51,6 +51,8 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let noSuchFile = Code(rawValue: ENOENT)
         /// `EBUSY`: this process already has the environment open.
         public static let alreadyOpen = Code(rawValue: EBUSY)
+        /// `EDEADLK`: a write transaction was begun inside another on the same thread.
+        public static let nestedWrite = Code(rawValue: EDEADLK)
         /// `ENOSPC`: the disk is full.
         public static let noSpace = Code(rawValue: ENOSPC)
     }
@@ -104,6 +106,8 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
             return "create the store first, or check the path"
         case .alreadyOpen:
             return "this process already has this store open; share that one instance (LMDB's locks belong to the process, so a second handle would undo the first one's locks)"
+        case .nestedWrite:
+            return "this thread is already inside a write transaction, and LMDB allows one writer at a time; do the work inside that transaction (open databases before writing)"
         case .noSpace:
             return "free disk space, then retry"
         case .keyExists:

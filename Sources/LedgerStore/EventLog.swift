@@ -138,6 +138,9 @@ public final class EventLog: Sendable {
         try append(drafts, expecting: [subject: expectedVersion])
     }
 
+    /// How many append calls the writer has gathered into how many transactions since open.
+    public var commitCounters: CommitCounters { writer?.commitCounters ?? CommitCounters() }
+
     /// Flushes commits to disk: needed only for a `.noSync` log.
     public func sync() throws(LedgerError) {
         do { try storage.env.sync(force: true) } catch { throw LedgerError.storage(error, doing: "syncing") }

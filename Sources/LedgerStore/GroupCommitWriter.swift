@@ -64,6 +64,7 @@ final class GroupCommitWriter: Sendable {
     private let maxGroupEvents: Int
     private let commit: Commit
     private let thread = Mutex<pthread_t?>(nil)
+    private let counters = Mutex(CommitCounters())
 
     /// Starts the writer thread. `commit` runs on it, once per group.
     init(maxGroupEvents: Int, commit: @escaping Commit) throws(LedgerError) {
@@ -120,12 +121,19 @@ final class GroupCommitWriter: Sendable {
                     break
                 }
                 let results = commit(group)
+                counters.withLock { c in
+                    c.transactions += 1
+                    c.batches += group.count
+                }
                 for (append, result) in zip(group, results) {
                     append.complete(result)
                 }
             }
         }
     }
+
+    /// How many transactions and batches the writer has committed so far.
+    var commitCounters: CommitCounters { counters.withLock { $0 } }
 
     /// Takes waiting batches, oldest first, up to `maxGroupEvents` events (at least one batch).
     private func takeGroup() -> ([PendingAppend], Bool) {
@@ -148,4 +156,12 @@ final class GroupCommitWriter: Sendable {
 private final class ThreadBody: Sendable {
     let run: @Sendable () -> Void
     init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// What group commit has done: how many batches it gathered into how many transactions.
+public struct CommitCounters: Sendable, Hashable {
+    /// Write transactions committed (fsyncs, for a durable log).
+    public var transactions = 0
+    /// Append calls they carried (successful or rejected).
+    public var batches = 0
 }

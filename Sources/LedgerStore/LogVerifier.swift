@@ -11,6 +11,11 @@ public struct VerifyReport: Sendable, Hashable {
 
     /// Whether the log is sound.
     public var isValid: Bool { problem == nil }
+
+    public init(eventsChecked: UInt64, problem: VerifyProblem?) {
+        self.eventsChecked = eventsChecked
+        self.problem = problem
+    }
 }
 
 /// The first thing wrong with a log.
@@ -39,6 +44,12 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
     public let position: UInt64?
     /// What is wrong.
     public let message: String
+
+    public init(kind: Kind, position: UInt64?, message: String) {
+        self.kind = kind
+        self.position = position
+        self.message = message
+    }
 
     public var description: String {
         if let position { return "position \(position): \(kind.rawValue): \(message)" }

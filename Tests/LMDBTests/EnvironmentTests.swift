@@ -223,3 +223,22 @@ func mode(of path: String) -> mode_t {
         }
     }
 }
+
+@Suite struct NestedWriteTests {
+    @Test func aWriteInsideAWriteOnTheSameThreadIsRefusedNotDeadlocked() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in
+                try txn.put(db, key: [1], value: [1])
+                #expect(throws: LMDBError(code: .nestedWrite, operation: "mdb_txn_begin", context: path)) {
+                    try env.write { _ in }
+                }
+                #expect(throws: LMDBError(code: .nestedWrite, operation: "mdb_dbi_open", context: "other")) {
+                    _ = try env.openDatabase("other")
+                }
+            }
+            #expect(try env.read { txn in try txn.count(db) } == 1)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+import Testing
+
+/// Tampering goes through the raw LMDB layer, with the log closed (one handle per process).
+@Suite struct VerifyTests {
+    func store(_ path: String, events: Int = 20) throws {
+        let log = try EventLog(path: path)
+        try log.append((0..<events).map { draft("user-\($0 % 3)", $0) })
+        #expect(try log.verify() == VerifyReport(eventsChecked: UInt64(events), problem: nil))
+    }
+
+    /// Opens the raw environment and one of the log's databases, and writes to it.
+    func tamper(_ path: String, _ name: String, _ body: (borrowing Transaction, Database) throws -> Void) throws {
+        let env = try Environment(path: path)
+        let db = try env.openDatabase(name)
+        try env.write { txn in try body(txn, db) }
+    }
+
+    func verify(_ path: String) throws -> VerifyReport {
+        try EventLog(path: path).verify(chunkSize: 6)
+    }
+
+    @Test func aSoundLogVerifies() throws {
+        try withStorePath { path in
+            try store(path, events: 100)
+            #expect(try verify(path) == VerifyReport(eventsChecked: 100, problem: nil))
+        }
+    }
+
+    @Test func aFlippedByteInAnEventIsFoundAtItsPosition() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.events) { txn, db in
+                var record = try #require(try txn.get(db, key: LogSchema.key(7)).map { Array($0) })
+                record[record.count - EventRecord.trailerSize - 1] ^= 0x01   // the payload's last byte
+                try txn.put(db, key: LogSchema.key(7), value: record)
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .hashMismatch)
+            #expect(report.problem?.position == 7)
+            #expect(report.eventsChecked == 6)
+        }
+    }
+
+    @Test func aFlippedByteThatBreaksTheEncodingIsABadRecord() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.events) { txn, db in
+                var record = try #require(try txn.get(db, key: LogSchema.key(3)).map { Array($0) })
+                record[17] = 0xEE                         // the source code byte
+                try txn.put(db, key: LogSchema.key(3), value: record)
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .badRecord)
+            #expect(report.problem?.position == 3)
+        }
+    }
+
+    @Test func aMissingIdIndexEntryIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            let id = try #require(try EventLog(path: path).event(at: 11)?.id)
+            try tamper(path, LogSchema.ids) { txn, db in
+                let removed = try txn.delete(db, key: id.bytes)
+                #expect(removed)
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .idIndex)
+            #expect(report.problem?.position == 11)
+            #expect(report.problem?.message.contains("missing from the id index") == true)
+        }
+    }
+
+    @Test func anExtraIdIndexEntryIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.ids) { txn, db in
+                try txn.put(db, key: EventID.random().bytes, value: LogSchema.key(4))
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .idIndex)
+            #expect(report.problem?.position == 4)
+        }
+    }
+
+    @Test func aMissingStreamIndexEntryIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.streams) { txn, db in
+                // Position 5 is user-2's second event.
+                let removed = try txn.delete(db, key: LogSchema.streamKey("user-2", version: 2))
+                #expect(removed)
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .streamIndex)
+            #expect(report.problem?.position == 6)
+        }
+    }
+
+    @Test func aMissingPositionIsAGap() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.events) { txn, db in
+                let removed = try txn.delete(db, key: LogSchema.key(9))
+                #expect(removed)
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .positionGap)
+            #expect(report.problem?.position == 9)
+        }
+    }
+
+    @Test func aSubjectsTableOutOfStepIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.subjects) { txn, db in
+                try txn.put(db, key: Array("user-0".utf8), value: LogSchema.key(99))
+            }
+            #expect(try verify(path).problem?.kind == .subjectsTable)
+        }
+    }
+}
+
+@Suite struct GrowthTests {
+    @Test func aStoreOpenedWithATinyMapTakesOneHundredThousandEvents() throws {
+        try withStorePath { path in
+            var options = EventLog.Options()
+            options.initialMapSize = 64 << 10
+            let log = try EventLog(path: path, options: options)
+            for batch in 0..<100 {
+                try log.append((0..<1_000).map { draft("user-\(($0 + batch) % 97)", batch * 1_000 + $0) })
+            }
+            #expect(try log.lastPosition() == 100_000)
+            #expect(log.environment.growths > 0)
+            #expect(log.environment.info().mapSize > 64 << 10)
+            let expected = (0..<100).reduce(0) { sum, batch in sum + (0..<1_000).filter { ($0 + batch) % 97 == 5 }.count }
+            #expect(try log.events(subject: "user-5").collect().count == expected)
+            #expect(try log.verify().isValid)
+        }
+    }
+}
