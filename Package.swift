@@ -36,6 +36,7 @@ let package = Package(
             dependencies: [
                 "LedgerStore",
                 "LedgerCore",
+                "LMDB",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -47,6 +48,7 @@ let package = Package(
             path: "Tests/LedgerTestChild"
         ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [

@@ -72,8 +72,8 @@ public final class Environment: @unchecked Sendable {
         public let usedBytes: Int
         /// The OS page size LMDB uses.
         public let pageSize: Int
-        /// Reader slots in use, across processes.
-        public let readersInUse: Int
+        /// Reader slots ever taken (LMDB's high-water mark, not the ones live now: see `activeReaders()`).
+        public let readerSlotsUsed: Int
         /// Reader slots in total.
         public let maxReaders: Int
     }
@@ -85,6 +85,7 @@ public final class Environment: @unchecked Sendable {
     public let configuration: Configuration
     let resizeLock = ResizeLock()
     private let growthCount = Mutex(0)
+    private let adoptionCount = Mutex(0)
     private let pageSize: Int
     private let identity: FileIdentity?
     /// The thread inside a write transaction of this environment, if any: a second write
@@ -244,6 +245,7 @@ public final class Environment: @unchecked Sendable {
                 try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize", "adopting a map grown by another process")
             }
         }
+        adoptionCount.withLock { $0 += 1 }
     }
 
     /// Grows the map: doubles it, or adds `maxGrowthStep` once it is larger than that.
@@ -263,6 +265,9 @@ public final class Environment: @unchecked Sendable {
 
     /// How many times this process grew the map.
     public var growths: Int { growthCount.withLock { $0 } }
+
+    /// How many times this process adopted a map grown by another process (`MDB_MAP_RESIZED`).
+    public var adoptedResizes: Int { adoptionCount.withLock { $0 } }
 
     // MARK: Databases
 
@@ -302,6 +307,22 @@ public final class Environment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// Read transactions open right now across every process, live or left by a dead one
+    /// (until `checkReaders()` frees those).
+    public func activeReaders() -> Int {
+        var lines = 0
+        mdb_reader_list(handle, { message, context in
+            guard let message, let context else { return 0 }
+            let text = String(cString: message)
+            // LMDB prints a header line, then one line per live reader slot.
+            if !text.contains("pid") && !text.contains("no active readers") {
+                context.assumingMemoryBound(to: Int.self).pointee += 1
+            }
+            return 0
+        }, &lines)
+        return lines
+    }
+
     /// Flushes written data to disk; with `force`, even when opened with `.noSync`.
     public func sync(force: Bool = true) throws(LMDBError) {
         try check(mdb_env_sync(handle, force ? 1 : 0), "mdb_env_sync")
@@ -318,7 +339,7 @@ public final class Environment: @unchecked Sendable {
             mapSize: info.me_mapsize,
             usedBytes: (info.me_last_pgno + 1) * page,
             pageSize: page,
-            readersInUse: Int(info.me_numreaders),
+            readerSlotsUsed: Int(info.me_numreaders),
             maxReaders: Int(info.me_maxreaders)
         )
     }

@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+
+/// `ledger`: the command line over the EntitlementLedger library.
+@main
+struct Ledger: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger",
+        abstract: "An event-sourced entitlement ledger: append facts, verify the log, inspect the store.",
+        discussion: """
+            The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb.
+            Exit codes: 0 ok, 1 failure, 2 usage or input error.
+            """,
+        subcommands: [InitCommand.self, StatsCommand.self, VerifyCommand.self, DemoCommand.self, BenchCommand.self]
+    )
+
+    /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
+    /// default is 64), failures exit 1.
+    static func main() {
+        let arguments = GlobalOptions.movingStoreAfterSubcommand(Array(CommandLine.arguments.dropFirst()))
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch let failure as CommandFailure {
+            FileHandle.standardError.write(Data("ledger: \(failure.message)\n".utf8))
+            Foundation.exit(failure.exitCode)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                exit(withError: error)
+            }
+            if code == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            FileHandle.standardError.write(Data("ledger: \(fullMessage(for: error))\n".utf8))
+            Foundation.exit(1)
+        }
+    }
+}
+
+/// A failure the command has already explained: printed as `ledger: message`, exit code as given.
+struct CommandFailure: Error {
+    let message: String
+    let exitCode: Int32
+
+    static func failure(_ message: String) -> CommandFailure { CommandFailure(message: message, exitCode: 1) }
+    static func input(_ message: String) -> CommandFailure { CommandFailure(message: message, exitCode: 2) }
+}
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "The store directory (default: $LEDGER_STORE, else ./ledger.lmdb).")
+    var store: String?
+
+    @Flag(name: .long, help: "Machine-readable JSON output.")
+    var json = false
+
+    /// The store path after the fallbacks.
+    var storePath: String {
+        store ?? ProcessInfo.processInfo.environment["LEDGER_STORE"] ?? "ledger.lmdb"
+    }
+
+    /// Opens the store's log, turning errors into a message that says what to do.
+    func openLog(readOnly: Bool = false, create: Bool = false) throws -> EventLog {
+        let path = storePath
+        if !create && !FileManager.default.fileExists(atPath: path + "/data.mdb") {
+            throw CommandFailure.failure("no store at \(path); create one with `ledger init --store \(path)` or pass --store")
+        }
+        var options = EventLog.Options()
+        options.readOnly = readOnly
+        do {
+            return try EventLog(path: path, options: options)
+        } catch {
+            throw CommandFailure.failure(error.description)
+        }
+    }
+
+    /// `--store` may come before the subcommand (`ledger --store s stats`); argument-parser
+    /// reads a subcommand's options only after its name, so move it there.
+    static func movingStoreAfterSubcommand(_ arguments: [String]) -> [String] {
+        var moved: [String] = []
+        var rest: [String] = []
+        var i = 0
+        var seenSubcommand = false
+        while i < arguments.count {
+            let argument = arguments[i]
+            if !seenSubcommand && argument == "--store" && i + 1 < arguments.count {
+                moved += [argument, arguments[i + 1]]
+                i += 2
+                continue
+            }
+            if !seenSubcommand && argument.hasPrefix("--store=") {
+                moved.append(argument)
+                i += 1
+                continue
+            }
+            if !argument.hasPrefix("-") && !seenSubcommand {
+                seenSubcommand = true
+                rest.append(argument)
+                rest += moved
+                moved = []
+                i += 1
+                continue
+            }
+            rest.append(argument)
+            i += 1
+        }
+        return rest + moved
+    }
+}

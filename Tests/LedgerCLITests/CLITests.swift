@@ -1,0 +1,132 @@
+import Foundation
+import LMDB
+import LedgerStore
+import Testing
+
+/// Runs the built `ledger` binary (beside the test bundle) and captures what it says.
+struct Run {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("ledger")
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        status = process.terminationStatus
+        stdout = String(decoding: outData, as: UTF8.self)
+        stderr = String(decoding: errData, as: UTF8.self)
+    }
+
+    /// stdout parsed as one JSON object.
+    func json() throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(stdout.utf8))
+        return try #require(object as? [String: Any])
+    }
+}
+
+func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    return try body(dir.path)
+}
+
+@Suite struct CLITests {
+    @Test func initCreatesAnEmptyStoreThatStatsDescribes() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let created = try Run(["init", "--store", store])
+            #expect(created.status == 0)
+            #expect(created.stdout == "Created an empty store at \(store).\n")
+            let stats = try Run(["stats", "--store", store, "--json"])
+            #expect(stats.status == 0)
+            let json = try stats.json()
+            #expect(json["events"] as? Int == 0)
+            #expect(json["subjects"] as? Int == 0)
+            #expect(json["lastPosition"] as? Int == 0)
+            #expect(json.keys.contains("policy"))
+            #expect(json["models"] is [String: Any])
+            let again = try Run(["init", "--store", store])
+            #expect(again.status == 1)
+            #expect(again.stderr.contains("already exists"))
+        }
+    }
+
+    @Test func theStoreComesFromTheOptionBeforeOrAfterTheSubcommandOrTheEnvironment() throws {
+        try withDirectory { (dir) throws in
+            let store = dir + "/s.lmdb"
+            #expect(try Run(["--store", store, "init"]).status == 0)
+            #expect(try Run(["stats", "--json"], environment: ["LEDGER_STORE": store]).status == 0)
+            #expect(try Run(["--store=\(store)", "verify"]).status == 0)
+        }
+    }
+
+    @Test func aMissingStoreFailsWithExitOneAndSaysWhatToDo() throws {
+        try withDirectory { dir in
+            let run = try Run(["stats", "--store", dir + "/none.lmdb"])
+            #expect(run.status == 1)
+            #expect(run.stderr == "ledger: no store at \(dir)/none.lmdb; create one with `ledger init --store \(dir)/none.lmdb` or pass --store\n")
+        }
+    }
+
+    @Test func aUsageErrorExitsTwo() throws {
+        let run = try Run(["stats", "--bogus"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("Unknown option '--bogus'"))
+        let bad = try Run(["demo", "--now", "yesterday"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--now: expected an RFC 3339 time with a zone, got yesterday"))
+    }
+
+    @Test func theDemoIsDeterministicSoASecondRunAppendsNothing() throws {
+        try withDirectory { dir in
+            let arguments = ["demo", "--store", dir + "/d.lmdb", "--subjects", "200", "--seed", "9", "--now", "2026-11-21T00:00:00Z", "--json"]
+            let first = try Run(arguments)
+            #expect(first.status == 0)
+            let one = try first.json()
+            let generated = try #require(one["generated"] as? Int)
+            #expect(one["appended"] as? Int == generated)
+            #expect(one["verified"] as? Bool == true)
+            #expect(one["subjects"] as? Int == 200)
+            let second = try Run(arguments).json()
+            #expect(second["generated"] as? Int == generated)
+            #expect(second["appended"] as? Int == 0)
+            #expect(second["duplicates"] as? Int == generated)
+        }
+    }
+
+    @Test func verifyExitsOneAndNamesTheBadPositionOfATamperedStore() throws {
+        try withDirectory { dir in
+            let store = dir + "/d.lmdb"
+            #expect(try Run(["demo", "--store", store, "--subjects", "20", "--json"]).status == 0)
+            do {
+                let env = try Environment(path: store)
+                let events = try env.openDatabase(LogSchema.events)
+                try env.write { txn in
+                    let record = try #require(try txn.get(events, key: LogSchema.key(5)).map { Array($0) })
+                    var altered = record
+                    altered[altered.count - 1] ^= 0xFF          // the stored hash
+                    try txn.put(events, key: LogSchema.key(5), value: altered)
+                }
+            }
+            let run = try Run(["verify", "--store", store, "--json"])
+            #expect(run.status == 1)
+            let json = try run.json()
+            #expect(json["ok"] as? Bool == false)
+            #expect(json["eventsChecked"] as? Int == 4)
+            let problem = try #require(json["problem"] as? [String: Any])
+            #expect(problem["kind"] as? String == "hashMismatch")
+            #expect(problem["position"] as? Int == 5)
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Glibc
+import LMDB
+import LedgerCore
+import LedgerStore
+import Testing
+
+/// Tests that need a second, real process: `ledger-test-child` (see Tests/LedgerTestChild).
+/// Serialized: each kills or races a child against the same kind of store.
+@Suite(.serialized) struct ProcessTests {
+    static let batchSize = 20
+
+    /// A child appends batches in a loop and is SIGKILLed at a random moment, 25 times over
+    /// one store. After each kill the store must open, verify, hold every batch whose append
+    /// returned (the child said "acked"), and hold no batch in part.
+    @Test func aStoreSurvivesSIGKILLDuringAppends() throws {
+        try withStorePath { path in
+            try EventLog(path: path).close()      // create it, so children never race to
+            var generator = SystemRandomNumberGenerator()
+            var perBatch: [UInt64: Int] = [:]
+            var acknowledged = Set<UInt64>()
+            var checkedThrough: UInt64 = 0
+            var killedMidWay = 0
+
+            for run in 0..<25 {
+                let first = UInt64(run) * 1_000_000
+                let child = try Child(["append-loop", path, "\(first)", "\(Self.batchSize)"])
+                // Let it get going, then kill it somewhere inside its loop.
+                #expect(child.waitFor(lineStartingWith: "acked") != nil, "run \(run): the child never acknowledged a batch")
+                usleep(UInt32.random(in: 0...80_000, using: &generator))
+                let lines = child.kill()
+                let acked = lines.compactMap { $0.hasPrefix("acked ") ? UInt64($0.dropFirst(6)) : nil }
+                acknowledged.formUnion(acked)
+
+                let log = try EventLog(path: path)
+                let report = try log.verify()
+                #expect(report.isValid, "run \(run): \(report.problem.map(String.init(describing:)) ?? "")")
+                try log.events(from: checkedThrough + 1).forEach { event in
+                    perBatch[event.id.high, default: 0] += 1
+                    checkedThrough = event.position
+                }
+                // Batches the child wrote but was killed before acknowledging count as "mid-way".
+                let last = acked.max() ?? first
+                if perBatch[last + 1] != nil { killedMidWay += 1 }
+            }
+
+            for batch in acknowledged {
+                #expect(perBatch[batch] == Self.batchSize, "acknowledged batch \(batch) must be whole")
+            }
+            for (batch, count) in perBatch {
+                #expect(count == Self.batchSize, "batch \(batch) is partial: \(count) of \(Self.batchSize) events")
+            }
+            #expect(acknowledged.count >= 25)
+            // Not an assertion of luck, just a record of how often the kill beat the acknowledgement.
+            print("crash test: \(acknowledged.count) batches acknowledged, \(perBatch.count) stored, \(killedMidWay) runs killed between commit and acknowledgement")
+        }
+    }
+
+    /// The parent reads while a child process appends 20,000 events into a tiny map that it
+    /// grows several times; the parent sees its commits as they land, in order, with no gaps.
+    @Test func aSecondProcessReadsWhileTheFirstAppends() throws {
+        try withStorePath { path in
+            var options = EventLog.Options()
+            options.initialMapSize = 64 << 10     // smaller than the child will grow it
+            let log = try EventLog(path: path, options: options)
+            let child = try Child(["append-many", path, "20000"])
+            var observed: [UInt64] = []
+            var read: UInt64 = 0
+            while child.process.isRunning || read < 20_000 {
+                let head = try log.lastPosition()
+                if observed.last != head { observed.append(head) }
+                try log.events(from: read + 1, through: head).forEach { event in
+                    #expect(event.position == read + 1, "positions must arrive gap-free")
+                    read = event.position
+                }
+                if !child.process.isRunning && head == read { break }
+                usleep(2_000)
+            }
+            let (status, lines) = child.finish()
+            #expect(status == 0)
+            #expect(lines.contains("done"))
+            #expect(try log.lastPosition() == 20_000)
+            #expect(read == 20_000)
+            #expect(observed == observed.sorted(), "the head never moves backwards")
+            #expect(observed.filter { $0 > 0 && $0 < 20_000 }.count >= 2, "the parent saw the log part-written, more than once")
+            #expect(log.environment.adoptedResizes > 0, "the child grew the map; this process adopted the new size")
+            #expect(try log.verify().isValid)
+        }
+    }
+
+    /// A process that dies holding a read transaction leaves its reader slot taken until
+    /// `mdb_reader_check` frees it; opening a store (or `checkReaders()`) does that.
+    @Test func aReaderSlotLeftByAKilledProcessIsFreed() throws {
+        try withStorePath { path in
+            let log = try EventLog(path: path)
+            try log.append([draft("user-1")])
+            #expect(log.environment.activeReaders() == 0)
+            let child = try Child(["hold-reader", path])
+            #expect(child.waitFor(lineStartingWith: "ready") != nil)
+            #expect(log.environment.activeReaders() == 1)
+            _ = child.kill()
+            #expect(log.environment.activeReaders() == 1, "the dead child's slot stays taken until checked")
+            #expect(try log.environment.checkReaders() == 1)
+            #expect(log.environment.activeReaders() == 0)
+            #expect(try log.event(at: 1)?.subject == "user-1")
+        }
+    }
+}
