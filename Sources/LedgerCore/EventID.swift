@@ -66,12 +66,12 @@ public struct EventID: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     /// The 16 bytes, most significant first.
     public var bytes: [UInt8] {
-        var out = [UInt8](repeating: 0, count: 16)
-        for i in 0..<8 {
-            out[i] = UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(i)))
-            out[8 + i] = UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(i)))
+        [UInt8](unsafeUninitializedCapacity: 16) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
+            count = 16
         }
-        return out
     }
 
     /// As a Foundation `UUID`.

@@ -37,6 +37,21 @@ public enum EventRecord {
         return out
     }
 
+    /// Overwrites the subject version and recordedAt of a record made by `encode` (before its
+    /// hash is appended): the log encodes each event once, checks it, then stamps it.
+    public static func stamp(_ record: inout [UInt8], version: UInt64, recordedAt: Timestamp) {
+        let at = record.count - 16
+        record.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: version.littleEndian, toByteOffset: at, as: UInt64.self)
+            raw.storeBytes(of: UInt64(bitPattern: recordedAt.milliseconds).littleEndian, toByteOffset: at + 8, as: UInt64.self)
+        }
+    }
+
+    /// The content bytes inside a record made by `encode` (no hash yet).
+    public static func content(ofUnhashed record: [UInt8]) -> ArraySlice<UInt8> {
+        record[1 ..< record.count - 16]
+    }
+
     /// The content bytes of a draft: what the conflict check compares with a stored record.
     public static func content(of draft: EventDraft) -> [UInt8] {
         var out: [UInt8] = []

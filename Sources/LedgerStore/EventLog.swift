@@ -201,7 +201,7 @@ public final class EventLog: Sendable {
         return try storage.read("reading stats") { txn in
             LogStats(
                 events: UInt64(try txn.count(storage.events)),
-                subjects: UInt64(try txn.count(storage.subjects)),
+                subjects: try storage.subjectCount(txn),
                 lastPosition: try storage.head(txn).position,
                 usedBytes: info.usedBytes,
                 mapSize: info.mapSize

@@ -9,11 +9,14 @@ public enum LogSchema {
     /// event id (16 bytes) → position (u64 BE).
     public static let ids = "ids"
     /// subject length (u16 BE) ‖ subject ‖ version (u64 BE) → position (u64 BE).
+    /// A subject's current version is the last key under its prefix.
     public static let streams = "streams"
-    /// subject → its last version (u64 BE).
-    public static let subjects = "subjects"
-    /// store-wide settings: `format` → u8.
+    /// store-wide values: `format` → u8 layout version; `subjects` → u64 BE count of subjects.
     public static let meta = "meta"
+    /// The `meta` key of the store layout version.
+    public static let formatKey = Array("format".utf8)
+    /// The `meta` key of the subject count.
+    public static let subjectCountKey = Array("subjects".utf8)
     /// The store layout this code writes.
     public static let storeFormat: UInt8 = 1
 

@@ -8,7 +8,6 @@ struct LogStorage: Sendable {
     let events: Database
     let ids: Database
     let streams: Database
-    let subjects: Database
     let meta: Database
     let clock: @Sendable () -> Timestamp
 
@@ -24,18 +23,17 @@ struct LogStorage: Sendable {
             events = try env.openDatabase(LogSchema.events, flags: flags)
             ids = try env.openDatabase(LogSchema.ids, flags: flags)
             streams = try env.openDatabase(LogSchema.streams, flags: flags)
-            subjects = try env.openDatabase(LogSchema.subjects, flags: flags)
             meta = try env.openDatabase(LogSchema.meta, flags: flags)
         } catch let error as LMDBError where error.code == .notFound {
             throw LedgerError(.storage, "\(env.path) is not an EntitlementLedger store (its databases are missing); create one with `ledger init`")
         }
         let meta = self.meta
-        let format: UInt8? = try env.read { txn in try txn.get(meta, key: Array("format".utf8)).flatMap { $0.first } }
+        let format: UInt8? = try env.read { txn in try txn.get(meta, key: LogSchema.formatKey).flatMap { $0.first } }
         if let format, format > LogSchema.storeFormat {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
         }
         if format == nil && !readOnly {
-            try env.write { txn in try txn.put(meta, key: Array("format".utf8), value: [LogSchema.storeFormat]) }
+            try env.write { txn in try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat]) }
         }
     }
 
@@ -52,6 +50,8 @@ struct LogStorage: Sendable {
         var position: UInt64
         var hash: [UInt8]
         var recordedAt: Timestamp
+        /// Subjects with at least one event, counting those this transaction adds.
+        var subjects: UInt64 = 0
     }
 
     /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
@@ -72,13 +72,21 @@ struct LogStorage: Sendable {
         }
     }
 
-    /// A subject's last version (0 if it has no events).
+    /// A subject's last version (0 if it has no events): the last key under its prefix in
+    /// `streams`, found with one seek.
     func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
-        guard let bytes = try txn.get(subjects, key: Array(subject.utf8)) else { return 0 }
-        guard let version = LogSchema.integer(bytes) else {
-            throw LedgerError(.corruptRecord, "the subjects table is damaged for \(subject); run `ledger verify`", subject: subject)
+        let prefix = LogSchema.streamPrefix(subject)
+        let beyond = prefix + [UInt8](repeating: 0xFF, count: 8)
+        return try txn.withCursor(streams) { cursor in
+            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
+            guard let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) else { return 0 }
+            return LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])) ?? 0
         }
-        return version
+    }
+
+    /// How many subjects have events.
+    func subjectCount(_ txn: borrowing Transaction) throws -> UInt64 {
+        try txn.get(meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
     }
 
     // MARK: Commit (writer thread only)
@@ -89,6 +97,8 @@ struct LogStorage: Sendable {
         do {
             return try env.write { txn in
                 var head = try head(txn)
+                head.subjects = try subjectCount(txn)
+                let subjectsBefore = head.subjects
                 // recordedAt never goes backwards, even if the wall clock does.
                 let recordedAt = max(clock(), head.recordedAt)
                 var results: [Result<AppendResult, LedgerError>] = []
@@ -99,6 +109,9 @@ struct LogStorage: Sendable {
                     } catch let error as LedgerError {
                         results.append(.failure(error))
                     }
+                }
+                if head.subjects != subjectsBefore {
+                    try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
                 }
                 return results
             }
@@ -114,7 +127,9 @@ struct LogStorage: Sendable {
     private func apply(_ append: PendingAppend, _ txn: borrowing Transaction, _ head: inout Head,
                        _ recordedAt: Timestamp) throws -> AppendResult {
         let drafts = append.drafts
-        let contents = drafts.map(EventRecord.content(of:))
+        // Each event is encoded once; its version and recordedAt are stamped in when written.
+        var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
+        let idKeys = drafts.map(\.id.bytes)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstIndex: [EventID: Int] = [:]
         var fresh: [Int] = []
@@ -123,21 +138,21 @@ struct LogStorage: Sendable {
         for i in drafts.indices {
             let id = drafts[i].id
             if let j = firstIndex[id] {
-                guard contents[j] == contents[i] else {
+                guard EventRecord.content(ofUnhashed: records[j]) == EventRecord.content(ofUnhashed: records[i]) else {
                     throw LedgerError(.idConflict, "event id \(id) appears twice in this batch (events \(j) and \(i)) with different content; give each fact its own id",
                                       index: i, field: "/id", subject: drafts[i].subject)
                 }
                 continue
             }
             firstIndex[id] = i
-            if let stored = try txn.get(ids, key: id.bytes) {
+            if let stored = try txn.get(ids, key: idKeys[i]) {
                 guard let position = LogSchema.integer(stored),
                       let record = try txn.get(events, key: LogSchema.key(position)),
                       let content = EventRecord.content(ofRecord: record)
                 else {
                     throw LedgerError(.corruptRecord, "the id index points \(id) at a missing record; run `ledger verify`", index: i)
                 }
-                guard content.elementsEqual(contents[i]) else {
+                guard content.elementsEqual(EventRecord.content(ofUnhashed: records[i])) else {
                     throw LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                       index: i, field: "/id", subject: drafts[i].subject, position: position)
                 }
@@ -171,31 +186,26 @@ struct LogStorage: Sendable {
         }
 
         // 3. Writes.
-        var touched = Set<String>()
         for i in fresh {
             let draft = drafts[i]
             let previous = try current(draft.subject)
-            touched.insert(draft.subject)
+            if previous == 0 { head.subjects += 1 }
             let version = previous + 1
             versions[draft.subject] = version
             head.position += 1
-            var record = EventRecord.encode(draft, version: version, recordedAt: recordedAt)
+            EventRecord.stamp(&records[i], version: version, recordedAt: recordedAt)
             var hasher = SHA256()
             hasher.update(data: head.hash)
-            hasher.update(data: record)
+            hasher.update(data: records[i])
             let hash = Array(hasher.finalize())
-            record.append(contentsOf: hash)
+            records[i].append(contentsOf: hash)
             let positionKey = LogSchema.key(head.position)
-            try txn.put(events, key: positionKey, value: record, flags: .append)
-            try txn.put(ids, key: draft.id.bytes, value: positionKey, flags: .noOverwrite)
+            try txn.put(events, key: positionKey, value: records[i], flags: .append)
+            try txn.put(ids, key: idKeys[i], value: positionKey, flags: .noOverwrite)
             try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
             head.hash = hash
             outcomes[i] = .appended(position: head.position, version: version)
         }
-        for subject in touched {
-            try txn.put(subjects, key: Array(subject.utf8), value: LogSchema.key(versions[subject] ?? 0))
-        }
-
         // Repeats of an id inside the batch report the position of its first occurrence.
         let resolved: [AppendOutcome] = drafts.indices.map { i in
             if let outcome = outcomes[i] { return outcome }

@@ -29,6 +29,11 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Print the results as JSON.")
     var json = false
 
+    @Option(name: .customLong("case"), help: "Run only this case (for profiling), e.g. append.ledger.")
+    var only: String?
+
+    private func wanted(_ name: String) -> Bool { only == nil || only == name }
+
     func run() throws {
         let batched = quick ? 20_000 : 200_000
         let singles = quick ? 300 : 1_000
@@ -38,19 +43,19 @@ struct BenchCommand: ParsableCommand {
         defer { try? FileManager.default.removeItem(at: root) }
 
         let events = (0..<batched).map { Self.event($0) }
-        let raw = try measureRaw(events, path: root.appendingPathComponent("raw").path)
-        let ledger = try measure(events.count) {
+        let raw = !wanted("append.raw") ? 0 : try measureRaw(events, path: root.appendingPathComponent("raw").path)
+        let ledger = !wanted("append.ledger") ? 0 : try measure(events.count) {
             let log = try EventLog(path: root.appendingPathComponent("ledger").path)
             for start in stride(from: 0, to: events.count, by: 1_000) {
                 try log.append(Array(events[start ..< min(start + 1_000, events.count)]))
             }
         }
-        let single = try measure(singles) {
+        let single = !wanted("append.singleCommit") ? 0 : try measure(singles) {
             let log = try EventLog(path: root.appendingPathComponent("single").path)
             for i in 0..<singles { try log.append([Self.event(i)]) }
         }
         var transactions = 0
-        let grouped = try measure(64 * perThread) {
+        let grouped = !wanted("append.groupCommit") ? 0 : try measure(64 * perThread) {
             let log = try EventLog(path: root.appendingPathComponent("group").path)
             let group = DispatchGroup()
             for thread in 0..<64 {
@@ -69,7 +74,7 @@ struct BenchCommand: ParsableCommand {
 
         let results: [(String, Double)] = [
             ("append.raw", raw), ("append.ledger", ledger), ("append.singleCommit", single), ("append.groupCommit", grouped),
-        ]
+        ].filter { wanted($0.0) }
         if json {
             print(JSONValue.object([
                 ("machine", .object([("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))), ("quick", .bool(quick))])),
@@ -80,6 +85,7 @@ struct BenchCommand: ParsableCommand {
         for (name, eps) in results {
             print(name.padding(toLength: 22, withPad: " ", startingAt: 0) + String(format: "%12.0f events/s", eps))
         }
+        guard only == nil else { return }
         print(String(format: "\nledger batched append = %.2f × raw LMDB", ledger / raw))
         print(String(format: "group commit (64 appenders) = %.1f × one event per transaction (%d events in %d transactions)",
                      grouped / single, 64 * perThread, transactions))

@@ -34,6 +34,15 @@ let draftGenerator = zip(
         }
     }
 
+    @Test func stampingARecordSetsItsVersionAndRecordedAtAndNothingElse() async {
+        await propertyCheck(count: 100, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
+            var record = EventRecord.encode(draft, version: 0, recordedAt: Timestamp(milliseconds: 0))
+            EventRecord.stamp(&record, version: version, recordedAt: Timestamp(milliseconds: recorded))
+            #expect(record == EventRecord.encode(draft, version: version, recordedAt: Timestamp(milliseconds: recorded)))
+            #expect(Array(EventRecord.content(ofUnhashed: record)) == EventRecord.content(of: draft))
+        }
+    }
+
     @Test func everyTruncatedRecordIsReportedDamagedNeverCrashes() throws {
         let draft = EventDraft(id: EventID(high: 1, low: 2), subject: "user-42", type: "account.created",
                                occurredAt: Timestamp(milliseconds: 1), source: .app, meta: ["actor": "me"], payload: [1, 2, 3])

@@ -112,13 +112,15 @@ import Testing
         }
     }
 
-    @Test func aSubjectsTableOutOfStepIsFound() throws {
+    @Test func aSubjectCountOutOfStepIsFound() throws {
         try withStorePath { path in
             try store(path)
-            try tamper(path, LogSchema.subjects) { txn, db in
-                try txn.put(db, key: Array("user-0".utf8), value: LogSchema.key(99))
+            try tamper(path, LogSchema.meta) { txn, db in
+                try txn.put(db, key: LogSchema.subjectCountKey, value: LogSchema.key(99))
             }
-            #expect(try verify(path).problem?.kind == .subjectsTable)
+            let report = try verify(path)
+            #expect(report.problem?.kind == .subjectCount)
+            #expect(report.problem?.message == "the store counts 99 subjects; the streams hold 3")
         }
     }
 }
