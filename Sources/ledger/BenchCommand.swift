@@ -76,8 +76,8 @@ struct BenchCommand: ParsableCommand {
             ("append.raw", raw), ("append.ledger", ledger), ("append.singleCommit", single), ("append.groupCommit", grouped),
         ].filter { wanted($0.0) }
         if json {
-            print(JSONValue.object([
-                ("machine", .object([("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))), ("quick", .bool(quick))])),
+            print(JSON.object([
+                ("machine", .object([("cores", .int(ProcessInfo.processInfo.activeProcessorCount)), ("quick", .bool(quick))])),
                 ("results", .object(results.map { ($0.0, .double(($0.1 * 10).rounded() / 10)) })),
             ]).text)
             return

@@ -85,13 +85,13 @@ struct DemoCommand: ParsableCommand {
         let sample = try log.events(subject: "customer-\(shown)").collect()
 
         if global.json {
-            print(JSONValue.object([
+            print(JSON.object([
                 ("store", .string(log.path)),
-                ("generated", .int(Int64(total))),
-                ("appended", .int(Int64(appended.withLock { $0 }))),
-                ("duplicates", .int(Int64(duplicates.withLock { $0 }))),
-                ("transactions", .int(Int64(counters.transactions))),
-                ("batches", .int(Int64(counters.batches))),
+                ("generated", .int(total)),
+                ("appended", .int(appended.withLock { $0 })),
+                ("duplicates", .int(duplicates.withLock { $0 })),
+                ("transactions", .int(counters.transactions)),
+                ("batches", .int(counters.batches)),
                 ("seconds", .double(seconds)),
                 ("verified", .bool(report.isValid)),
                 ("events", .uint(stats.events)),

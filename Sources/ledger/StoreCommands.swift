@@ -25,7 +25,7 @@ struct InitCommand: ParsableCommand {
         let log = try global.openLog(create: true)
         log.close()
         if global.json {
-            print(JSONValue.object([("store", .string(path)), ("created", .bool(true))]).text)
+            print(JSON.object([("store", .string(path)), ("created", .bool(true))]).text)
         } else {
             print("Created an empty store at \(path).")
         }
@@ -51,13 +51,13 @@ struct StatsCommand: ParsableCommand {
         if global.json {
             // The policy and read models arrive with later parts of the ledger; until then the
             // policy is null and no model is listed.
-            print(JSONValue.object([
+            print(JSON.object([
                 ("events", .uint(stats.events)),
                 ("subjects", .uint(stats.subjects)),
                 ("lastPosition", .uint(stats.lastPosition)),
                 ("policy", .null),
                 ("models", .object([])),
-                ("storeBytes", .int(Int64(stats.usedBytes))),
+                ("storeBytes", .int(stats.usedBytes)),
             ]).text)
         } else {
             print("""
@@ -92,7 +92,7 @@ struct VerifyCommand: ParsableCommand {
         let report: VerifyReport
         do { report = try log.verify() } catch { throw CommandFailure.failure(error.description) }
         if global.json {
-            print(JSONValue.object([
+            print(JSON.object([
                 ("ok", .bool(report.isValid)),
                 ("eventsChecked", .uint(report.eventsChecked)),
                 ("problem", report.problem.map { p in

@@ -1,0 +1,176 @@
+/// A JSON value as the ledger reads and writes it: strict, lossless, ordered.
+///
+/// Foundation's `JSONSerialization` and `JSONDecoder` lose what input validation needs (they
+/// take `1.0` for an integer, forget key order and keep the last of two equal keys), so the ledger
+/// parses JSON itself: objects keep their members in input order, numbers keep their literal
+/// text, and a duplicate key is a syntax error.
+public enum JSON: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case number(JSONNumber)
+    case string(String)
+    case array([JSON])
+    case object(JSONObject)
+
+    /// The JSON type's name, for messages: `null`, `boolean`, `number`, `string`, `array`, `object`.
+    public var kind: String {
+        switch self {
+        case .null: "null"
+        case .bool: "boolean"
+        case .number: "number"
+        case .string: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+
+    /// A whole number that fits in 64 bits.
+    public static func integer(_ value: Int64) -> JSON { .number(JSONNumber(value)) }
+
+    /// The value written as compact JSON. With `sortedKeys`, object keys are in byte order at
+    /// every level (the canonical form export and derived ids use).
+    public func serialized(sortedKeys: Bool = false) -> String {
+        var out: [UInt8] = []
+        write(into: &out, sortedKeys: sortedKeys)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the compact JSON of this value to `out`.
+    public func write(into out: inout [UInt8], sortedKeys: Bool = false) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.text.utf8)
+        case .string(let s): JSON.writeString(s, into: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(into: &out, sortedKeys: sortedKeys)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            let members = sortedKeys ? object.members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } : object.members
+            for (i, member) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeString(member.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                member.value.write(into: &out, sortedKeys: sortedKeys)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Writes a JSON string literal: `"` and `\` escaped, control characters as `\n`, `\t`…
+    /// or `\u00XX`, everything else as UTF-8.
+    static func writeString(_ s: String, into out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                out.append(contentsOf: Array("\\u00".utf8))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// A JSON number, kept as its literal text so that nothing is rounded or reinterpreted.
+public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
+    /// The number as written (validated against RFC 8259's grammar).
+    public let text: String
+
+    /// A number from its literal text, which must already be valid JSON number syntax.
+    init(literal: String) { text = literal }
+
+    /// A whole number.
+    public init(_ value: Int64) { text = String(value) }
+
+    /// A number with a fraction, in Swift's shortest round-tripping form; `nil` for an infinity
+    /// or NaN, which JSON cannot hold.
+    public init?(_ value: Double) {
+        guard value.isFinite else { return nil }
+        text = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+
+    /// Whether it is written as a whole number: no fraction and no exponent (`1.0` is not).
+    public var isInteger: Bool { !text.utf8.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") } }
+
+    /// The value, if it is written as a whole number that fits in 64 bits.
+    public var int64: Int64? { isInteger ? Int64(text) : nil }
+
+    /// The value as a double (may round).
+    public var double: Double? { Double(text) }
+
+    public var description: String { text }
+}
+
+/// A JSON object: members in the order they were written; keys are unique.
+public struct JSONObject: Sendable, Hashable {
+    /// One `"key": value` pair.
+    public struct Member: Sendable, Hashable {
+        public var key: String
+        public var value: JSON
+        public init(key: String, value: JSON) {
+            self.key = key
+            self.value = value
+        }
+    }
+
+    /// The members in order.
+    public private(set) var members: [Member]
+
+    /// An object with these members; a later member with a key already present replaces it.
+    public init(_ members: [(String, JSON)] = []) {
+        self.members = []
+        for (key, value) in members { self[key] = value }
+    }
+
+    init(unique members: [Member]) { self.members = members }
+
+    /// The value under `key`, or `nil` when the key is absent. Setting appends a new key or
+    /// replaces the value in place; setting `nil` removes it.
+    public subscript(key: String) -> JSON? {
+        get { members.first { $0.key == key }?.value }
+        set {
+            if let i = members.firstIndex(where: { $0.key == key }) {
+                if let newValue { members[i].value = newValue } else { members.remove(at: i) }
+            } else if let newValue {
+                members.append(Member(key: key, value: newValue))
+            }
+        }
+    }
+
+    /// The keys in order.
+    public var keys: [String] { members.map(\.key) }
+}
+
+/// JSON pointers (RFC 6901) as error messages name fields: `/data/expiresAt`, `/` for the whole.
+public enum JSONPointer {
+    /// The pointer to the value reached through `components` (keys or array indexes).
+    public static func make(_ components: [String]) -> String {
+        guard !components.isEmpty else { return "/" }
+        var out = ""
+        for component in components {
+            out += "/"
+            for character in component {
+                switch character {
+                case "~": out += "~0"
+                case "/": out += "~1"
+                default: out.append(character)
+                }
+            }
+        }
+        return out
+    }
+}
