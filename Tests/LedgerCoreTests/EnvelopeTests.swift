@@ -1,0 +1,139 @@
+import Foundation
+import LedgerCore
+import Testing
+
+@Suite struct EnvelopeDecoderTests {
+    let valid = #"{"id":"0b6d2f4e-8a1c-4c3b-9f00-1234567890ab","type":"subscription.purchased","subject":"user-42","occurredAt":"2026-03-01T10:30:00+01:00","source":"appstore","schemaVersion":1,"data":{"productId":"pro.monthly"},"meta":{"correlationId":"c-1"}}"#
+
+    func decode(_ line: String, number: Int = 3) -> Result<Envelope, InputProblems> {
+        EnvelopeDecoder.decode(Array(line.utf8), file: "events.jsonl", line: number)
+    }
+
+    /// The problems of a line, as the command line prints them.
+    func problems(_ line: String) -> [String] {
+        switch decode(line) {
+        case .success: return []
+        case .failure(let problems): return problems.problems.map(\.description)
+        }
+    }
+
+    /// `valid` with one key replaced (or removed, for `nil`).
+    func with(_ key: String, _ value: String?) -> String {
+        guard case .object(var object)? = try? JSONParser.parse(valid) else { return "" }
+        object[key] = value.flatMap { try? JSONParser.parse($0) }
+        return JSON.object(object).serialized()
+    }
+
+    @Test func aValidLineGivesEveryField() throws {
+        let envelope = try decode(valid).get()
+        #expect(envelope == Envelope(
+            id: EventID("0b6d2f4e-8a1c-4c3b-9f00-1234567890ab"), type: "subscription.purchased", subject: "user-42",
+            occurredAt: Timestamp(milliseconds: 1_772_357_400_000), source: .appstore, schemaVersion: 1,
+            data: JSONObject([("productId", .string("pro.monthly"))]), meta: ["correlationId": "c-1"],
+            position: nil, recordedAt: nil))
+    }
+
+    @Test func idSchemaVersionDataAndMetaMayBeOmitted() throws {
+        let line = #"{"type":"account.signed_in","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"app"}"#
+        let envelope = try decode(line).get()
+        #expect(envelope.id == nil)
+        #expect(envelope.schemaVersion == 1)
+        #expect(envelope.data == JSONObject())
+        #expect(envelope.meta == [:])
+    }
+
+    @Test func aLineThatIsNotJSONSaysSo() {
+        #expect(problems(#"{"type": "#) == ["events.jsonl:3: /: not valid JSON: expected a value, found the end at byte 10"])
+    }
+
+    @Test func aLineThatIsNotAnObjectSaysSo() {
+        #expect(problems("[1, 2]") == ["events.jsonl:3: /: expected a JSON object, got [1,2]"])
+    }
+
+    @Test func anOversizedEventSaysHowBig() {
+        let result = EnvelopeDecoder.decode(Array(valid.utf8), length: 70_000, file: "big.jsonl", line: 1)
+        #expect(result == .failure(InputProblems([InputProblem(file: "big.jsonl", line: 1, pointer: "/", message: "event is 70000 bytes, over the 65536-byte limit")])))
+    }
+
+    @Test func anUnknownKeyIsNamed() {
+        #expect(problems(with("colour", #""red""#)) == ["events.jsonl:3: /colour: unknown key; an event has id, type, subject, occurredAt, source, schemaVersion, data and meta"])
+    }
+
+    @Test func aMissingRequiredKeyIsNamed() {
+        #expect(problems(with("subject", nil)) == ["events.jsonl:3: /subject: missing; every event names the account it is about"])
+    }
+
+    @Test func aWrongJSONTypeSaysWhatWasExpected() {
+        #expect(problems(with("subject", "42")) == ["events.jsonl:3: /subject: expected a string, got 42"])
+        #expect(problems(with("data", "[]")) == ["events.jsonl:3: /data: expected an object, got []"])
+        #expect(problems(with("schemaVersion", "1.0")) == ["events.jsonl:3: /schemaVersion: expected a whole number from 1, got 1.0"])
+    }
+
+    @Test func aBadUUIDIsNamed() {
+        #expect(problems(with("id", #""not-a-uuid""#)) == [#"events.jsonl:3: /id: expected a UUID such as 0b6d2f4e-8a1c-4c3b-9f00-1234567890ab, got "not-a-uuid""#])
+    }
+
+    @Test func aTimeMustBeRFC3339WithAZone() {
+        #expect(problems(with("occurredAt", "42")) == ["events.jsonl:3: /occurredAt: expected an RFC 3339 time, got 42"])
+        #expect(problems(with("occurredAt", #""2026-03-01T09:30:00""#)) == [#"events.jsonl:3: /occurredAt: expected an RFC 3339 time, got "2026-03-01T09:30:00" (add a zone: Z or ±HH:MM)"#])
+    }
+
+    @Test func anUnknownSourceListsTheKnownOnes() {
+        #expect(problems(with("source", #""email""#)) == [#"events.jsonl:3: /source: expected one of appstore, app, support, system, import, got "email""#])
+    }
+
+    @Test func anUnknownTypeIsRejected() {
+        #expect(problems(with("type", #""subscription.teleported""#)) == [#"events.jsonl:3: /type: unknown event type "subscription.teleported""#])
+    }
+
+    @Test func anEmptySubjectIsRejected() {
+        #expect(problems(with("subject", #""""#)) == ["events.jsonl:3: /subject: must not be empty"])
+    }
+
+    @Test func aSchemaVersionTheTypeNeverHadIsRejected() {
+        #expect(problems(with("schemaVersion", "2")) == ["events.jsonl:3: /schemaVersion: subscription.purchased has schema versions 1…1, got 2"])
+    }
+
+    @Test func usageRecordedAcceptsVersionsOneAndTwoAndDefaultsToTwo() throws {
+        let line = #"{"type":"usage.recorded","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"app","data":{"feature":"scan"}}"#
+        #expect(try decode(line).get().schemaVersion == 2)
+        let v1 = line.replacingOccurrences(of: #""source":"app""#, with: #""source":"app","schemaVersion":1"#)
+        #expect(try decode(v1).get().schemaVersion == 1)
+    }
+
+    @Test func metaMustHoldStrings() {
+        #expect(problems(with("meta", #"{"actor": 7}"#)) == ["events.jsonl:3: /meta/actor: expected a string, got 7"])
+    }
+
+    @Test func everyProblemOfALineIsReported() {
+        let line = #"{"type":"nope","subject":"","occurredAt":"yesterday","source":"app","extra":1}"#
+        #expect(problems(line) == [
+            "events.jsonl:3: /extra: unknown key; an event has id, type, subject, occurredAt, source, schemaVersion, data and meta",
+            #"events.jsonl:3: /type: unknown event type "nope""#,
+            "events.jsonl:3: /subject: must not be empty",
+            #"events.jsonl:3: /occurredAt: expected an RFC 3339 time, got "yesterday""#,
+        ])
+    }
+
+    @Test func badLinesThreeAndSevenAmongTenAreBothReported() {
+        let lines = (1...10).map { n in n == 3 ? "not json" : n == 7 ? with("source", #""fax""#) : valid }
+        let reported = lines.enumerated().flatMap { i, line -> [InputProblem] in
+            if case .failure(let p) = EnvelopeDecoder.decode(Array(line.utf8), file: "batch.jsonl", line: i + 1) { return p.problems }
+            return []
+        }
+        #expect(reported.map(\.line) == [3, 7])
+        #expect(reported.map(\.pointer) == ["/", "/source"])
+    }
+
+    @Test func exportedPositionAndRecordedAtAreRead() throws {
+        let line = with("position", "31").dropLast() + #","recordedAt":"2026-03-02T00:00:00.000Z"}"#
+        let envelope = try decode(String(line)).get()
+        #expect(envelope.position == 31)
+        #expect(envelope.recordedAt == Timestamp(rfc3339: "2026-03-02T00:00:00Z"))
+    }
+
+    @Test func everyTypeOfTheSpecIsKnownOnce() {
+        #expect(EventTypes.names.count == 50)
+        #expect(Set(EventTypes.names).count == EventTypes.names.count)
+    }
+}
