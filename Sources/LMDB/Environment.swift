@@ -181,9 +181,8 @@ public final class Environment: @unchecked Sendable {
     /// other than writes to the transaction out of `body`, or make them repeatable.
     /// - Throws: what `body` throws, or `LMDBError`.
     public func write<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
+        if isWritingOnThisThread() { throw LMDBError(code: .nestedWrite, operation: "mdb_txn_begin", context: path) }
         let me = pthread_self()
-        let nested = writingThread.withLock { current in current.map { pthread_equal($0, me) != 0 } ?? false }
-        if nested { throw LMDBError(code: .nestedWrite, operation: "mdb_txn_begin", context: path) }
         while true {
             let state = WriteState()
             do {
@@ -211,6 +210,12 @@ public final class Environment: @unchecked Sendable {
                 try grow()
             }
         }
+    }
+
+    /// Whether the calling thread is inside a write transaction of this environment.
+    private func isWritingOnThisThread() -> Bool {
+        let me = pthread_self()
+        return writingThread.withLock { current in current.map { pthread_equal($0, me) != 0 } ?? false }
     }
 
     private func begin(readOnly: Bool) throws(LMDBError) -> OpaquePointer {
@@ -279,8 +284,7 @@ public final class Environment: @unchecked Sendable {
         // LMDB keeps a handle opened in a transaction only if that transaction commits, so
         // this commits even a read-only one (which a plain `read` would abort).
         let readOnly = configuration.flags.contains(.readOnly) || !flags.contains(.create)
-        let me = pthread_self()
-        if !readOnly, writingThread.withLock({ current in current.map { pthread_equal($0, me) != 0 } ?? false }) {
+        if !readOnly, isWritingOnThisThread() {
             throw LMDBError(code: .nestedWrite, operation: "mdb_dbi_open", context: name)
         }
         return try resizeLock.withShared { () throws -> Database in

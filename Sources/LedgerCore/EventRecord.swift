@@ -22,8 +22,10 @@ public enum EventRecord {
     public static let formatVersion: UInt8 = 1
     /// Size of the SHA-256 hash at the end of a record.
     public static let hashSize = 32
-    /// Size of the fixed trailer: subject version, recordedAt and hash.
-    public static let trailerSize = 8 + 8 + hashSize
+    /// Size of what the ledger stamps before the hash: subject version and recordedAt.
+    public static let stampSize = 8 + 8
+    /// Size of the fixed trailer: the stamp and the hash.
+    public static let trailerSize = stampSize + hashSize
 
     /// Encodes a draft as a record without its hash: format byte, content and the first part
     /// of the trailer. Append the 32-byte hash to finish it.
@@ -40,7 +42,7 @@ public enum EventRecord {
     /// Overwrites the subject version and recordedAt of a record made by `encode` (before its
     /// hash is appended): the log encodes each event once, checks it, then stamps it.
     public static func stamp(_ record: inout [UInt8], version: UInt64, recordedAt: Timestamp) {
-        let at = record.count - 16
+        let at = record.count - stampSize
         record.withUnsafeMutableBytes { raw in
             raw.storeBytes(of: version.littleEndian, toByteOffset: at, as: UInt64.self)
             raw.storeBytes(of: UInt64(bitPattern: recordedAt.milliseconds).littleEndian, toByteOffset: at + 8, as: UInt64.self)
@@ -49,7 +51,14 @@ public enum EventRecord {
 
     /// The content bytes inside a record made by `encode` (no hash yet).
     public static func content(ofUnhashed record: [UInt8]) -> ArraySlice<UInt8> {
-        record[1 ..< record.count - 16]
+        record[1 ..< record.count - stampSize]
+    }
+
+    /// The recordedAt stamped in a whole stored record.
+    public static func recordedAt(ofRecord record: UnsafeRawBufferPointer) -> Timestamp? {
+        guard record.count >= 1 + trailerSize else { return nil }
+        let bits = record.loadUnaligned(fromByteOffset: record.count - hashSize - 8, as: UInt64.self)
+        return Timestamp(milliseconds: Int64(bitPattern: UInt64(littleEndian: bits)))
     }
 
     /// The content bytes of a draft: what the conflict check compares with a stored record.

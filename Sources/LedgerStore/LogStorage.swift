@@ -61,14 +61,12 @@ struct LogStorage: Sendable {
             guard let last = try cursor.last() else {
                 return Head(position: 0, hash: Self.genesisHash, recordedAt: Timestamp(milliseconds: 0))
             }
-            guard let position = LogSchema.integer(last.key), let hash = EventRecord.hash(ofRecord: last.value) else {
+            guard let position = LogSchema.integer(last.key), let hash = EventRecord.hash(ofRecord: last.value),
+                  let recordedAt = EventRecord.recordedAt(ofRecord: last.value)
+            else {
                 throw LedgerError(.corruptRecord, "the last record of the log is damaged; run `ledger verify`")
             }
-            let record = last.value
-            var recorded: UInt64 = 0
-            let at = record.count - EventRecord.hashSize - 8
-            for i in 0..<8 { recorded |= UInt64(record[at + i]) << (8 * UInt64(i)) }
-            return Head(position: position, hash: Array(hash), recordedAt: Timestamp(milliseconds: Int64(bitPattern: recorded)))
+            return Head(position: position, hash: Array(hash), recordedAt: recordedAt)
         }
     }
 

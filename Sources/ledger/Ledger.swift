@@ -26,6 +26,13 @@ struct Ledger: ParsableCommand {
         } catch let failure as CommandFailure {
             FileHandle.standardError.write(Data("ledger: \(failure.message)\n".utf8))
             Foundation.exit(failure.exitCode)
+        } catch let error as LedgerError {
+            // The library's errors already say what went wrong and what to do.
+            FileHandle.standardError.write(Data("ledger: \(error)\n".utf8))
+            Foundation.exit(error.code == .invalidEvent ? 2 : 1)
+        } catch let code as ExitCode {
+            // A command that has printed its own result and only sets the status (verify).
+            Foundation.exit(code.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
@@ -71,11 +78,7 @@ struct GlobalOptions: ParsableArguments {
         }
         var options = EventLog.Options()
         options.readOnly = readOnly
-        do {
-            return try EventLog(path: path, options: options)
-        } catch {
-            throw CommandFailure.failure(error.description)
-        }
+        return try EventLog(path: path, options: options)
     }
 
     /// `--store` may come before the subcommand (`ledger --store s stats`); argument-parser

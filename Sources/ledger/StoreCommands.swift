@@ -46,8 +46,7 @@ struct StatsCommand: ParsableCommand {
 
     func run() throws {
         let log = try global.openLog(readOnly: true)
-        let stats: LogStats
-        do { stats = try log.stats() } catch { throw CommandFailure.failure(error.description) }
+        let stats = try log.stats()
         if global.json {
             // The policy and read models arrive with later parts of the ledger; until then the
             // policy is null and no model is listed.
@@ -89,8 +88,7 @@ struct VerifyCommand: ParsableCommand {
 
     func run() throws {
         let log = try global.openLog(readOnly: true)
-        let report: VerifyReport
-        do { report = try log.verify() } catch { throw CommandFailure.failure(error.description) }
+        let report = try log.verify()
         if global.json {
             print(JSON.object([
                 ("ok", .bool(report.isValid)),

@@ -121,6 +121,11 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
             }
             let run = try Run(["verify", "--store", store, "--json"])
             #expect(run.status == 1)
+            #expect(run.stderr == "", "the report is the output; nothing else is said")
+            let human = try Run(["verify", "--store", store])
+            #expect(human.status == 1)
+            #expect(human.stdout.hasPrefix("FAILED after 4 good events: position 5: hashMismatch"))
+            #expect(human.stderr == "")
             let json = try run.json()
             #expect(json["ok"] as? Bool == false)
             #expect(json["eventsChecked"] as? Int == 4)
