@@ -22,7 +22,7 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
-        .target(name: "LedgerCore"),
+        .target(name: "LedgerCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "LedgerStore",
             dependencies: [

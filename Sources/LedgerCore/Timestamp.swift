@@ -142,3 +142,11 @@ public enum CivilDate {
         }
     }
 }
+
+extension Timestamp {
+    /// For a JSON value that would be a valid time with a zone added, the advice to add one.
+    public static func zoneHint(_ value: JSON) -> String? {
+        guard case .string(let s) = value, Timestamp(rfc3339: s) == nil, Timestamp(rfc3339: s + "Z") != nil else { return nil }
+        return "add a zone: Z or ±HH:MM"
+    }
+}

@@ -3,7 +3,7 @@ import LedgerCore
 import Testing
 
 @Suite struct EnvelopeDecoderTests {
-    let valid = #"{"id":"0b6d2f4e-8a1c-4c3b-9f00-1234567890ab","type":"subscription.purchased","subject":"user-42","occurredAt":"2026-03-01T10:30:00+01:00","source":"appstore","schemaVersion":1,"data":{"productId":"pro.monthly"},"meta":{"correlationId":"c-1"}}"#
+    let valid = #"{"id":"0b6d2f4e-8a1c-4c3b-9f00-1234567890ab","type":"subscription.purchased","subject":"user-42","occurredAt":"2026-03-01T10:30:00+01:00","source":"appstore","schemaVersion":1,"data":{"productId":"pro.monthly","transactionId":"t1","originalTransactionId":"o1","purchasedAt":"2026-03-01T10:30:00+01:00","expiresAt":"2026-03-08T09:30:00Z","offer":"freeTrial","price":null},"meta":{"correlationId":"c-1"}}"#
 
     func decode(_ line: String, number: Int = 3) -> Result<Envelope, InputProblems> {
         EnvelopeDecoder.decode(Array(line.utf8), file: "events.jsonl", line: number)
@@ -29,8 +29,18 @@ import Testing
         #expect(envelope == Envelope(
             id: EventID("0b6d2f4e-8a1c-4c3b-9f00-1234567890ab"), type: "subscription.purchased", subject: "user-42",
             occurredAt: Timestamp(milliseconds: 1_772_357_400_000), source: .appstore, schemaVersion: 1,
-            data: JSONObject([("productId", .string("pro.monthly"))]), meta: ["correlationId": "c-1"],
-            position: nil, recordedAt: nil))
+            data: ["productId": "pro.monthly", "transactionId": "t1", "originalTransactionId": "o1",
+                   "purchasedAt": "2026-03-01T09:30:00.000Z", "expiresAt": "2026-03-08T09:30:00.000Z", "offer": "freeTrial"],
+            payload: envelope.payload, meta: ["correlationId": "c-1"], position: nil, recordedAt: nil))
+        // The payload decodes back to the same typed data.
+        var expected = SubscriptionPurchased()
+        expected.productId = "pro.monthly"
+        expected.transactionId = "t1"
+        expected.originalTransactionId = "o1"
+        expected.purchasedAt = Timestamp(milliseconds: 1_772_357_400_000)
+        expected.expiresAt = Timestamp(milliseconds: 1_772_962_200_000)
+        expected.offer = .freeTrial
+        #expect(EventCatalog.decode(type: envelope.type, version: 1, payload: envelope.payload) == .subscriptionPurchased(expected))
     }
 
     @Test func idSchemaVersionDataAndMetaMayBeOmitted() throws {
@@ -91,14 +101,18 @@ import Testing
     }
 
     @Test func aSchemaVersionTheTypeNeverHadIsRejected() {
-        #expect(problems(with("schemaVersion", "2")) == ["events.jsonl:3: /schemaVersion: subscription.purchased has schema versions 1…1, got 2"])
+        #expect(problems(with("schemaVersion", "2")) == ["events.jsonl:3: /schemaVersion: subscription.purchased has schema version 1, got 2"])
     }
 
     @Test func usageRecordedAcceptsVersionsOneAndTwoAndDefaultsToTwo() throws {
-        let line = #"{"type":"usage.recorded","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"app","data":{"feature":"scan"}}"#
-        #expect(try decode(line).get().schemaVersion == 2)
-        let v1 = line.replacingOccurrences(of: #""source":"app""#, with: #""source":"app","schemaVersion":1"#)
+        let v2 = #"{"type":"usage.recorded","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"app","data":{"feature":"scan","count":3}}"#
+        #expect(try decode(v2).get().schemaVersion == 2)
+        let v1 = #"{"type":"usage.recorded","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"app","schemaVersion":1,"data":{"feature":"scan"}}"#
         #expect(try decode(v1).get().schemaVersion == 1)
+        // Each version has its own layout: version 1 has no count, version 2 requires one.
+        #expect(problems(v1.replacingOccurrences(of: #""scan""#, with: #""scan","count":2"#)) == ["events.jsonl:3: /data/count: unknown key; usage.recorded data has feature"])
+        #expect(problems(v2.replacingOccurrences(of: #","count":3"#, with: "")) == ["events.jsonl:3: /data/count: missing; expected a whole number from 1"])
+        #expect(problems(v2.replacingOccurrences(of: #""count":3"#, with: #""count":1.0"#)) == ["events.jsonl:3: /data/count: expected a whole number from 1, got 1.0"])
     }
 
     @Test func metaMustHoldStrings() {
@@ -125,6 +139,36 @@ import Testing
         #expect(reported.map(\.pointer) == ["/", "/source"])
     }
 
+    @Test func dataIsCheckedAgainstItsTypeWithEveryProblemNamed() {
+        let line = #"{"type":"subscription.renewed","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"appstore","data":{"productId":"","transactionId":7,"purchasedAt":"2026-03-01T09:30:00","expiresAt":42,"colour":"red"}}"#
+        #expect(problems(line) == [
+            "events.jsonl:3: /data/colour: unknown key; subscription.renewed data has productId, transactionId, originalTransactionId, purchasedAt, expiresAt, billingRecovery",
+            "events.jsonl:3: /data/productId: expected a non-empty string, got \"\"",
+            "events.jsonl:3: /data/transactionId: expected a non-empty string, got 7",
+            "events.jsonl:3: /data/originalTransactionId: missing; expected a non-empty string",
+            "events.jsonl:3: /data/purchasedAt: expected an RFC 3339 time, got \"2026-03-01T09:30:00\" (add a zone: Z or ±HH:MM)",
+            "events.jsonl:3: /data/expiresAt: expected an RFC 3339 time, got 42",
+        ])
+    }
+
+    @Test func anImmediateProductChangeNeedsTheNewTransaction() {
+        let line = #"{"type":"subscription.product_changed","subject":"u","occurredAt":"2026-03-01T09:30:00Z","source":"appstore","data":{"originalTransactionId":"o1","fromProductId":"a","toProductId":"b","effective":"immediate","transactionId":"t2"}}"#
+        #expect(problems(line) == [
+            "events.jsonl:3: /data/purchasedAt: missing; an immediate product change carries the new transaction's purchasedAt",
+            "events.jsonl:3: /data/expiresAt: missing; an immediate product change carries the new transaction's expiresAt",
+        ])
+    }
+
+    @Test func anOmittedIdIsDerivedFromTheCanonicalContent() throws {
+        let a = #"{"type":"account.created","subject":"u","occurredAt":"2026-03-01T10:30:00+01:00","source":"app","data":{"signedIn":true}}"#
+        let b = #"{"data": {"signedIn": true}, "source": "app", "occurredAt": "2026-03-01T09:30:00.000Z", "subject": "u", "schemaVersion": 1, "type": "account.created"}"#
+        let c = #"{"type":"account.created","subject":"u","occurredAt":"2026-03-01T09:30:00.001Z","source":"app","data":{"signedIn":true}}"#
+        let idA = try decode(a).get().draft.id, idB = try decode(b).get().draft.id, idC = try decode(c).get().draft.id
+        #expect(idA == idB)
+        #expect(idA != idC)
+        #expect(idA.description.dropFirst(14).first == "8")   // UUID version 8
+    }
+
     @Test func exportedPositionAndRecordedAtAreRead() throws {
         let line = with("position", "31").dropLast() + #","recordedAt":"2026-03-02T00:00:00.000Z"}"#
         let envelope = try decode(String(line)).get()
@@ -133,7 +177,7 @@ import Testing
     }
 
     @Test func everyTypeOfTheSpecIsKnownOnce() {
-        #expect(EventTypes.names.count == 50)
-        #expect(Set(EventTypes.names).count == EventTypes.names.count)
+        #expect(EventCatalog.typeNames.count == 50)
+        #expect(Set(EventCatalog.typeNames).count == EventCatalog.typeNames.count)
     }
 }

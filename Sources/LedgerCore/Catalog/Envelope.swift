@@ -1,5 +1,5 @@
-/// One event's envelope as read from a JSONL line (SPEC §2.1), every field checked.
-/// `data` is still JSON here; the event catalog gives it its type.
+/// One event as read from a JSONL line (SPEC §2.1), every field checked: the envelope, and
+/// `data` checked against its type's layout and encoded as the log stores it.
 public struct Envelope: Sendable, Hashable {
     /// The idempotency key, when the line gives one (otherwise it is derived from the content).
     public var id: EventID?
@@ -13,8 +13,11 @@ public struct Envelope: Sendable, Hashable {
     public var source: EventSource
     /// The version of the type's data layout (defaults to the type's current version).
     public var schemaVersion: UInt16
-    /// The type-specific data.
+    /// The type-specific data in canonical form (as the layout writes it: times in UTC
+    /// milliseconds, absent optionals omitted).
     public var data: JSONObject
+    /// `data` as the binary payload of its layout version.
+    public var payload: [UInt8]
     /// Correlation, causation, actor, device…
     public var meta: [String: String]
     /// Only in exported lines: the position the event had.
@@ -23,7 +26,8 @@ public struct Envelope: Sendable, Hashable {
     public var recordedAt: Timestamp?
 
     public init(id: EventID?, type: String, subject: String, occurredAt: Timestamp, source: EventSource, schemaVersion: UInt16,
-                data: JSONObject, meta: [String: String], position: UInt64? = nil, recordedAt: Timestamp? = nil) {
+                data: JSONObject, payload: [UInt8], meta: [String: String], position: UInt64? = nil, recordedAt: Timestamp? = nil) {
+        self.payload = payload
         self.id = id
         self.type = type
         self.subject = subject
@@ -135,7 +139,7 @@ public enum EnvelopeDecoder {
 
         var type: String?
         if let value = required("type", "every event names its type, such as subscription.purchased"), let text = string("type", value) {
-            if EventTypes.current[text] != nil { type = text } else { problems.append(problem("/type", "unknown event type \(describe(value))")) }
+            if EventCatalog.currentVersions[text] != nil { type = text } else { problems.append(problem("/type", "unknown event type \(describe(value))")) }
         }
 
         var subject: String?
@@ -162,17 +166,35 @@ public enum EnvelopeDecoder {
         if let value = object["schemaVersion"] {
             if case .number(let n) = value, let v = n.int64, v >= 1, v <= Int64(UInt16.max) {
                 schemaVersion = UInt16(v)
-                if let type, let accepted = EventTypes.acceptedVersions(of: type), !accepted.contains(UInt16(v)) {
-                    problems.append(problem("/schemaVersion", "\(type) has schema versions \(accepted.lowerBound)…\(accepted.upperBound), got \(v)"))
+                if let type, case let accepted = EventCatalog.versions(of: type), !accepted.contains(UInt16(v)) {
+                    let list = accepted.map(String.init).joined(separator: ", ")
+                    problems.append(problem("/schemaVersion", "\(type) has schema version\(accepted.count == 1 ? "" : "s") \(list), got \(v)"))
                 }
             } else {
                 problems.append(problem("/schemaVersion", "expected a whole number from 1, got \(describe(value))"))
             }
         }
 
+        // The data is checked against its layout once the type and version are known.
         var data = JSONObject()
+        var payload: [UInt8] = []
+        var dataIsObject = true
         if let value = object["data"] {
-            if case .object(let o) = value { data = o } else { problems.append(problem("/data", "expected an object, got \(describe(value))")) }
+            if case .object(let o) = value { data = o } else {
+                dataIsObject = false
+                problems.append(problem("/data", "expected an object, got \(describe(value))"))
+            }
+        }
+        if dataIsObject, let type, let layout = EventCatalog.layout(of: type, version: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1) {
+            switch layout.decode(data) {
+            case .success(let value):
+                data = layout.json(value)
+                payload = layout.binary(value)
+            case .failure(let failure):
+                for violation in failure.violations {
+                    problems.append(problem(JSONPointer.make(["data", violation.field]), violation.message))
+                }
+            }
         }
 
         var meta: [String: String] = [:]
@@ -204,7 +226,7 @@ public enum EnvelopeDecoder {
 
         guard problems.isEmpty, let type, let subject, let occurredAt, let source else { return .failure(InputProblems(problems)) }
         return .success(Envelope(id: id, type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                 schemaVersion: schemaVersion ?? EventTypes.current[type] ?? 1, data: data, meta: meta,
+                                 schemaVersion: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1, data: data, payload: payload, meta: meta,
                                  position: position, recordedAt: recordedAt))
     }
 

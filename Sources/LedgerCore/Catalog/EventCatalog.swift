@@ -1,0 +1,139 @@
+/// The event catalog: every event type of SPEC §2.3, each layout version it has been written
+/// in, and the conversions between a type's JSON `data`, its typed payload and the binary
+/// payload the log stores. Older versions are upcast on read, never rewritten.
+public enum EventCatalog {
+    /// Layouts of earlier schema versions, each upcast to the next.
+    public static let legacyTypes: [any LegacyPayloadLayout.Type] = [UsageRecordedV1.self]
+
+    /// Every layout by type name and schema version.
+    static let layouts: [String: [UInt16: Layout]] = {
+        var table: [String: [UInt16: Layout]] = [:]
+        for type in payloadTypes { table[type.type, default: [:]][type.schemaVersion] = Layout(type) }
+        for type in legacyTypes { table[type.type, default: [:]][type.schemaVersion] = Layout(type) }
+        return table
+    }()
+
+    /// Each type's current schema version.
+    public static let currentVersions: [String: UInt16] = Dictionary(uniqueKeysWithValues: payloadTypes.map { ($0.type, $0.schemaVersion) })
+
+    /// Every type name, in SPEC §2.3 order.
+    public static let typeNames: [String] = payloadTypes.map { $0.type }
+
+    /// The layout of `type` at `version`, `nil` for an unknown pair.
+    public static func layout(of type: String, version: UInt16) -> Layout? { layouts[type]?[version] }
+
+    /// The schema versions a type accepts on input, oldest first.
+    public static func versions(of type: String) -> [UInt16] { (layouts[type] ?? [:]).keys.sorted() }
+
+    /// Decodes a stored binary payload and upcasts it to the type's current layout.
+    /// - Returns: `nil` when the type or version is unknown or the bytes do not decode.
+    public static func decode(type: String, version: UInt16, payload: [UInt8]) -> EventData? {
+        guard var value = layout(of: type, version: version)?.decodeBinary(payload) else { return nil }
+        while let legacy = value as? any LegacyPayloadLayout { value = legacy.upcast() }
+        return (value as? any EventPayload)?.eventData
+    }
+
+    /// The binary payload of typed data (current layout).
+    public static func encode(_ data: EventData) -> [UInt8] {
+        let payload = data.payload
+        return layout(of: data.type, version: Swift.type(of: payload).schemaVersion)?.encodeBinary(payload) ?? []
+    }
+
+    /// The JSON `data` object of typed data (current layout).
+    public static func json(_ data: EventData) -> JSONObject {
+        let payload = data.payload
+        return layout(of: data.type, version: Swift.type(of: payload).schemaVersion)?.encodeJSON(payload) ?? JSONObject()
+    }
+}
+
+/// One layout with its type erased: what the catalog, the decoders and the schema generator use.
+public struct Layout: Sendable {
+    /// One field, described.
+    public struct FieldInfo: Sendable, Hashable {
+        public let name: String
+        public let isRequired: Bool
+        public let isPersonal: Bool
+        public let expected: String
+        public let schema: JSONObject
+    }
+
+    /// The event type.
+    public let type: String
+    /// The schema version.
+    public let schemaVersion: UInt16
+    /// The fields in binary order.
+    public let fields: [FieldInfo]
+    /// Cross-field rules as JSON Schema.
+    public let conditionalSchema: JSON?
+    /// Whether this is the type's current layout (not a legacy one).
+    public let isCurrent: Bool
+
+    let decodeJSONData: @Sendable (JSONObject) -> Result<any PayloadLayout, FieldViolations>
+    let encodeJSON: @Sendable (any PayloadLayout) -> JSONObject
+    let encodeBinary: @Sendable (any PayloadLayout) -> [UInt8]
+    let decodeBinary: @Sendable ([UInt8]) -> (any PayloadLayout)?
+
+    init<T: PayloadLayout>(_: T.Type) {
+        let fields = T.fields
+        type = T.type
+        schemaVersion = T.schemaVersion
+        isCurrent = !(T.self is any LegacyPayloadLayout.Type)
+        conditionalSchema = T.conditionalSchema
+        self.fields = fields.map {
+            FieldInfo(name: $0.name, isRequired: $0.isRequired, isPersonal: $0.isPersonal, expected: $0.expected, schema: $0.valueSchema)
+        }
+        let names = fields.map(\.name)
+        let known = Set(names)
+        let keyList = names.isEmpty ? "no keys" : names.joined(separator: ", ")
+        let typeName = T.type
+        decodeJSONData = { (object: JSONObject) -> Result<any PayloadLayout, FieldViolations> in
+            var value = T()
+            var problems: [FieldViolation] = []
+            for key in object.keys where !known.contains(key) {
+                problems.append(FieldViolation(field: key, message: "unknown key; \(typeName) data has \(keyList)"))
+            }
+            for field in fields {
+                guard let json = object[field.name] else {
+                    if field.isRequired { problems.append(FieldViolation(field: field.name, message: "missing; expected \(field.expected)")) }
+                    continue
+                }
+                if !field.decode(json, &value) {
+                    var message = "expected \(field.expected), got \(EnvelopeDecoder.describe(json))"
+                    if let hint = field.hint(json) { message += " (\(hint))" }
+                    problems.append(FieldViolation(field: field.name, message: message))
+                }
+            }
+            if problems.isEmpty { problems = value.violations() }
+            return problems.isEmpty ? .success(value) : .failure(FieldViolations(problems))
+        }
+        encodeJSON = { erased in
+            guard let value = erased as? T else { return JSONObject() }
+            return JSONObject(fields.compactMap { field in field.encode(value).map { (field.name, $0) } })
+        }
+        encodeBinary = { erased in
+            guard let value = erased as? T else { return [] }
+            var out: [UInt8] = []
+            for field in fields { field.write(value, &out) }
+            return out
+        }
+        decodeBinary = { bytes in
+            var reader = PayloadReader(bytes)
+            var value = T()
+            for field in fields { guard field.read(&reader, &value) else { return nil } }
+            return reader.isAtEnd ? value : nil
+        }
+    }
+
+    /// Decodes and checks a JSON `data` object.
+    /// - Returns: the value, or every violation (field keys relative to `data`).
+    public func decode(_ data: JSONObject) -> Result<any PayloadLayout, FieldViolations> { decodeJSONData(data) }
+
+    /// The JSON `data` object of a value of this layout (absent optionals omitted).
+    public func json(_ value: any PayloadLayout) -> JSONObject { encodeJSON(value) }
+
+    /// The binary payload of a value of this layout.
+    public func binary(_ value: any PayloadLayout) -> [UInt8] { encodeBinary(value) }
+
+    /// Decodes a binary payload of this layout, `nil` if the bytes do not decode exactly.
+    public func decode(binary: [UInt8]) -> (any PayloadLayout)? { decodeBinary(binary) }
+}

@@ -1,0 +1,133 @@
+/// The data layout of one event type at one schema version: its type name, version and fields.
+///
+/// A layout is a struct whose stored properties all have defaults (so `init()` exists) and whose
+/// `fields` list names each property once, with its JSON key and codec. The strict JSON
+/// decoder, the binary payload codec and the JSON Schema are all derived from that list.
+public protocol PayloadLayout: Sendable, Hashable {
+    /// The event type, such as `subscription.purchased`.
+    static var type: String { get }
+    /// The schema version this layout describes.
+    static var schemaVersion: UInt16 { get }
+    /// The fields, in binary order. Never reorder the fields of a shipped version: add a new
+    /// version with an upcaster instead.
+    static var fields: [Field<Self>] { get }
+    /// Every field at its default; only the decoders use it, before setting each field.
+    init()
+    /// Rules that span fields (checked once every field is valid on its own).
+    func violations() -> [FieldViolation]
+    /// The JSON Schema form of `violations()`, merged into the data schema.
+    static var conditionalSchema: JSON? { get }
+}
+
+extension PayloadLayout {
+    public static var schemaVersion: UInt16 { 1 }
+    public func violations() -> [FieldViolation] { [] }
+    public static var conditionalSchema: JSON? { nil }
+}
+
+/// The current layout of an event type: the payload an appender gives and a reader gets.
+public protocol EventPayload: PayloadLayout {
+    /// This payload as the `EventData` case of its type.
+    var eventData: EventData { get }
+}
+
+/// A layout of an older schema version, upcast on read to the next version.
+public protocol LegacyPayloadLayout: PayloadLayout {
+    /// The same fact in the next version's layout.
+    func upcast() -> any PayloadLayout
+}
+
+/// A rule of a layout that a value breaks: the field (its key under `data`) and what is wrong.
+public struct FieldViolation: Sendable, Hashable {
+    public var field: String
+    public var message: String
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+}
+
+/// The violations of one `data` object, field keys relative to `data`.
+public struct FieldViolations: Error, Sendable, Hashable {
+    public var violations: [FieldViolation]
+    public init(_ violations: [FieldViolation]) { self.violations = violations }
+}
+
+/// One field of a layout: its JSON key, whether it is required or personal, and how its value
+/// moves between JSON, the binary payload and the typed property.
+public struct Field<Root: PayloadLayout>: @unchecked Sendable {
+    // @unchecked: the closures capture only key paths and codecs, which are immutable values.
+
+    /// The key under `data`.
+    public let name: String
+    /// Whether the key must be present (an optional key may also be `null`).
+    public let isRequired: Bool
+    /// Personal data (SPEC §2.3): marked `"x-personal": true` in the schema.
+    public let isPersonal: Bool
+    /// What a valid value is, for messages.
+    public let expected: String
+    /// The value's JSON Schema.
+    public let valueSchema: JSONObject
+    /// A hint added to the message for a wrong value, when the codec has one.
+    let hint: @Sendable (JSON) -> String?
+
+    let decode: (JSON, inout Root) -> Bool
+    let encode: (Root) -> JSON?
+    let write: (Root, inout [UInt8]) -> Void
+    let read: (inout PayloadReader, inout Root) -> Bool
+
+    /// A key that must be present.
+    public static func required<V>(_ name: String, _ path: WritableKeyPath<Root, V>, _ codec: ValueCodec<V>,
+                                   personal: Bool = false) -> Field {
+        Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+              decode: { json, root in
+                  guard let value = codec.fromJSON(json) else { return false }
+                  root[keyPath: path] = value
+                  return true
+              },
+              encode: { root in codec.toJSON(root[keyPath: path]) },
+              write: { root, out in codec.write(root[keyPath: path], &out) },
+              read: { reader, root in
+                  guard let value = codec.read(&reader) else { return false }
+                  root[keyPath: path] = value
+                  return true
+              })
+    }
+
+    /// A key that may be absent or `null`; stored with a presence byte.
+    public static func optional<V>(_ name: String, _ path: WritableKeyPath<Root, V?>, _ codec: ValueCodec<V>,
+                                   personal: Bool = false) -> Field {
+        Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+              decode: { json, root in
+                  if case .null = json {
+                      root[keyPath: path] = nil
+                      return true
+                  }
+                  guard let value = codec.fromJSON(json) else { return false }
+                  root[keyPath: path] = value
+                  return true
+              },
+              encode: { root in root[keyPath: path].map(codec.toJSON) },
+              write: { root, out in
+                  if let value = root[keyPath: path] {
+                      out.append(1)
+                      codec.write(value, &out)
+                  } else {
+                      out.append(0)
+                  }
+              },
+              read: { reader, root in
+                  switch reader.byte() {
+                  case 0:
+                      root[keyPath: path] = nil
+                      return true
+                  case 1:
+                      guard let value = codec.read(&reader) else { return false }
+                      root[keyPath: path] = value
+                      return true
+                  default:
+                      return false
+                  }
+              })
+    }
+}

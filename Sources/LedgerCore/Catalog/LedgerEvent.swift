@@ -1,0 +1,121 @@
+import Crypto
+
+/// A typed event: what an app or service appends through the library, and what a reader gets
+/// back (with `data` upcast to its type's current layout).
+///
+/// ```swift
+/// var purchase = SubscriptionPurchased()
+/// purchase.productId = "pro.monthly"
+/// …
+/// let event = LedgerEvent(subject: "user-42", occurredAt: now, source: .appstore, data: purchase.eventData)
+/// try log.append([event.draft()])
+/// ```
+public struct LedgerEvent: Sendable, Hashable {
+    /// The idempotency key; `nil` derives one from the event's canonical bytes.
+    public var id: EventID?
+    /// The account the fact is about.
+    public var subject: String
+    /// Business time.
+    public var occurredAt: Timestamp
+    /// Where it came from.
+    public var source: EventSource
+    /// Correlation, causation, actor, device…
+    public var meta: [String: String]
+    /// The typed data.
+    public var data: EventData
+
+    public init(id: EventID? = nil, subject: String, occurredAt: Timestamp, source: EventSource,
+                meta: [String: String] = [:], data: EventData) {
+        self.id = id
+        self.subject = subject
+        self.occurredAt = occurredAt
+        self.source = source
+        self.meta = meta
+        self.data = data
+    }
+
+    /// The event type name.
+    public var type: String { data.type }
+
+    /// The draft the log appends: data checked by the same rules as JSON input, encoded in
+    /// the type's current layout, and the id derived when none is given.
+    /// - Throws: `LedgerError.invalidEvent` naming the first field that breaks a rule.
+    public func draft() throws(LedgerError) -> EventDraft {
+        let payload = data.payload
+        let version = Swift.type(of: payload).schemaVersion
+        guard let layout = EventCatalog.layout(of: type, version: version) else {
+            throw LedgerError(.invalidEvent, "unknown event type \(type)", field: "/type", subject: subject)
+        }
+        let json = layout.json(payload)
+        if case .failure(let failure) = layout.decode(json), let first = failure.violations.first {
+            throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
+        }
+        let draft = EventDraft(id: id ?? EventIdentity.derive(type: type, subject: subject, occurredAt: occurredAt, source: source,
+                                                              schemaVersion: version, data: json, meta: meta),
+                               subject: subject, type: type, schemaVersion: version, occurredAt: occurredAt,
+                               source: source, meta: meta, payload: layout.binary(payload))
+        try draft.validate()
+        return draft
+    }
+}
+
+/// A typed event read from the log: the stored event with its data decoded and upcast.
+public struct RecordedEvent: Sendable, Hashable {
+    /// Global position.
+    public var position: UInt64
+    /// Version within the subject's stream.
+    public var version: UInt64
+    /// When the ledger recorded it.
+    public var recordedAt: Timestamp
+    /// The schema version it was written in (its data is upcast to the current one).
+    public var storedSchemaVersion: UInt16
+    /// The event, with its stored id.
+    public var event: LedgerEvent
+
+    /// Decodes a stored event.
+    /// - Throws: `LedgerError.corruptRecord` when its payload does not decode as its type.
+    public init(_ stored: StoredEvent) throws(LedgerError) {
+        guard let data = EventCatalog.decode(type: stored.type, version: stored.schemaVersion, payload: stored.payload) else {
+            throw LedgerError(.corruptRecord, "the payload at position \(stored.position) does not decode as \(stored.type) version \(stored.schemaVersion); run `ledger verify`",
+                              subject: stored.subject, position: stored.position)
+        }
+        position = stored.position
+        version = stored.version
+        recordedAt = stored.recordedAt
+        storedSchemaVersion = stored.schemaVersion
+        event = LedgerEvent(id: stored.id, subject: stored.subject, occurredAt: stored.occurredAt, source: stored.source,
+                            meta: stored.meta, data: data)
+    }
+
+    public var id: EventID { event.id ?? EventID(high: 0, low: 0) }
+    public var subject: String { event.subject }
+    public var type: String { event.type }
+    public var occurredAt: Timestamp { event.occurredAt }
+    public var data: EventData { event.data }
+}
+
+/// Ids derived from an event's content, for input that gives none.
+public enum EventIdentity {
+    /// A UUID (version 8, RFC 9562) made of the first 16 bytes of the SHA-256 of the event's
+    /// canonical JSON without `id`: sorted keys, times as UTC milliseconds, `schemaVersion`
+    /// always present, `meta` only when not empty. The same fact written with different
+    /// spacing, key order or time zone gets the same id, so re-appending a file is a no-op.
+    public static func derive(type: String, subject: String, occurredAt: Timestamp, source: EventSource,
+                              schemaVersion: UInt16, data: JSONObject, meta: [String: String]) -> EventID {
+        let text = canonicalJSON(type: type, subject: subject, occurredAt: occurredAt, source: source,
+                                 schemaVersion: schemaVersion, data: data, meta: meta).serialized(sortedKeys: true)
+        var bytes = Array(SHA256.hash(data: Array(text.utf8)).prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x80   // version 8
+        bytes[8] = bytes[8] & 0x3F | 0x80   // RFC 9562 variant
+        return EventID(bytes: bytes) ?? EventID(high: 0, low: 0)
+    }
+
+    /// The envelope as canonical JSON, without `id`, `position` or `recordedAt`.
+    static func canonicalJSON(type: String, subject: String, occurredAt: Timestamp, source: EventSource,
+                              schemaVersion: UInt16, data: JSONObject, meta: [String: String]) -> JSON {
+        var object: JSONObject = ["type": .string(type), "subject": .string(subject), "occurredAt": .string(occurredAt.description),
+                                  "source": .string(source.rawValue), "schemaVersion": .integer(Int64(schemaVersion)), "data": .object(data)]
+        if !meta.isEmpty { object["meta"] = .object(JSONObject(meta.map { ($0.key, .string($0.value)) })) }
+        return .object(object)
+    }
+}

@@ -1,0 +1,132 @@
+// Accounts, deletion and support (SPEC §2.3, second table).
+
+/// `account.created`: a new account; `signedIn: false` is a guest.
+public struct AccountCreated: EventPayload {
+    public static let type = "account.created"
+    public var signedIn = false
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("signedIn", \.signedIn, .bool)]
+    public var eventData: EventData { .accountCreated(self) }
+}
+
+/// `account.signed_in`.
+public struct AccountSignedIn: EventPayload {
+    public static let type = "account.signed_in"
+    public init() {}
+    public static let fields: [Field<Self>] = []
+    public var eventData: EventData { .accountSignedIn(self) }
+}
+
+/// `account.signed_out`.
+public struct AccountSignedOut: EventPayload {
+    public static let type = "account.signed_out"
+    public init() {}
+    public static let fields: [Field<Self>] = []
+    public var eventData: EventData { .accountSignedOut(self) }
+}
+
+/// `account.deletion_requested`: the user asked to delete the account. The reason is personal.
+public struct AccountDeletionRequested: EventPayload {
+    public static let type = "account.deletion_requested"
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [.optional("reason", \.reason, .text, personal: true)]
+    public var eventData: EventData { .accountDeletionRequested(self) }
+}
+
+/// `account.deletion_cancelled`: only while the policy's deletion mode is `soft` and its window is open.
+public struct AccountDeletionCancelled: EventPayload {
+    public static let type = "account.deletion_cancelled"
+    public init() {}
+    public static let fields: [Field<Self>] = []
+    public var eventData: EventData { .accountDeletionCancelled(self) }
+}
+
+/// `account.deletion_step_completed`: one deletion step (profile, photos, likes…) finished.
+public struct AccountDeletionStepCompleted: EventPayload {
+    public static let type = "account.deletion_step_completed"
+    public var step = ""
+    public var error: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("step", \.step, .identifier),
+        .optional("error", \.error, .text),
+    ]
+    public var eventData: EventData { .accountDeletionStepCompleted(self) }
+}
+
+/// `account.deletion_step_failed`: one deletion step failed (retryable).
+public struct AccountDeletionStepFailed: EventPayload {
+    public static let type = "account.deletion_step_failed"
+    public var step = ""
+    public var error: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("step", \.step, .identifier),
+        .optional("error", \.error, .text),
+    ]
+    public var eventData: EventData { .accountDeletionStepFailed(self) }
+}
+
+/// `account.deleted`: deletion finished; the subject's personal data becomes unreadable.
+public struct AccountDeleted: EventPayload {
+    public static let type = "account.deleted"
+    public init() {}
+    public static let fields: [Field<Self>] = []
+    public var eventData: EventData { .accountDeleted(self) }
+}
+
+/// `account.export_requested`: the user asked for a copy of their data.
+public struct AccountExportRequested: EventPayload {
+    public static let type = "account.export_requested"
+    public var location: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [.optional("location", \.location, .text)]
+    public var eventData: EventData { .accountExportRequested(self) }
+}
+
+/// `account.export_completed`: the data export is ready.
+public struct AccountExportCompleted: EventPayload {
+    public static let type = "account.export_completed"
+    public var location: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [.optional("location", \.location, .text)]
+    public var eventData: EventData { .accountExportCompleted(self) }
+}
+
+/// `support.entitlement_granted`: support granted Pro until a time.
+public struct SupportEntitlementGranted: EventPayload {
+    public static let type = "support.entitlement_granted"
+    public var until = Timestamp(milliseconds: 0)
+    public var reason = ""
+    public var agent = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("until", \.until, .time),
+        .required("reason", \.reason, .text),
+        .required("agent", \.agent, .identifier),
+    ]
+    public var eventData: EventData { .supportEntitlementGranted(self) }
+}
+
+/// `support.note_added`: a support note. The text is personal.
+public struct SupportNoteAdded: EventPayload {
+    public static let type = "support.note_added"
+    public var text = ""
+    public var agent = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("text", \.text, .text, personal: true),
+        .required("agent", \.agent, .identifier),
+    ]
+    public var eventData: EventData { .supportNoteAdded(self) }
+}
+
+/// `family.organizer_cancelled`: appended to a family member's stream when the organizer cancels.
+public struct FamilyOrganizerCancelled: EventPayload {
+    public static let type = "family.organizer_cancelled"
+    public var organizer = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("organizer", \.organizer, .subject)]
+    public var eventData: EventData { .familyOrganizerCancelled(self) }
+}

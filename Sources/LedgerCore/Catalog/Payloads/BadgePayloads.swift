@@ -1,0 +1,85 @@
+// Badge inputs and notifications (SPEC §2.3, fourth table).
+
+/// `inbox.message_delivered`.
+public struct InboxMessageDelivered: EventPayload {
+    public static let type = "inbox.message_delivered"
+    public var messageId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("messageId", \.messageId, .identifier)]
+    public var eventData: EventData { .inboxMessageDelivered(self) }
+}
+
+/// `inbox.message_read`.
+public struct InboxMessageRead: EventPayload {
+    public static let type = "inbox.message_read"
+    public var messageId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("messageId", \.messageId, .identifier)]
+    public var eventData: EventData { .inboxMessageRead(self) }
+}
+
+/// `maintenance.scheduled`: a task falls due on a local date.
+public struct MaintenanceScheduled: EventPayload {
+    public static let type = "maintenance.scheduled"
+    public var taskId = ""
+    public var dueDate = "1970-01-01"
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("taskId", \.taskId, .identifier),
+        .required("dueDate", \.dueDate, .localDate),
+    ]
+    public var eventData: EventData { .maintenanceScheduled(self) }
+}
+
+/// `maintenance.completed`.
+public struct MaintenanceCompleted: EventPayload {
+    public static let type = "maintenance.completed"
+    public var taskId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("taskId", \.taskId, .identifier)]
+    public var eventData: EventData { .maintenanceCompleted(self) }
+}
+
+/// `security.flag_raised`.
+public struct SecurityFlagRaised: EventPayload {
+    public static let type = "security.flag_raised"
+    public var flag = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("flag", \.flag, .identifier)]
+    public var eventData: EventData { .securityFlagRaised(self) }
+}
+
+/// `security.flag_cleared`.
+public struct SecurityFlagCleared: EventPayload {
+    public static let type = "security.flag_cleared"
+    public var flag = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("flag", \.flag, .identifier)]
+    public var eventData: EventData { .securityFlagCleared(self) }
+}
+
+/// `notification.preferences_changed`: a notification category (`billing`, …) turned on or off.
+public struct NotificationPreferencesChanged: EventPayload {
+    public static let type = "notification.preferences_changed"
+    public var category = ""
+    public var enabled = true
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("category", \.category, .identifier),
+        .required("enabled", \.enabled, .bool),
+    ]
+    public var eventData: EventData { .notificationPreferencesChanged(self) }
+}
+
+/// `notification.sent`: a notification went out (lets the ledger enforce frequency caps).
+public struct NotificationSent: EventPayload {
+    public static let type = "notification.sent"
+    public var kind = ""
+    public var channel = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("kind", \.kind, .identifier),
+        .required("channel", \.channel, .identifier),
+    ]
+    public var eventData: EventData { .notificationSent(self) }
+}

@@ -1,0 +1,377 @@
+// Subscription facts (SPEC §2.3, first table). The App Store is their authoritative source.
+
+/// The kind of offer a purchase used.
+public enum Offer: String, Sendable, Hashable, CaseIterable {
+    case freeTrial, introductory, promotional, offerCode, winBack
+}
+
+/// The App Store environment a transaction belongs to.
+public enum StoreEnvironment: String, Sendable, Hashable, CaseIterable {
+    case production, sandbox
+}
+
+/// Why a subscription expired.
+public enum ExpirationReason: String, Sendable, Hashable, CaseIterable {
+    case voluntary, billingRetry, priceIncrease, productUnavailable, other
+}
+
+/// When a product change takes effect.
+public enum ChangeTiming: String, Sendable, Hashable, CaseIterable {
+    case immediate, nextRenewal
+}
+
+/// A plan the app can verify with StoreKit.
+public enum VerifiedPlan: String, Sendable, Hashable, CaseIterable {
+    case free, trial, pro
+}
+
+/// Why a StoreKit verification failed.
+public enum VerificationFailure: String, Sendable, Hashable, CaseIterable {
+    case network, storekit, other
+}
+
+/// A one-off (non-subscription) purchase.
+public enum OneOffKind: String, Sendable, Hashable, CaseIterable {
+    case recoveryPass, reactivationFee
+}
+
+/// `subscription.purchased`: a new subscription transaction (first purchase, trial, resubscribe).
+public struct SubscriptionPurchased: EventPayload {
+    public static let type = "subscription.purchased"
+    public var productId = ""
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public var purchasedAt = Timestamp(milliseconds: 0)
+    public var expiresAt = Timestamp(milliseconds: 0)
+    public var offer: Offer?
+    public var period: String?
+    public var price: String?
+    public var currency: String?
+    public var environment: StoreEnvironment?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("purchasedAt", \.purchasedAt, .time),
+        .required("expiresAt", \.expiresAt, .time),
+        .optional("offer", \.offer, .choice),
+        .optional("period", \.period, .period),
+        .optional("price", \.price, .decimal),
+        .optional("currency", \.currency, .currency),
+        .optional("environment", \.environment, .choice),
+    ]
+    public var eventData: EventData { .subscriptionPurchased(self) }
+}
+
+/// `subscription.renewed`: a renewal transaction (or a billing recovery).
+public struct SubscriptionRenewed: EventPayload {
+    public static let type = "subscription.renewed"
+    public var productId = ""
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public var purchasedAt = Timestamp(milliseconds: 0)
+    public var expiresAt = Timestamp(milliseconds: 0)
+    public var billingRecovery: Bool?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("purchasedAt", \.purchasedAt, .time),
+        .required("expiresAt", \.expiresAt, .time),
+        .optional("billingRecovery", \.billingRecovery, .bool),
+    ]
+    public var eventData: EventData { .subscriptionRenewed(self) }
+}
+
+/// `subscription.renewal_failed`: the store could not charge for the next period.
+public struct SubscriptionRenewalFailed: EventPayload {
+    public static let type = "subscription.renewal_failed"
+    public var originalTransactionId = ""
+    public var gracePeriodExpiresAt: Timestamp?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .optional("gracePeriodExpiresAt", \.gracePeriodExpiresAt, .time),
+    ]
+    public var eventData: EventData { .subscriptionRenewalFailed(self) }
+}
+
+/// `subscription.grace_expired`: the store's billing grace period ended without recovery.
+public struct SubscriptionGraceExpired: EventPayload {
+    public static let type = "subscription.grace_expired"
+    public var originalTransactionId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+    ]
+    public var eventData: EventData { .subscriptionGraceExpired(self) }
+}
+
+/// `subscription.auto_renew_changed`: `false` is a voluntary cancellation, `true` an un-cancel.
+public struct SubscriptionAutoRenewChanged: EventPayload {
+    public static let type = "subscription.auto_renew_changed"
+    public var originalTransactionId = ""
+    public var enabled = false
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("enabled", \.enabled, .bool),
+    ]
+    public var eventData: EventData { .subscriptionAutoRenewChanged(self) }
+}
+
+/// `subscription.expired`: the subscription ended.
+public struct SubscriptionExpired: EventPayload {
+    public static let type = "subscription.expired"
+    public var originalTransactionId = ""
+    public var reason = ExpirationReason.other
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("reason", \.reason, .choice),
+    ]
+    public var eventData: EventData { .subscriptionExpired(self) }
+}
+
+/// `subscription.refunded`: the store refunded a transaction; its coverage ends.
+public struct SubscriptionRefunded: EventPayload {
+    public static let type = "subscription.refunded"
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .optional("reason", \.reason, .text),
+    ]
+    public var eventData: EventData { .subscriptionRefunded(self) }
+}
+
+/// `subscription.refund_reversed`: a refund was taken back; the coverage returns.
+public struct SubscriptionRefundReversed: EventPayload {
+    public static let type = "subscription.refund_reversed"
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+    ]
+    public var eventData: EventData { .subscriptionRefundReversed(self) }
+}
+
+/// `subscription.revoked`: access was revoked (for example, family sharing removed).
+public struct SubscriptionRevoked: EventPayload {
+    public static let type = "subscription.revoked"
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .optional("reason", \.reason, .text),
+    ]
+    public var eventData: EventData { .subscriptionRevoked(self) }
+}
+
+/// `subscription.product_changed`: an upgrade, downgrade or crossgrade. An `immediate` change
+/// carries the new transaction (transactionId, purchasedAt, expiresAt); a `nextRenewal` one
+/// does not.
+public struct SubscriptionProductChanged: EventPayload {
+    public static let type = "subscription.product_changed"
+    public var originalTransactionId = ""
+    public var fromProductId = ""
+    public var toProductId = ""
+    public var effective = ChangeTiming.nextRenewal
+    public var transactionId: String?
+    public var purchasedAt: Timestamp?
+    public var expiresAt: Timestamp?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("fromProductId", \.fromProductId, .identifier),
+        .required("toProductId", \.toProductId, .identifier),
+        .required("effective", \.effective, .choice),
+        .optional("transactionId", \.transactionId, .identifier),
+        .optional("purchasedAt", \.purchasedAt, .time),
+        .optional("expiresAt", \.expiresAt, .time),
+    ]
+    public var eventData: EventData { .subscriptionProductChanged(self) }
+
+    /// The fields an immediate change must carry.
+    static let immediateFields = ["transactionId", "purchasedAt", "expiresAt"]
+
+    public func violations() -> [FieldViolation] {
+        guard effective == .immediate else { return [] }
+        let present = [transactionId != nil, purchasedAt != nil, expiresAt != nil]
+        return zip(Self.immediateFields, present).compactMap { name, isPresent in
+            isPresent ? nil : FieldViolation(field: name, message: "missing; an immediate product change carries the new transaction's \(name)")
+        }
+    }
+
+    public static var conditionalSchema: JSON? {
+        ["if": ["properties": ["effective": ["const": "immediate"]], "required": ["effective"]],
+         "then": ["required": .array(immediateFields.map { .string($0) }),
+                  "properties": .object(JSONObject(immediateFields.map { ($0, ["not": ["type": "null"]]) }))]]
+    }
+}
+
+/// `subscription.renewal_extended`: the store extended a transaction's expiry.
+public struct SubscriptionRenewalExtended: EventPayload {
+    public static let type = "subscription.renewal_extended"
+    public var transactionId = ""
+    public var originalTransactionId = ""
+    public var expiresAt = Timestamp(milliseconds: 0)
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("transactionId", \.transactionId, .identifier),
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("expiresAt", \.expiresAt, .time),
+    ]
+    public var eventData: EventData { .subscriptionRenewalExtended(self) }
+}
+
+/// `purchase.started`: the app began a purchase. Client-side; never changes the plan.
+public struct PurchaseStarted: EventPayload {
+    public static let type = "purchase.started"
+    public var productId = ""
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .optional("reason", \.reason, .text),
+    ]
+    public var eventData: EventData { .purchaseStarted(self) }
+}
+
+/// `purchase.pending`: the purchase awaits approval (Ask to Buy, SCA). Never changes the plan.
+public struct PurchasePending: EventPayload {
+    public static let type = "purchase.pending"
+    public var productId = ""
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .optional("reason", \.reason, .text),
+    ]
+    public var eventData: EventData { .purchasePending(self) }
+}
+
+/// `purchase.failed`: the purchase failed or was cancelled. Never changes the plan.
+public struct PurchaseFailed: EventPayload {
+    public static let type = "purchase.failed"
+    public var productId = ""
+    public var reason: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .optional("reason", \.reason, .text),
+    ]
+    public var eventData: EventData { .purchaseFailed(self) }
+}
+
+/// `entitlement.verified`: the app verified the plan with StoreKit (a device snapshot).
+public struct EntitlementVerified: EventPayload {
+    public static let type = "entitlement.verified"
+    public var plan = VerifiedPlan.free
+    public var expiresAt: Timestamp?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("plan", \.plan, .choice),
+        .optional("expiresAt", \.expiresAt, .time),
+    ]
+    public var eventData: EventData { .entitlementVerified(self) }
+}
+
+/// `entitlement.verification_failed`: the app could not verify with StoreKit.
+public struct EntitlementVerificationFailed: EventPayload {
+    public static let type = "entitlement.verification_failed"
+    public var reason = VerificationFailure.other
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("reason", \.reason, .choice),
+    ]
+    public var eventData: EventData { .entitlementVerificationFailed(self) }
+}
+
+/// `restore.requested`: the user asked to restore purchases.
+public struct RestoreRequested: EventPayload {
+    public static let type = "restore.requested"
+    public init() {}
+    public static let fields: [Field<Self>] = []
+    public var eventData: EventData { .restoreRequested(self) }
+}
+
+/// `restore.succeeded`: purchases were restored, with the plan found.
+public struct RestoreSucceeded: EventPayload {
+    public static let type = "restore.succeeded"
+    public var plan: VerifiedPlan?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .optional("plan", \.plan, .choice),
+    ]
+    public var eventData: EventData { .restoreSucceeded(self) }
+}
+
+/// `restore.failed`: restoring purchases failed.
+public struct RestoreFailed: EventPayload {
+    public static let type = "restore.failed"
+    public var errorCode: String?
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .optional("errorCode", \.errorCode, .identifier),
+    ]
+    public var eventData: EventData { .restoreFailed(self) }
+}
+
+/// `oneoff.purchased`: a one-off purchase (recovery pass, reactivation fee).
+public struct OneOffPurchased: EventPayload {
+    public static let type = "oneoff.purchased"
+    public var productId = ""
+    public var transactionId = ""
+    public var kind = OneOffKind.recoveryPass
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("productId", \.productId, .identifier),
+        .required("transactionId", \.transactionId, .identifier),
+        .required("kind", \.kind, .choice),
+    ]
+    public var eventData: EventData { .oneOffPurchased(self) }
+}
+
+/// `appstore.notification`: one App Store Server Notification exactly as Apple sent it.
+public struct AppStoreNotification: EventPayload {
+    public static let type = "appstore.notification"
+    public var notificationType = ""
+    public var subtype: String?
+    public var notificationUUID = ""
+    public var signedDate = Timestamp(milliseconds: 0)
+    public var payload = JSONObject()
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("notificationType", \.notificationType, .identifier),
+        .optional("subtype", \.subtype, .identifier),
+        .required("notificationUUID", \.notificationUUID, .identifier),
+        .required("signedDate", \.signedDate, .time),
+        .required("payload", \.payload, .object),
+    ]
+    public var eventData: EventData { .appStoreNotification(self) }
+}
+
+/// `appstore.subject_bound`: App Store events held under `appstore:<originalTransactionId>`
+/// belong to this subject from now on (attributed, never rewritten).
+public struct AppStoreSubjectBound: EventPayload {
+    public static let type = "appstore.subject_bound"
+    public var originalTransactionId = ""
+    public var from = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("originalTransactionId", \.originalTransactionId, .identifier),
+        .required("from", \.from, .subject),
+    ]
+    public var eventData: EventData { .appStoreSubjectBound(self) }
+}

@@ -1,0 +1,107 @@
+// Sessions and usage (SPEC §2.3, third table): app telemetry.
+
+/// Why a session ended.
+public enum SessionEndReason: String, Sendable, Hashable, CaseIterable {
+    case user, crash, timeout
+}
+
+/// `session.started`: the app came to the foreground on a device, in a time zone.
+public struct SessionStarted: EventPayload {
+    public static let type = "session.started"
+    public var deviceId = ""
+    public var timeZone = "UTC"
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("deviceId", \.deviceId, .identifier),
+        .required("timeZone", \.timeZone, .timeZone),
+    ]
+    public var eventData: EventData { .sessionStarted(self) }
+}
+
+/// `session.backgrounded`: the session paused.
+public struct SessionBackgrounded: EventPayload {
+    public static let type = "session.backgrounded"
+    public var deviceId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("deviceId", \.deviceId, .identifier)]
+    public var eventData: EventData { .sessionBackgrounded(self) }
+}
+
+/// `session.foregrounded`: the paused session resumed.
+public struct SessionForegrounded: EventPayload {
+    public static let type = "session.foregrounded"
+    public var deviceId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("deviceId", \.deviceId, .identifier)]
+    public var eventData: EventData { .sessionForegrounded(self) }
+}
+
+/// `session.ended`: the session ended.
+public struct SessionEnded: EventPayload {
+    public static let type = "session.ended"
+    public var deviceId = ""
+    public var reason = SessionEndReason.user
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("deviceId", \.deviceId, .identifier),
+        .required("reason", \.reason, .choice),
+    ]
+    public var eventData: EventData { .sessionEnded(self) }
+}
+
+/// `usage.recorded` (schema version 2): a feature was used `count` times.
+public struct UsageRecorded: EventPayload {
+    public static let type = "usage.recorded"
+    public static let schemaVersion: UInt16 = 2
+    public var feature = ""
+    public var count: Int64 = 1
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("feature", \.feature, .identifier),
+        .required("count", \.count, .positiveCount),
+    ]
+    public var eventData: EventData { .usageRecorded(self) }
+}
+
+/// `usage.recorded` as schema version 1 wrote it: one use of a feature, no `count`.
+/// Stored version-1 events stay as they are and read as version 2 with `count: 1`.
+public struct UsageRecordedV1: LegacyPayloadLayout {
+    public static let type = "usage.recorded"
+    public static let schemaVersion: UInt16 = 1
+    public var feature = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [.required("feature", \.feature, .identifier)]
+
+    public func upcast() -> any PayloadLayout {
+        var next = UsageRecorded()
+        next.feature = feature
+        next.count = 1
+        return next
+    }
+}
+
+/// `resource.created`: the user created a resource of a kind (person, tag…) that limits count.
+public struct ResourceCreated: EventPayload {
+    public static let type = "resource.created"
+    public var kind = ""
+    public var resourceId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("kind", \.kind, .identifier),
+        .required("resourceId", \.resourceId, .identifier),
+    ]
+    public var eventData: EventData { .resourceCreated(self) }
+}
+
+/// `resource.deleted`: the user deleted a resource.
+public struct ResourceDeleted: EventPayload {
+    public static let type = "resource.deleted"
+    public var kind = ""
+    public var resourceId = ""
+    public init() {}
+    public static let fields: [Field<Self>] = [
+        .required("kind", \.kind, .identifier),
+        .required("resourceId", \.resourceId, .identifier),
+    ]
+    public var eventData: EventData { .resourceDeleted(self) }
+}
