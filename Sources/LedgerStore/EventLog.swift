@@ -49,7 +49,7 @@ public final class EventLog: Sendable {
     /// The directory of the store.
     public let path: String
     let storage: LogStorage
-    private let writer: GroupCommitWriter?
+    let writer: GroupCommitWriter?
 
     /// Opens the log in the directory `path`, creating the store if it does not exist
     /// (unless `options.readOnly`). Files are created readable by the owner only.

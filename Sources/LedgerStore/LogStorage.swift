@@ -143,20 +143,14 @@ struct LogStorage: Sendable {
                 continue
             }
             firstIndex[id] = i
-            if let stored = try txn.get(ids, key: idKeys[i]) {
-                guard let position = LogSchema.integer(stored),
-                      let record = try txn.get(events, key: LogSchema.key(position)),
-                      let content = EventRecord.content(ofRecord: record)
-                else {
-                    throw LedgerError(.corruptRecord, "the id index points \(id) at a missing record; run `ledger verify`", index: i)
-                }
-                guard content.elementsEqual(EventRecord.content(ofUnhashed: records[i])) else {
-                    throw LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
-                                      index: i, field: "/id", subject: drafts[i].subject, position: position)
-                }
-                outcomes[i] = .duplicate(position: position)
-            } else {
+            switch try lookUp(idKey: idKeys[i], content: EventRecord.content(ofUnhashed: records[i]), txn) {
+            case .absent:
                 fresh.append(i)
+            case .same(let position):
+                outcomes[i] = .duplicate(position: position)
+            case .different(let position):
+                throw LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
+                                  index: i, field: "/id", subject: drafts[i].subject, position: position)
             }
         }
 
@@ -187,22 +181,10 @@ struct LogStorage: Sendable {
         for i in fresh {
             let draft = drafts[i]
             let previous = try current(draft.subject)
-            if previous == 0 { head.subjects += 1 }
-            let version = previous + 1
-            versions[draft.subject] = version
-            head.position += 1
-            EventRecord.stamp(&records[i], version: version, recordedAt: recordedAt)
-            var hasher = SHA256()
-            hasher.update(data: head.hash)
-            hasher.update(data: records[i])
-            let hash = Array(hasher.finalize())
-            records[i].append(contentsOf: hash)
-            let positionKey = LogSchema.key(head.position)
-            try txn.put(events, key: positionKey, value: records[i], flags: .append)
-            try txn.put(ids, key: idKeys[i], value: positionKey, flags: .noOverwrite)
-            try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
-            head.hash = hash
-            outcomes[i] = .appended(position: head.position, version: version)
+            let written = try write(&records[i], idKey: idKeys[i], subject: draft.subject, previousVersion: previous,
+                                    recordedAt: recordedAt, txn, &head)
+            versions[draft.subject] = written.version
+            outcomes[i] = .appended(position: written.position, version: written.version)
         }
         // Repeats of an id inside the batch report the position of its first occurrence.
         let resolved: [AppendOutcome] = drafts.indices.map { i in
@@ -211,5 +193,116 @@ struct LogStorage: Sendable {
             return .duplicate(position: outcomes[first]?.position ?? 0)
         }
         return AppendResult(outcomes: resolved)
+    }
+
+    /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
+    /// abort the whole transaction.
+    private func write(_ record: inout [UInt8], idKey: [UInt8], subject: String, previousVersion: UInt64,
+                       recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head) throws -> (position: UInt64, version: UInt64) {
+        if previousVersion == 0 { head.subjects += 1 }
+        let version = previousVersion + 1
+        head.position += 1
+        EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
+        var hasher = SHA256()
+        hasher.update(data: head.hash)
+        hasher.update(data: record)
+        let hash = Array(hasher.finalize())
+        record.append(contentsOf: hash)
+        let positionKey = LogSchema.key(head.position)
+        try txn.put(events, key: positionKey, value: record, flags: .append)
+        try txn.put(ids, key: idKey, value: positionKey, flags: .noOverwrite)
+        try txn.put(streams, key: LogSchema.streamKey(subject, version: version), value: positionKey, flags: .noOverwrite)
+        head.hash = hash
+        head.recordedAt = recordedAt
+        return (head.position, version)
+    }
+
+    /// What the log holds under an event id.
+    private enum StoredID {
+        case absent
+        case same(position: UInt64)
+        case different(position: UInt64)
+    }
+
+    /// Looks up `idKey` and compares the stored event's content with `content`.
+    private func lookUp(idKey: [UInt8], content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
+        guard let stored = try txn.get(ids, key: idKey) else { return .absent }
+        guard let position = LogSchema.integer(stored),
+              let record = try txn.get(events, key: LogSchema.key(position)),
+              let storedContent = EventRecord.content(ofRecord: record)
+        else {
+            throw LedgerError(.corruptRecord, "the id index points at a missing record; run `ledger verify`")
+        }
+        return storedContent.elementsEqual(content) ? .same(position: position) : .different(position: position)
+    }
+
+    // MARK: Streamed batches (the calling thread)
+
+    /// Appends every event `makeEvents` yields in one write transaction, pulling them one at
+    /// a time so that a batch of any size takes bounded memory. `makeEvents` is called again
+    /// (and must start over) if the map fills and the transaction is retried.
+    func commitStream(restoring: Bool, _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
+        try env.write { txn in
+            var head = try head(txn)
+            head.subjects = try subjectCount(txn)
+            let subjectsBefore = head.subjects
+            let now = max(clock(), head.recordedAt)
+            var summary = StreamSummary()
+            var source = try makeEvents()
+            while let item = try source.next() {
+                let draft = item.draft
+                do {
+                    try draft.validate()
+                } catch let error as LedgerError {
+                    throw item.locate(error)
+                }
+                var recordedAt = now
+                if restoring {
+                    guard let position = item.position, let stamped = item.recordedAt else {
+                        throw item.locate(LedgerError(.invalidEvent, "a restore needs the position and recordedAt that export wrote", field: item.position == nil ? "/position" : "/recordedAt"))
+                    }
+                    recordedAt = stamped
+                    if position <= head.position {
+                        // Already restored (a rerun): it must be this very event.
+                        let stored = try txn.get(events, key: LogSchema.key(position)).flatMap(EventRecord.content(ofRecord:))
+                        guard let stored, stored.elementsEqual(EventRecord.content(of: draft)) else {
+                            throw item.locate(LedgerError(.idConflict, "position \(position) already holds another event; restore into an empty store", field: "/position", position: position))
+                        }
+                        summary.duplicates += 1
+                        continue
+                    }
+                    guard position == head.position + 1 else {
+                        throw item.locate(LedgerError(.invalidEvent, "position \(position) does not follow the store's last position \(head.position); a restore keeps positions gap-free", field: "/position"))
+                    }
+                    guard stamped >= head.recordedAt else {
+                        throw item.locate(LedgerError(.invalidEvent, "recordedAt \(stamped) is before the previous event's \(head.recordedAt); recorded times never go back", field: "/recordedAt"))
+                    }
+                }
+                var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
+                let idKey = draft.id.bytes
+                switch try lookUp(idKey: idKey, content: EventRecord.content(ofUnhashed: record), txn) {
+                case .absent:
+                    break
+                case .same(let position):
+                    if restoring {
+                        throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position); restore into an empty store", field: "/id", position: position))
+                    }
+                    summary.duplicates += 1
+                    continue
+                case .different(let position):
+                    throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
+                                                  field: "/id", subject: draft.subject, position: position))
+                }
+                let written = try write(&record, idKey: idKey, subject: draft.subject,
+                                        previousVersion: try version(of: draft.subject, txn), recordedAt: recordedAt, txn, &head)
+                summary.appended += 1
+                summary.firstPosition = summary.firstPosition ?? written.position
+                summary.lastPosition = written.position
+            }
+            if head.subjects != subjectsBefore {
+                try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
+            }
+            return summary
+        }
     }
 }

@@ -8,12 +8,13 @@ import LedgerStore
 struct Ledger: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
-        abstract: "An event-sourced entitlement ledger: append facts, verify the log, inspect the store.",
+        abstract: "An event-sourced entitlement ledger: append facts, export them, verify the log, inspect the store.",
         discussion: """
             The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb.
             Exit codes: 0 ok, 1 failure, 2 usage or input error.
             """,
-        subcommands: [InitCommand.self, StatsCommand.self, VerifyCommand.self, DemoCommand.self, BenchCommand.self]
+        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatsCommand.self, VerifyCommand.self,
+                      DemoCommand.self, BenchCommand.self]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
@@ -81,8 +82,8 @@ struct GlobalOptions: ParsableArguments {
         return try EventLog(path: path, options: options)
     }
 
-    /// `--store` may come before the subcommand (`ledger --store s stats`); argument-parser
-    /// reads a subcommand's options only after its name, so move it there.
+    /// `--store` and `--json` may come before the subcommand (`ledger --store s stats`);
+    /// argument-parser reads a subcommand's options only after its name, so move them there.
     static func movingStoreAfterSubcommand(_ arguments: [String]) -> [String] {
         var moved: [String] = []
         var rest: [String] = []
@@ -95,7 +96,7 @@ struct GlobalOptions: ParsableArguments {
                 i += 2
                 continue
             }
-            if !seenSubcommand && argument.hasPrefix("--store=") {
+            if !seenSubcommand && (argument.hasPrefix("--store=") || argument == "--json") {
                 moved.append(argument)
                 i += 1
                 continue

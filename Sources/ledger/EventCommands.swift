@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+
+struct AppendCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "append",
+        abstract: "Append events from JSONL files; each file is one atomic batch.",
+        discussion: """
+            One event per line (SPEC §2.1). Every file is checked in full first: if any line of any file \
+            is bad, every problem is reported as FILE:LINE: POINTER: MESSAGE and nothing is appended (exit 2). \
+            An event whose id is already stored with the same content is a duplicate and skipped; a line \
+            without an id gets one derived from its content, so appending a file twice appends it once. \
+            The store is created if it does not exist.
+
+            --restore keeps the position and recordedAt of each line (as `ledger export` wrote them); the \
+            positions must continue the store's, so restore into an empty store.
+
+            Examples:
+              ledger append events.jsonl more.jsonl
+              some-producer | ledger append -
+              ledger export --store old.lmdb | ledger append --store new.lmdb --restore -
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Flag(name: .long, help: "Keep each line's position and recordedAt (restore an export into an empty store).")
+    var restore = false
+
+    @Argument(help: "JSONL files to append, or - for standard input.")
+    var files: [String]
+
+    func validate() throws {
+        guard !files.isEmpty else { throw ValidationError("name at least one JSONL file, or - for standard input") }
+        guard files.filter({ $0 == "-" }).count <= 1 else { throw ValidationError("standard input (-) can be read only once") }
+    }
+
+    func run() throws {
+        let log = try global.openLog(create: true)
+        defer { log.close() }
+        let summary: StreamSummary
+        do {
+            summary = try JSONLImport.append(files, to: log, restoring: restore)
+        } catch .input(let problems, let total) {
+            report(problems.problems, total: total)
+            throw ExitCode(2)
+        } catch .ledger(let error) {
+            guard let file = error.file, let line = error.line else { throw error }
+            // A batch the log refused because of one of its lines (an id conflict): report it
+            // like an input problem, naming the line.
+            report([InputProblem(file: file, line: line, pointer: error.field ?? "/", message: error.message)], total: 1)
+            throw ExitCode(error.code == .storage ? 1 : 2)
+        }
+        if global.json {
+            print(JSON.object([
+                ("appended", .int(summary.appended)),
+                ("duplicates", .int(summary.duplicates)),
+                ("firstPosition", .uint(summary.firstPosition)),
+                ("lastPosition", .uint(summary.lastPosition)),
+            ]).text)
+        } else {
+            var text = "Appended \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
+            if let first = summary.firstPosition, let last = summary.lastPosition {
+                text += first == last ? " at position \(first)" : " at positions \(first)…\(last)"
+            }
+            if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
+            print(text + ".")
+        }
+    }
+
+    /// Problems one per line on stderr (SPEC §5) and, with --json, as a list on stdout.
+    private func report(_ problems: [InputProblem], total: Int) {
+        var text = problems.map { $0.description + "\n" }.joined()
+        if total > problems.count { text += "… and \(total - problems.count) more problems (the first \(problems.count) are shown); nothing was appended\n" }
+        FileHandle.standardError.write(Data(text.utf8))
+        if global.json {
+            let errors = problems.map { p in
+                JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
+            }
+            print(JSON.object([("errors", .array(errors))]).text)
+        }
+    }
+}
+
+struct ExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write events as canonical JSONL that `ledger append` reads back.",
+        discussion: """
+            One event per line in position order: sorted keys, UTC millisecond times, each event's data \
+            in the schema version it was stored in, plus its position and recordedAt. Plain `append` \
+            ignores those two; `append --restore` into an empty store keeps them.
+
+            Examples:
+              ledger export > all.jsonl
+              ledger export --subject user-42
+              ledger export --from 1001 > tail.jsonl
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(name: .long, help: "Only this subject's events.")
+    var subject: String?
+
+    @Option(name: .long, help: "Start at this position (default 1).")
+    var from: UInt64 = 1
+
+    func validate() throws {
+        guard from >= 1 else { throw ValidationError("--from is a position, from 1") }
+        if let subject, subject.isEmpty { throw ValidationError("--subject must not be empty") }
+    }
+
+    func run() throws {
+        let log = try global.openLog(readOnly: true)
+        defer { log.close() }
+        let events = subject.map { log.events(subject: $0) } ?? log.events(from: from)
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 16)
+        try events.forEach { event in
+            guard event.position >= from else { return }
+            out.append(contentsOf: try EventLine.export(event))
+            out.append(0x0A)
+            if out.count >= 1 << 16 {
+                FileHandle.standardOutput.write(Data(out))
+                out.removeAll(keepingCapacity: true)
+            }
+        }
+        FileHandle.standardOutput.write(Data(out))
+    }
+}
