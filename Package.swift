@@ -47,12 +47,15 @@ let package = Package(
             dependencies: ["LedgerStore", "LedgerCore", "LMDB"],
             path: "Tests/LedgerTestChild"
         ),
+        // Generators of valid events that several test targets share.
+        .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"], path: "Tests/LedgerTestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [
                 "LedgerCore",
+                "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -63,6 +66,7 @@ let package = Package(
                 "LedgerCore",
                 "LMDB",
                 "ledger-test-child",
+                "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -1,70 +1,7 @@
 import LedgerCore
+import LedgerTestSupport
 import PropertyBased
 import Testing
-
-/// Builds valid `data` for a layout from a seed, guided by each field's schema: what any
-/// client could send. Objects have sorted keys and times are canonical, so a round trip must
-/// give back exactly the same JSON.
-struct DataGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        // SplitMix64: deterministic from the seed the property test draws.
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func int(_ range: ClosedRange<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
-    mutating func pick<T>(_ items: [T]) -> T { items[int(0...(items.count - 1))] }
-
-    mutating func text(_ lengths: ClosedRange<Int>) -> String {
-        let alphabet = Array("abcXYZ019 .-_/é漢🙂\"\\\n")
-        return String((0..<int(lengths)).map { _ in pick(alphabet) })
-    }
-
-    mutating func value(for schema: JSONObject) -> JSON {
-        if case .array(let cases)? = schema["enum"] { return pick(cases) }
-        if case .string(let pattern)? = schema["pattern"] {
-            switch pattern {
-            case Patterns.time: return .string(Timestamp(milliseconds: Int64(int(0...4_000_000_000_000))).description)
-            case Patterns.decimal: return .string("\(int(0...999)).\(int(10...99))")
-            case Patterns.currency: return .string(pick(["USD", "EUR", "JPY", "GBP"]))
-            case Patterns.period: return .string("P\(int(1...12))\(pick(["Y", "M", "W", "D"]))")
-            case Patterns.localDate: return .string("20\(int(10...39))-0\(int(1...9))-1\(int(0...9))")
-            case Patterns.timeZone: return .string(pick(["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5"]))
-            default: Issue.record("no generator for pattern \(pattern)"); return .null
-            }
-        }
-        switch schema["type"] {
-        case "boolean": return .bool(next() & 1 == 0)
-        case "integer": return .integer(Int64(int(1...1_000_000_000)))
-        case "object":
-            let keys = Set((0..<int(0...4)).map { _ in text(1...6) }).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            return .object(JSONObject(keys.map { ($0, pick([.null, .bool(true), .integer(Int64(int(0...99))), .string(text(0...8)), .array([.integer(1), "x"])])) }))
-        default:
-            let minimum = schema["minLength"] == nil ? 0 : 1
-            return .string(text(minimum...12))
-        }
-    }
-
-    /// Valid data for `layout`: required fields always, each optional one half the time
-    /// (all of them when a cross-field rule asks for them).
-    mutating func data(for layout: Layout, allOptionals: Bool = false) -> JSONObject {
-        var object = JSONObject()
-        for field in layout.fields where field.isRequired || allOptionals || next() & 1 == 0 {
-            object[field.name] = value(for: field.schema)
-        }
-        return object
-    }
-}
-
-/// Every layout the catalog knows, current and legacy.
-let everyLayout: [Layout] = EventCatalog.typeNames.flatMap { type in
-    EventCatalog.versions(of: type).compactMap { EventCatalog.layout(of: type, version: $0) }
-}
 
 @Suite struct CatalogTests {
     @Test func jsonToTypedToBinaryToTypedToJSONIsTheIdentityForEveryType() async {
