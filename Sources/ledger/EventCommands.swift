@@ -131,3 +131,33 @@ struct ExportCommand: ParsableCommand {
         FileHandle.standardOutput.write(Data(out))
     }
 }
+
+struct SchemasCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "schemas",
+        abstract: "Write the JSON Schemas of the event format, generated from the event catalog.",
+        discussion: """
+            Without --output, prints the schema of one event line. With it, writes event.schema.json and \
+            events/<type>.v<version>.schema.json under the directory (the repository keeps them in Schemas/).
+
+            Example:
+              ledger schemas --output Schemas
+            """
+    )
+
+    @Option(name: .long, help: "Directory to write every schema file into.")
+    var output: String?
+
+    func run() throws {
+        guard let output else {
+            print(EventSchemas.envelope().pretty())
+            return
+        }
+        for file in EventSchemas.files() {
+            let url = URL(fileURLWithPath: output).appendingPathComponent(file.path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data((file.schema.pretty() + "\n").utf8).write(to: url)
+        }
+        print("Wrote \(EventSchemas.files().count) schema files under \(output).")
+    }
+}

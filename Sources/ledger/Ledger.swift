@@ -14,7 +14,7 @@ struct Ledger: ParsableCommand {
             Exit codes: 0 ok, 1 failure, 2 usage or input error.
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatsCommand.self, VerifyCommand.self,
-                      DemoCommand.self, BenchCommand.self]
+                      SchemasCommand.self, DemoCommand.self, BenchCommand.self]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's

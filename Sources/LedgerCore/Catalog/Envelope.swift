@@ -186,13 +186,18 @@ public enum EnvelopeDecoder {
             }
         }
         if dataIsObject, let type, let layout = EventCatalog.layout(of: type, version: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1) {
-            switch layout.decode(data) {
-            case .success(let value):
-                data = layout.json(value)
-                payload = layout.binary(value)
-            case .failure(let failure):
-                for violation in failure.violations {
-                    problems.append(problem(JSONPointer.make(["data", violation.field]), violation.message))
+            let required = layout.fields.filter(\.isRequired).map(\.name)
+            if object["data"] == nil && !required.isEmpty {
+                problems.append(problem("/data", "missing; \(type) data has \(required.joined(separator: ", "))"))
+            } else {
+                switch layout.decode(data) {
+                case .success(let value):
+                    data = layout.json(value)
+                    payload = layout.binary(value)
+                case .failure(let failure):
+                    for violation in failure.violations {
+                        problems.append(problem(JSONPointer.make(["data", violation.field]), violation.message))
+                    }
                 }
             }
         }
@@ -201,7 +206,9 @@ public enum EnvelopeDecoder {
         if let value = object["meta"] {
             if case .object(let o) = value {
                 for member in o.members {
-                    if case .string(let s) = member.value {
+                    if member.key.isEmpty {
+                        problems.append(problem("/meta/", "meta keys must not be empty"))
+                    } else if case .string(let s) = member.value {
                         meta[member.key] = s
                     } else {
                         problems.append(problem(JSONPointer.make(["meta", member.key]), "expected a string, got \(describe(member.value))"))

@@ -189,3 +189,24 @@ extension JSONObject: ExpressibleByDictionaryLiteral {
     /// An object with these members in order.
     public init(dictionaryLiteral elements: (String, JSON)...) { self.init(elements) }
 }
+
+extension JSON {
+    /// The value indented by two spaces per level, keys in their order, for files people read.
+    /// Arrays of scalars stay on one line.
+    public func pretty(indent: Int = 0) -> String {
+        let pad = String(repeating: "  ", count: indent + 1), end = String(repeating: "  ", count: indent)
+        switch self {
+        case .array(let items) where items.contains(where: { if case .object = $0 { true } else if case .array = $0 { true } else { false } }):
+            return "[\n" + items.map { pad + $0.pretty(indent: indent + 1) }.joined(separator: ",\n") + "\n" + end + "]"
+        case .object(let object) where !object.members.isEmpty:
+            let body = object.members.map { member in
+                pad + JSON.string(member.key).serialized() + ": " + member.value.pretty(indent: indent + 1)
+            }
+            return "{\n" + body.joined(separator: ",\n") + "\n" + end + "}"
+        case .array(let items):
+            return "[" + items.map { $0.serialized() }.joined(separator: ", ") + "]"
+        default:
+            return serialized()
+        }
+    }
+}
