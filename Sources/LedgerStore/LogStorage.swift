@@ -263,10 +263,13 @@ struct LogStorage: Sendable {
                     }
                     recordedAt = stamped
                     if position <= head.position {
-                        // Already restored (a rerun): it must be this very event.
-                        let stored = try txn.get(events, key: LogSchema.key(position)).flatMap(EventRecord.content(ofRecord:))
-                        guard let stored, stored.elementsEqual(EventRecord.content(of: draft)) else {
-                            throw item.locate(LedgerError(.idConflict, "position \(position) already holds another event; restore into an empty store", field: "/position", position: position))
+                        // Already restored (a rerun): it must be this very event, recorded then.
+                        let record = try txn.get(events, key: LogSchema.key(position))
+                        guard let record, let content = EventRecord.content(ofRecord: record),
+                              content.elementsEqual(EventRecord.content(of: draft)), EventRecord.recordedAt(ofRecord: record) == stamped
+                        else {
+                            throw item.locate(LedgerError(.idConflict, "position \(position) already holds another event (or the same one recorded at another time); restore into an empty store",
+                                                          field: "/position", position: position))
                         }
                         summary.duplicates += 1
                         continue

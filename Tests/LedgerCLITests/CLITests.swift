@@ -9,7 +9,7 @@ struct Run {
     let stdout: String
     let stderr: String
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("ledger")
@@ -18,7 +18,17 @@ struct Run {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
+        let input = Pipe()
+        if stdin != nil { process.standardInput = input }
         try process.run()
+        if let stdin {
+            // Written from another thread so a large input cannot block against a full stdout.
+            let handle = input.fileHandleForWriting
+            Thread.detachNewThread {
+                handle.write(Data(stdin.utf8))
+                try? handle.close()
+            }
+        }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         let errData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+
+/// The example corpus every event type appears in.
+let validExamples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Schemas/examples/valid.jsonl").path
+
+@Suite struct AppendExportTests {
+    let good = #"{"type":"account.created","subject":"user-1","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#
+
+    @Test func appendReportsWhatItWroteAndIsIdempotentWithoutIds() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let first = try Run(["append", "--store", store, "--json", validExamples])
+            #expect(first.status == 0)
+            #expect(first.stderr == "")
+            #expect(first.stdout == #"{"appended":56,"duplicates":0,"firstPosition":1,"lastPosition":56}"# + "\n")
+            let again = try Run(["--json", "--store", store, "append", validExamples])
+            #expect(again.stdout == #"{"appended":0,"duplicates":56,"firstPosition":null,"lastPosition":null}"# + "\n")
+            let text = try Run(["append", "--store", store, "-"], stdin: good + "\n")
+            #expect(text.stdout == "Appended 1 event at position 57.\n")
+        }
+    }
+
+    @Test func badLinesAreReportedOnePerLineWithExitTwoAndNothingAppended() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let file = dir + "/events.jsonl"
+            var lines = Array(repeating: good, count: 10)
+            lines[2] = #"{"type":"account.created","subject":"","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#
+            lines[6] = #"{"type":"account.created","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true,"x":1}}"#
+            try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", store, "--json", file])
+            #expect(run.status == 2)
+            #expect(run.stderr == """
+                \(file):3: /subject: must not be empty
+                \(file):7: /data/x: unknown key; account.created data has signedIn
+
+                """)
+            let errors = try #require(try run.json()["errors"] as? [[String: Any]])
+            #expect(errors.map { $0["line"] as? Int } == [3, 7])
+            #expect(errors.map { $0["pointer"] as? String } == ["/subject", "/data/x"])
+            #expect(errors.first?["file"] as? String == file)
+            #expect(errors.first?["message"] as? String == "must not be empty")
+            #expect(try Run(["export", "--store", store]).stdout == "")
+        }
+    }
+
+    @Test func exportAppendsBackAndRestoresByteForByte() throws {
+        try withDirectory { dir in
+            let original = dir + "/a.lmdb", copy = dir + "/b.lmdb", restored = dir + "/c.lmdb"
+            #expect(try Run(["append", "--store", original, validExamples]).status == 0)
+            let exported = try Run(["export", "--store", original]).stdout
+            #expect(exported.split(separator: "\n").count == 56)
+
+            #expect(try Run(["append", "--store", restored, "--restore", "-"], stdin: exported).status == 0)
+            #expect(try Run(["export", "--store", restored]).stdout == exported)
+
+            #expect(try Run(["append", "--store", copy, "-"], stdin: exported).status == 0)
+            let strip = { (text: String) in text.replacingOccurrences(of: #","recordedAt":"[^"]*""#, with: "", options: .regularExpression) }
+            #expect(strip(try Run(["export", "--store", copy]).stdout) == strip(exported))
+
+            // A restore into a store that is not empty is refused, naming the line.
+            let refused = try Run(["append", "--store", copy, "--restore", "-"], stdin: exported)
+            #expect(refused.status == 2)
+            #expect(refused.stderr.hasPrefix("-:1: /position: position 1 already holds another event"))
+            // Restoring again into the restored store is a no-op.
+            let rerun = try Run(["append", "--store", restored, "--restore", "--json", "-"], stdin: exported)
+            #expect(rerun.stdout == #"{"appended":0,"duplicates":56,"firstPosition":null,"lastPosition":null}"# + "\n")
+        }
+    }
+
+    @Test func exportFiltersBySubjectAndPosition() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            #expect(try Run(["append", "--store", store, validExamples]).status == 0)
+            let subject = try Run(["export", "--store", store, "--subject", "user-49"]).stdout.split(separator: "\n")
+            #expect(subject.count == 5)
+            #expect(subject.allSatisfy { $0.contains(#""subject":"user-49""#) })
+            let tail = try Run(["export", "--store", store, "--from", "55"]).stdout.split(separator: "\n")
+            #expect(tail.count == 2)
+            #expect(tail.first?.contains(#""position":55,"#) == true)
+        }
+    }
+}
