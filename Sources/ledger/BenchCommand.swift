@@ -91,11 +91,16 @@ struct BenchCommand: ParsableCommand {
                      grouped / single, 64 * perThread, transactions))
     }
 
-    /// A ~200-byte event (the envelope's fields plus a payload), like a typical notification.
+    /// A ~150-byte event (the envelope's fields plus a renewal's payload), like a typical notification.
     static func event(_ n: Int) -> EventDraft {
-        EventDraft(id: EventID(high: 0xBE4C, low: UInt64(n)), subject: "user-\(n % 10_000)", type: "subscription.renewed",
-                   occurredAt: Timestamp(milliseconds: 1_772_357_400_000 + Int64(n) * 1000), source: .appstore,
-                   payload: Array(#"{"productId":"pro.monthly","transactionId":"t-\#(n)","originalTransactionId":"o-\#(n % 10_000)","expiresAt":"2026-04-01T10:00:00.000Z"}"#.utf8))
+        var renewal = SubscriptionRenewed()
+        renewal.productId = "pro.monthly"
+        renewal.transactionId = "t-\(n)"
+        renewal.originalTransactionId = "o-\(n % 10_000)"
+        renewal.purchasedAt = Timestamp(milliseconds: 1_772_357_400_000 + Int64(n) * 1000)
+        renewal.expiresAt = Timestamp(milliseconds: 1_775_037_600_000)
+        return EventDraft(id: EventID(high: 0xBE4C, low: UInt64(n)), subject: "user-\(n % 10_000)", type: SubscriptionRenewed.type,
+                          occurredAt: renewal.purchasedAt, source: .appstore, payload: EventCatalog.encode(renewal.eventData))
     }
 
     private func measure(_ count: Int, _ body: () throws -> Void) throws -> Double {

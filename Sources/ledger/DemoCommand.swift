@@ -129,39 +129,68 @@ enum DemoHistory {
         let subject = "customer-\(index)"
         let start = now.milliseconds - Int64(rng.next(below: 540)) * day - Int64(rng.next(below: 86_400)) * 1000
         var events: [EventDraft] = []
-        func add(_ type: String, at ms: Int64, source: EventSource, _ data: String) {
+        func add(at ms: Int64, source: EventSource, _ data: EventData) {
             guard ms <= now.milliseconds else { return }     // nothing from the future
-            events.append(EventDraft(id: EventID(high: seed, low: UInt64(index) << 16 | UInt64(events.count)),
-                                     subject: subject, type: type, occurredAt: Timestamp(milliseconds: ms),
-                                     source: source, meta: ["generator": "demo"], payload: Array(data.utf8)))
+            let event = LedgerEvent(id: EventID(high: seed, low: UInt64(index) << 16 | UInt64(events.count)), subject: subject,
+                                    occurredAt: Timestamp(milliseconds: ms), source: source, meta: ["generator": "demo"], data: data)
+            // The demo's own events are valid by construction; a draft that is not is a bug here.
+            guard let draft = try? event.draft() else { preconditionFailure("demo event \(event.type) is invalid") }
+            events.append(draft)
         }
-        add("account.created", at: start, source: .app, #"{"signedIn":true}"#)
-        add("session.started", at: start + 60_000, source: .app, #"{"deviceId":"d-\#(index)","timeZone":"Europe/Berlin"}"#)
+        var created = AccountCreated()
+        created.signedIn = true
+        add(at: start, source: .app, created.eventData)
+        var session = SessionStarted()
+        session.deviceId = "d-\(index)"
+        session.timeZone = "Europe/Berlin"
+        add(at: start + 60_000, source: .app, session.eventData)
         let original = "otx-\(index)"
         guard rng.next(below: 10) < 7 else { return events }       // 30 % never subscribe
 
         let trialEnd = start + 7 * day
-        add("subscription.purchased", at: start + 120_000, source: .appstore,
-            #"{"productId":"pro.monthly","transactionId":"\#(original)","originalTransactionId":"\#(original)","purchasedAt":"\#(Timestamp(milliseconds: start + 120_000))","expiresAt":"\#(Timestamp(milliseconds: trialEnd))","offer":"freeTrial"}"#)
+        var purchase = SubscriptionPurchased()
+        purchase.productId = "pro.monthly"
+        purchase.transactionId = original
+        purchase.originalTransactionId = original
+        purchase.purchasedAt = Timestamp(milliseconds: start + 120_000)
+        purchase.expiresAt = Timestamp(milliseconds: trialEnd)
+        purchase.offer = .freeTrial
+        add(at: start + 120_000, source: .appstore, purchase.eventData)
         var periodEnd = trialEnd
         var period = 0
         while periodEnd < now.milliseconds {
             let roll = rng.next(below: 100)
             if roll < 8 {
-                add("subscription.renewal_failed", at: periodEnd, source: .appstore, #"{"originalTransactionId":"\#(original)"}"#)
+                var failure = SubscriptionRenewalFailed()
+                failure.originalTransactionId = original
+                add(at: periodEnd, source: .appstore, failure.eventData)
                 break
             }
             if roll < 20 {
-                add("subscription.auto_renew_changed", at: periodEnd - 3 * day, source: .appstore, #"{"originalTransactionId":"\#(original)","enabled":false}"#)
-                add("subscription.expired", at: periodEnd, source: .appstore, #"{"originalTransactionId":"\#(original)","reason":"voluntary"}"#)
+                var cancel = SubscriptionAutoRenewChanged()
+                cancel.originalTransactionId = original
+                cancel.enabled = false
+                add(at: periodEnd - 3 * day, source: .appstore, cancel.eventData)
+                var expiry = SubscriptionExpired()
+                expiry.originalTransactionId = original
+                expiry.reason = .voluntary
+                add(at: periodEnd, source: .appstore, expiry.eventData)
                 break
             }
             period += 1
             let next = periodEnd + 30 * day
-            add("subscription.renewed", at: periodEnd, source: .appstore,
-                #"{"productId":"pro.monthly","transactionId":"\#(original)-\#(period)","originalTransactionId":"\#(original)","purchasedAt":"\#(Timestamp(milliseconds: periodEnd))","expiresAt":"\#(Timestamp(milliseconds: next))"}"#)
+            var renewal = SubscriptionRenewed()
+            renewal.productId = "pro.monthly"
+            renewal.transactionId = "\(original)-\(period)"
+            renewal.originalTransactionId = original
+            renewal.purchasedAt = Timestamp(milliseconds: periodEnd)
+            renewal.expiresAt = Timestamp(milliseconds: next)
+            add(at: periodEnd, source: .appstore, renewal.eventData)
             if roll == 99 {
-                add("subscription.refunded", at: periodEnd + 2 * day, source: .appstore, #"{"transactionId":"\#(original)-\#(period)","originalTransactionId":"\#(original)"}"#)
+                var refund = SubscriptionRefunded()
+                refund.transactionId = "\(original)-\(period)"
+                refund.originalTransactionId = original
+                add(at: periodEnd + 2 * day, source: .appstore, refund.eventData)
                 break
             }
             periodEnd = next
