@@ -155,6 +155,7 @@ public final class EventLog: Sendable {
         for (index, draft) in drafts.enumerated() {
             do {
                 try draft.validate()
+                try EventCatalog.check(draft)
             } catch {
                 var error = error
                 error.index = index

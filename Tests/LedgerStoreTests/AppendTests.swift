@@ -9,11 +9,14 @@ import Testing
     @Test func everyFieldReadsBackByPositionByIdAndBySubject() throws {
         try withStorePath { path in
             let log = try EventLog(path: path)
+            var note = SupportNoteAdded()
+            note.text = "Called about a double charge: \u{0}\u{7F} ☃ \"quoted\""
+            note.agent = "agent-7"
             let original = EventDraft(
                 id: EventID("0b6d2f4e-8a1c-4c3b-9f00-1234567890ab") ?? .random(), subject: "user-42 ☃",
-                type: "subscription.purchased", schemaVersion: 3,
-                occurredAt: Timestamp(milliseconds: 1_772_357_400_123), source: .appstore,
-                meta: ["correlationId": "c-1", "actor": "tester"], payload: Array(0...255))
+                type: SupportNoteAdded.type, schemaVersion: 1,
+                occurredAt: Timestamp(milliseconds: 1_772_357_400_123), source: .support,
+                meta: ["correlationId": "c-1", "actor": "tester"], payload: EventCatalog.encode(note.eventData))
             let result = try log.append([draft("someone-else"), original])
             #expect(result.outcomes == [.appended(position: 1, version: 1), .appended(position: 2, version: 1)])
 
@@ -164,7 +167,7 @@ import Testing
             let event = draft("user-1", 1)
             try log.append([event])
             var altered = event
-            altered.payload = Array("something else".utf8)
+            altered.payload = draft("user-1", 2).payload
             do {
                 try log.append([draft("user-2"), altered])
                 Issue.record("a changed event under a stored id must conflict")
@@ -307,6 +310,22 @@ import Testing
 
     @Test func aPayloadOver64KiBRejectsTheBatch() throws {
         try rejects(draft("big", payload: [UInt8](repeating: 1, count: 65_537)), field: "/data")
+    }
+
+    @Test func anUnknownTypeNeverReachesTheLog() throws {
+        var bad = draft("t")
+        bad.type = "subscription.teleported"
+        try rejects(bad, field: "/type")
+    }
+
+    @Test func aSchemaVersionTheTypeNeverHadRejectsTheBatch() throws {
+        var bad = draft("v")
+        bad.schemaVersion = 3
+        try rejects(bad, field: "/schemaVersion")
+    }
+
+    @Test func aPayloadThatIsNotItsTypesLayoutRejectsTheBatch() throws {
+        try rejects(draft("p", payload: Array("not a payload".utf8)), field: "/data")
     }
 
     @Test func metaOver4KiBRejectsTheBatch() throws {

@@ -20,12 +20,19 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
+/// A `usage.recorded` payload.
+func usage(feature: String) -> [UInt8] {
+    var usage = UsageRecorded()
+    usage.feature = feature
+    return EventCatalog.encode(usage.eventData)
+}
+
 /// The events of batch `n`: ids (n, i), so the parent can tell which batch each event is from.
 func batch(_ n: UInt64, size: Int) -> [EventDraft] {
     (0..<size).map { i in
-        EventDraft(id: EventID(high: n, low: UInt64(i)), subject: "subject-\(n % 7)", type: "test.event",
-                   occurredAt: Timestamp(milliseconds: Int64(n) * 1000 + Int64(i)), source: .system,
-                   meta: ["batch": "\(n)"], payload: Array(repeating: UInt8(truncatingIfNeeded: n &+ UInt64(i)), count: 200))
+        EventDraft(id: EventID(high: n, low: UInt64(i)), subject: "subject-\(n % 7)", type: UsageRecorded.type,
+                   schemaVersion: UsageRecorded.schemaVersion, occurredAt: Timestamp(milliseconds: Int64(n) * 1000 + Int64(i)),
+                   source: .system, meta: ["batch": "\(n)"], payload: usage(feature: String(repeating: "x", count: 190) + "-\(n)-\(i)"))
     }
 }
 

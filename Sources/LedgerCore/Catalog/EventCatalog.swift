@@ -137,3 +137,25 @@ public struct Layout: Sendable {
     /// Decodes a binary payload of this layout, `nil` if the bytes do not decode exactly.
     public func decode(binary: [UInt8]) -> (any PayloadLayout)? { decodeBinary(binary) }
 }
+
+extension EventCatalog {
+    /// Checks that a draft's type and schema version are in the catalog and that its payload
+    /// decodes exactly under that layout: the log calls this on every append, so an unknown
+    /// type or a payload no reader could decode never reaches it.
+    /// - Throws: `LedgerError.invalidEvent` naming `/type`, `/schemaVersion` or `/data`.
+    public static func check(_ draft: EventDraft) throws(LedgerError) {
+        guard layouts[draft.type] != nil else {
+            throw LedgerError(.invalidEvent, "unknown event type \"\(draft.type)\"; the ledger takes the \(typeNames.count) types of its catalog (Schemas/events)",
+                              field: "/type", subject: draft.subject)
+        }
+        guard let layout = layout(of: draft.type, version: draft.schemaVersion) else {
+            let list = versions(of: draft.type).map(String.init).joined(separator: ", ")
+            throw LedgerError(.invalidEvent, "\(draft.type) has schema version(s) \(list), not \(draft.schemaVersion)",
+                              field: "/schemaVersion", subject: draft.subject)
+        }
+        guard layout.decode(binary: draft.payload) != nil else {
+            throw LedgerError(.invalidEvent, "the payload is not a \(draft.type) version \(draft.schemaVersion) payload; encode data with EventCatalog.encode or LedgerEvent.draft()",
+                              field: "/data", subject: draft.subject)
+        }
+    }
+}
