@@ -29,9 +29,25 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public var description: String {
         let (days, msOfDay) = milliseconds.floorDivided(by: 86_400_000)
         let (y, m, d) = CivilDate.fromDays(days)
+        guard (0...9999).contains(y) else {
+            // Outside four-digit years: the slow, general form.
+            let ms = Int(msOfDay)
+            return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(ms / 3_600_000, 2)):\(pad(ms / 60_000 % 60, 2)):\(pad(ms / 1000 % 60, 2)).\(pad(ms % 1000, 3))Z"
+        }
         let ms = Int(msOfDay)
-        let h = ms / 3_600_000, mi = ms / 60_000 % 60, s = ms / 1000 % 60, f = ms % 1000
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(h, 2)):\(pad(mi, 2)):\(pad(s, 2)).\(pad(f, 3))Z"
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int, _ width: Int, at offset: Int) {
+                var v = value
+                for i in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
+                    v /= 10
+                }
+            }
+            put(y, 4, at: 0); buffer[4] = 45; put(m, 2, at: 5); buffer[7] = 45; put(d, 2, at: 8); buffer[10] = 84
+            put(ms / 3_600_000, 2, at: 11); buffer[13] = 58; put(ms / 60_000 % 60, 2, at: 14); buffer[16] = 58
+            put(ms / 1000 % 60, 2, at: 17); buffer[19] = 46; put(ms % 1000, 3, at: 20); buffer[23] = 90
+            return 24
+        }
     }
 
     /// Parses an RFC 3339 date-time with a zone (`Z` or `±HH:MM`), with or without a fraction

@@ -22,11 +22,12 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 
 /// Appending JSONL files (SPEC §2.1, §5): each file one atomic batch, checked in full first.
 ///
-/// Two passes over each file, both streaming: the first decodes every line and collects
-/// every problem (nothing is written, no lock is held); only when no file has any does the
-/// second decode again and append each file inside one write transaction. Memory stays
-/// bounded however many lines a file has. Standard input (`-`) is copied to a temporary file
-/// during the first pass so that it can be read twice.
+/// Two streaming passes: the first decodes and checks every line of every file, collecting
+/// every problem, and writes each checked event, already encoded, to a temporary spool file
+/// (nothing is appended, no lock is held). Only when no file has a problem does the second
+/// pass read each spool back and append it inside one write transaction. Memory stays bounded
+/// however many lines a file has, each line is parsed once, and standard input (`-`) works
+/// like any file.
 public enum JSONLImport {
     /// How many problems are reported in detail; the rest are counted.
     public static let problemLimit = 100
@@ -35,8 +36,8 @@ public enum JSONLImport {
     public struct Check: Sendable {
         /// The input as named (`-` for standard input).
         public var name: String
-        /// The file the second pass reads (a temporary copy for standard input).
-        public var path: String
+        /// The spool the second pass reads: the checked events, encoded.
+        public var spoolPath: String
         /// Events found (blank lines are skipped).
         public var events = 0
         /// Problems, up to the limit.
@@ -45,44 +46,49 @@ public enum JSONLImport {
         public var problemCount = 0
     }
 
-    /// Reads and checks one input without appending anything.
-    /// - Throws: `LedgerError` when the input cannot be read.
+    /// Reads and checks one input without appending anything, spooling its encoded events
+    /// until the first problem. The caller removes the spool (`spoolPath`).
+    /// - Throws: `LedgerError` when the input cannot be read or the spool cannot be written.
     public static func check(_ name: String, restoring: Bool, limit: Int = problemLimit) throws(LedgerError) -> Check {
         var reader = try LineReader(path: name, keepBytes: EnvelopeDecoder.maxEventBytes + 1)
-        var spool: Spool? = name == "-" ? try Spool() : nil
-        var check = Check(name: name, path: spool?.path ?? name)
+        var spool = try SpoolWriter()
+        var check = Check(name: name, spoolPath: spool.path)
         var finished = false
-        defer { if !finished, let spool { unlink(spool.path) } }
+        defer { if !finished { unlink(spool.path) } }
         var lastPosition: (line: Int, position: UInt64)?
         while let line = try reader.next() {
-            try spool?.write(line.bytes)
             if isBlank(line.bytes) { continue }
             check.events += 1
             var problems: [InputProblem] = []
             switch EnvelopeDecoder.decode(line.bytes, length: line.length, file: name, line: line.number) {
             case .failure(let failure):
                 problems = failure.problems
-            case .success(let envelope) where restoring:
-                if envelope.position == nil {
-                    problems.append(InputProblem(file: name, line: line.number, pointer: "/position", message: "missing; --restore keeps the positions that export wrote"))
-                }
-                if envelope.recordedAt == nil {
-                    problems.append(InputProblem(file: name, line: line.number, pointer: "/recordedAt", message: "missing; --restore keeps the recordedAt that export wrote"))
-                }
-                if let position = envelope.position {
-                    if let last = lastPosition, position != last.position + 1 {
-                        problems.append(InputProblem(file: name, line: line.number, pointer: "/position",
-                                                     message: "expected \(last.position + 1) after position \(last.position) on line \(last.line); a restore keeps positions gap-free"))
+            case .success(let envelope):
+                if restoring {
+                    if envelope.position == nil {
+                        problems.append(InputProblem(file: name, line: line.number, pointer: "/position", message: "missing; --restore keeps the positions that export wrote"))
                     }
-                    lastPosition = (line.number, position)
+                    if envelope.recordedAt == nil {
+                        problems.append(InputProblem(file: name, line: line.number, pointer: "/recordedAt", message: "missing; --restore keeps the recordedAt that export wrote"))
+                    }
+                    if let position = envelope.position {
+                        if let last = lastPosition, position != last.position + 1 {
+                            problems.append(InputProblem(file: name, line: line.number, pointer: "/position",
+                                                         message: "expected \(last.position + 1) after position \(last.position) on line \(last.line); a restore keeps positions gap-free"))
+                        }
+                        lastPosition = (line.number, position)
+                    }
                 }
-            case .success:
-                break
+                if problems.isEmpty && check.problemCount == 0 {
+                    try spool.write(StreamedEvent(draft: envelope.draft, line: line.number,
+                                                  position: restoring ? envelope.position : nil,
+                                                  recordedAt: restoring ? envelope.recordedAt : nil))
+                }
             }
             check.problemCount += problems.count
             check.problems.append(contentsOf: problems.prefix(max(0, limit - check.problems.count)))
         }
-        try spool?.finish()
+        try spool.finish()
         finished = true
         return check
     }
@@ -93,7 +99,7 @@ public enum JSONLImport {
     ///   refused (earlier inputs stay appended; that batch and later ones are not).
     public static func append(_ names: [String], to log: EventLog, restoring: Bool = false) throws(ImportError) -> StreamSummary {
         var checks: [Check] = []
-        defer { for check in checks where check.path != check.name { unlink(check.path) } }
+        defer { for check in checks { unlink(check.spoolPath) } }
         var problems: [InputProblem] = []
         var total = 0
         do {
@@ -112,7 +118,7 @@ public enum JSONLImport {
         for check in checks {
             do {
                 let batch = try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
-                    try JSONLEvents(path: check.path, name: check.name)
+                    try SpoolReader(path: check.spoolPath, name: check.name)
                 }
                 summary = summary.merged(with: batch)
             } catch {
@@ -127,55 +133,32 @@ public enum JSONLImport {
     }
 }
 
-/// The events of a checked JSONL input, decoded again one line at a time.
-final class JSONLEvents: StreamedEvents {
-    private var reader: LineReader
-    private let name: String
-
-    init(path: String, name: String) throws(LedgerError) {
-        reader = try LineReader(path: path, keepBytes: EnvelopeDecoder.maxEventBytes + 1)
-        self.name = name
-    }
-
-    func next() throws -> StreamedEvent? {
-        while let line = try reader.next() {
-            if JSONLImport.isBlank(line.bytes) { continue }
-            switch EnvelopeDecoder.decode(line.bytes, length: line.length, file: name, line: line.number) {
-            case .success(let envelope):
-                return StreamedEvent(draft: envelope.draft, file: name, line: line.number,
-                                     position: envelope.position, recordedAt: envelope.recordedAt)
-            case .failure(let problems):
-                // The input changed between the two passes.
-                var error = LedgerError(.invalidEvent, problems.description, field: problems.problems.first?.pointer)
-                error.file = name
-                error.line = line.number
-                throw error
-            }
-        }
-        return nil
-    }
-}
-
-/// A temporary file holding a copy of standard input.
-private struct Spool {
+/// The spool of one checked input: each event as
+/// `u64 line ‖ u64 position (0: none) ‖ u8 has recordedAt ‖ u32 length ‖ record`, the record in
+/// the log's own format (version and hash zero, recordedAt the one to restore), all little-endian.
+private struct SpoolWriter {
     let path: String
     private let fd: Int32
     private var buffer: [UInt8] = []
 
     init() throws(LedgerError) {
         let directory = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
-        var template = Array("\(directory)/ledger-stdin-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        var template = Array("\(directory)/ledger-append-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
         guard fd >= 0 else {
-            throw LedgerError(.storage, "cannot create a temporary file in \(directory) to hold standard input: \(String(cString: strerror(errno))); set TMPDIR")
+            throw LedgerError(.storage, "cannot create a temporary file in \(directory) for the checked events: \(String(cString: strerror(errno))); set TMPDIR")
         }
         self.fd = fd
         path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    mutating func write(_ line: [UInt8]) throws(LedgerError) {
-        buffer.append(contentsOf: line)
-        buffer.append(0x0A)
+    mutating func write(_ event: StreamedEvent) throws(LedgerError) {
+        let record = EventRecord.encode(event.draft, version: 0, recordedAt: event.recordedAt ?? Timestamp(milliseconds: 0))
+        buffer.appendLittleEndian(UInt64(event.line ?? 0))
+        buffer.appendLittleEndian(event.position ?? 0)
+        buffer.append(event.recordedAt == nil ? 0 : 1)
+        buffer.appendLittleEndian(UInt32(record.count))
+        buffer.append(contentsOf: record)
         if buffer.count >= 1 << 20 { try flush() }
     }
 
@@ -189,10 +172,75 @@ private struct Spool {
         while offset < buffer.count {
             let written = buffer[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             guard written > 0 else {
-                throw LedgerError(.storage, "cannot write the copy of standard input to \(path): \(String(cString: strerror(errno)))")
+                throw LedgerError(.storage, "cannot write the checked events to \(path): \(String(cString: strerror(errno)))")
             }
             offset += written
         }
         buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Reads a spool back, one event at a time, in bounded memory.
+private final class SpoolReader: StreamedEvents {
+    private let fd: Int32
+    private let path: String
+    private let name: String
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+
+    init(path: String, name: String) throws(LedgerError) {
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw LedgerError(.storage, "cannot read the checked events in \(path): \(String(cString: strerror(errno)))") }
+        self.path = path
+        self.name = name
+    }
+
+    deinit { close(fd) }
+
+    /// Makes at least `count` unread bytes available; `false` at the end of the file.
+    private func fill(_ count: Int) throws(LedgerError) -> Bool {
+        while buffer.count - start < count {
+            if atEnd { return false }
+            if start > 0 {
+                buffer.removeFirst(start)
+                start = 0
+            }
+            var chunk = [UInt8](repeating: 0, count: max(1 << 20, count))
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            guard got >= 0 else { throw LedgerError(.storage, "cannot read the checked events in \(path): \(String(cString: strerror(errno)))") }
+            if got == 0 { atEnd = true } else { buffer.append(contentsOf: chunk[..<got]) }
+        }
+        return true
+    }
+
+    private func integer<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+        var value: T = 0
+        for i in 0..<MemoryLayout<T>.size { value |= T(buffer[offset + i]) << (8 * i) }
+        return value
+    }
+
+    func next() throws -> StreamedEvent? {
+        let header = 8 + 8 + 1 + 4
+        guard try fill(header) else { return nil }
+        let line = Int(integer(UInt64.self, at: start))
+        let position = integer(UInt64.self, at: start + 8)
+        let hasRecordedAt = buffer[start + 16] == 1
+        let length = Int(integer(UInt32.self, at: start + 17))
+        guard try fill(header + length) else {
+            throw LedgerError(.storage, "the checked events in \(path) end early; append the input again")
+        }
+        var record = Array(buffer[(start + header)..<(start + header + length)])
+        start += header + length
+        record.append(contentsOf: [UInt8](repeating: 0, count: EventRecord.hashSize))
+        let stored = try record.withUnsafeBytes { raw throws(LedgerError) in try EventRecord.decode(raw, position: UInt64(line)) }
+        return StreamedEvent(draft: stored.draft, file: name, line: line, position: position == 0 ? nil : position,
+                             recordedAt: hasRecordedAt ? stored.recordedAt : nil)
+    }
+}
+
+extension [UInt8] {
+    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 }
