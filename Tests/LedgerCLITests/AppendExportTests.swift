@@ -82,4 +82,16 @@ let validExamples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().
             #expect(tail.first?.contains(#""position":55,"#) == true)
         }
     }
+
+    @Test func theTemporarySpoolIsRemovedWhetherTheAppendSucceedsOrNot() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb", tmp = dir + "/tmp"
+            try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+            let ok = try Run(["append", "--store", store, validExamples, "-"], environment: ["TMPDIR": tmp], stdin: good + "\n")
+            #expect(ok.status == 0)
+            let bad = try Run(["append", "--store", store, validExamples, "-"], environment: ["TMPDIR": tmp], stdin: "{}\n")
+            #expect(bad.status == 2)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: tmp) == [])
+        }
+    }
 }
