@@ -50,7 +50,7 @@ let package = Package(
         // Generators of valid events that several test targets share.
         .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"], path: "Tests/LedgerTestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
-        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LMDB"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LedgerCore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [

@@ -11,12 +11,15 @@ public enum LogSchema {
     /// subject length (u16 BE) ‖ subject ‖ version (u64 BE) → position (u64 BE).
     /// A subject's current version is the last key under its prefix.
     public static let streams = "streams"
-    /// store-wide values: `format` → u8 layout version; `subjects` → u64 BE count of subjects.
+    /// store-wide values: `format` → u8 layout version; `subjects` → u64 BE count of subjects;
+    /// `policy` → the policy document the store was built with (canonical JSON).
     public static let meta = "meta"
     /// The `meta` key of the store layout version.
     public static let formatKey = Array("format".utf8)
     /// The `meta` key of the subject count.
     public static let subjectCountKey = Array("subjects".utf8)
+    /// The `meta` key of the policy document.
+    public static let policyKey = Array("policy".utf8)
     /// The store layout this code writes.
     public static let storeFormat: UInt8 = 1
 

@@ -12,7 +12,7 @@ struct AppendCommand: ParsableCommand {
             is bad, every problem is reported as FILE:LINE: POINTER: MESSAGE and nothing is appended (exit 2). \
             An event whose id is already stored with the same content is a duplicate and skipped; a line \
             without an id gets one derived from its content, so appending a file twice appends it once. \
-            The store is created if it does not exist.
+            The store is created (with the reference policy) if it does not exist.
 
             --restore keeps the position and recordedAt of each line (as `ledger export` wrote them); the \
             positions must continue the store's, so restore into an empty store.
@@ -40,6 +40,8 @@ struct AppendCommand: ParsableCommand {
     func run() throws {
         let log = try global.openLog(create: true)
         defer { log.close() }
+        // A store created by this append gets the reference policy, as `ledger init` would.
+        if try log.policy() == nil && log.lastPosition() == 0 { try log.setPolicy(.reference) }
         let summary: StreamSummary
         do {
             summary = try JSONLImport.append(files, to: log, restoring: restore)

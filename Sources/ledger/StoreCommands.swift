@@ -6,29 +6,54 @@ import LedgerStore
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
-        abstract: "Create an empty store.",
+        abstract: "Create an empty store with a policy (the reference policy by default).",
         discussion: """
-            Creates the store directory (mode 0700) and its files (mode 0600: they hold customers' data).
+            Creates the store directory (mode 0700) and its files (mode 0600: they hold customers' data), \
+            and records the policy its read models are built with. The policy is a JSON document \
+            (Schemas/policy.schema.json); Schemas/policies/ has one pack per source app.
 
-            Example:
+            Examples:
               ledger init --store customers.lmdb
+              ledger init --store photos.lmdb --policy Schemas/policies/photolala.json
             """
     )
 
     @OptionGroup var global: GlobalOptions
+
+    @Option(name: .long, help: "A policy document (default: the reference policy).")
+    var policy: String?
 
     func run() throws {
         let path = global.storePath
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
             throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store")
         }
+        let chosen = try policy.map(readPolicy) ?? Policy.reference
         let log = try global.openLog(create: true)
-        log.close()
+        defer { log.close() }
+        try log.setPolicy(chosen)
         if global.json {
-            print(JSON.object([("store", .string(path)), ("created", .bool(true))]).text)
+            print(JSON.object([
+                ("store", .string(path)), ("created", .bool(true)),
+                ("policy", .object([("name", .string(chosen.name)), ("version", .integer(chosen.version)), ("hash", .string(chosen.hash))])),
+            ]).text)
         } else {
-            print("Created an empty store at \(path).")
+            print("Created an empty store at \(path) with policy \(chosen.name) v\(chosen.version).")
         }
+    }
+}
+
+/// Reads a policy file strictly; its problems are input errors (exit 2), one per line as
+/// `FILE: POINTER: MESSAGE`.
+func readPolicy(_ file: String) throws -> Policy {
+    guard let data = FileManager.default.contents(atPath: file) else {
+        throw CommandFailure.input("cannot read the policy file \(file)")
+    }
+    switch Policy.decode(Array(data)) {
+    case .success(let policy):
+        return policy
+    case .failure(let failure):
+        throw CommandFailure.input(failure.violations.map { "\(file): \($0.field): \($0.message)" }.joined(separator: "\nledger: "))
     }
 }
 
@@ -48,13 +73,13 @@ struct StatsCommand: ParsableCommand {
         let log = try global.openLog(readOnly: true)
         let stats = try log.stats()
         if global.json {
-            // The policy and read models arrive with later parts of the ledger; until then the
-            // policy is null and no model is listed.
+            // The read models arrive with the projection engine; until then none is listed.
+            let policy = try log.policy()
             print(JSON.object([
                 ("events", .uint(stats.events)),
                 ("subjects", .uint(stats.subjects)),
                 ("lastPosition", .uint(stats.lastPosition)),
-                ("policy", .null),
+                ("policy", policy.map { p in .object([("name", .string(p.name)), ("version", .integer(p.version)), ("hash", .string(p.hash))]) } ?? .null),
                 ("models", .object([])),
                 ("storeBytes", .int(stats.usedBytes)),
             ]).text)
@@ -64,6 +89,7 @@ struct StatsCommand: ParsableCommand {
                 Events         \(stats.events)
                 Subjects       \(stats.subjects)
                 Last position  \(stats.lastPosition)
+                Policy         \((try log.policy()).map { "\($0.name) v\($0.version) (\($0.hash.prefix(12))…)" } ?? "none recorded")
                 Size           \(formatBytes(stats.usedBytes)) used of a \(formatBytes(stats.mapSize)) map
                 """)
         }

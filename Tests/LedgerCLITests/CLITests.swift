@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import LedgerCore
 import LedgerStore
 import Testing
 
@@ -57,18 +58,43 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
             let store = dir + "/s.lmdb"
             let created = try Run(["init", "--store", store])
             #expect(created.status == 0)
-            #expect(created.stdout == "Created an empty store at \(store).\n")
+            #expect(created.stdout == "Created an empty store at \(store) with policy reference v1.\n")
             let stats = try Run(["stats", "--store", store, "--json"])
             #expect(stats.status == 0)
             let json = try stats.json()
             #expect(json["events"] as? Int == 0)
             #expect(json["subjects"] as? Int == 0)
             #expect(json["lastPosition"] as? Int == 0)
-            #expect(json.keys.contains("policy"))
+            let policy = try #require(json["policy"] as? [String: Any])
+            #expect(policy["name"] as? String == "reference")
+            #expect(policy["version"] as? Int == 1)
+            #expect(policy["hash"] as? String == Policy.reference.hash)
             #expect(json["models"] is [String: Any])
             let again = try Run(["init", "--store", store])
             #expect(again.status == 1)
             #expect(again.stderr.contains("already exists"))
+        }
+    }
+
+    @Test func initRecordsTheChosenPolicyAndRejectsABadOneNamingTheField() throws {
+        try withDirectory { dir in
+            let packs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Schemas/policies").path
+            let store = dir + "/photos.lmdb"
+            let created = try Run(["init", "--store", store, "--policy", packs + "/photolala.json", "--json"])
+            #expect(created.status == 0)
+            let policy = try #require(try created.json()["policy"] as? [String: Any])
+            #expect(policy["name"] as? String == "photolala")
+            let stats = try #require(try Run(["stats", "--store", store, "--json"]).json()["policy"] as? [String: Any])
+            #expect(stats["hash"] as? String == policy["hash"] as? String)
+
+            let bad = dir + "/bad.json"
+            try Data(#"{"name":"x","version":1,"subscription":{"trialDays":"seven"}}"#.utf8).write(to: URL(fileURLWithPath: bad))
+            let refused = try Run(["init", "--store", dir + "/other.lmdb", "--policy", bad])
+            #expect(refused.status == 2)
+            #expect(refused.stderr.contains("ledger: \(bad): /subscription/trialDays: expected a whole number from 1, got \"seven\"\n"))
+            #expect(refused.stderr.contains("ledger: \(bad): /subscription/billingGraceDays: missing; every key of a present section is required\n"))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/other.lmdb"))
         }
     }
 

@@ -1,0 +1,29 @@
+import LedgerCore
+
+extension EventLog {
+    /// The policy this store was built with (SPEC §3), `nil` for a store made before policies
+    /// were recorded.
+    /// - Throws: `LedgerError.corruptRecord` when the stored document does not decode.
+    public func policy() throws(LedgerError) -> Policy? {
+        let bytes: [UInt8]? = try storage.read("reading the policy") { txn in
+            try txn.get(storage.meta, key: LogSchema.policyKey).map { Array($0) }
+        }
+        guard let bytes else { return nil }
+        switch Policy.decode(bytes) {
+        case .success(let policy):
+            return policy
+        case .failure(let failure):
+            throw LedgerError(.corruptRecord, "the store's policy does not decode (\(failure.violations.first.map { "\($0.field): \($0.message)" } ?? "")); set one with `ledger init --policy`")
+        }
+    }
+
+    /// Records `policy` (its canonical JSON) as the store's policy.
+    public func setPolicy(_ policy: Policy) throws(LedgerError) {
+        let bytes = Array(policy.json.serialized(sortedKeys: true).utf8)
+        do {
+            try storage.env.write { txn in try txn.put(storage.meta, key: LogSchema.policyKey, value: bytes) }
+        } catch {
+            throw LedgerError.storage(error, doing: "recording the policy")
+        }
+    }
+}
