@@ -40,8 +40,6 @@ struct AppendCommand: ParsableCommand {
     func run() throws {
         let log = try global.openLog(create: true)
         defer { log.close() }
-        // A store created by this append gets the reference policy, as `ledger init` would.
-        if try log.policy() == nil && log.lastPosition() == 0 { try log.setPolicy(.reference) }
         let summary: StreamSummary
         do {
             summary = try JSONLImport.append(files, to: log, restoring: restore)

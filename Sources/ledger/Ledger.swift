@@ -74,12 +74,16 @@ struct GlobalOptions: ParsableArguments {
     /// Opens the store's log, turning errors into a message that says what to do.
     func openLog(readOnly: Bool = false, create: Bool = false) throws -> EventLog {
         let path = storePath
-        if !create && !FileManager.default.fileExists(atPath: path + "/data.mdb") {
+        let exists = FileManager.default.fileExists(atPath: path + "/data.mdb")
+        if !create && !exists {
             throw CommandFailure.failure("no store at \(path); create one with `ledger init --store \(path)` or pass --store")
         }
         var options = EventLog.Options()
         options.readOnly = readOnly
-        return try EventLog(path: path, options: options)
+        let log = try EventLog(path: path, options: options)
+        // A new store starts with the reference policy (`init --policy` then replaces it).
+        if !exists && !readOnly { try log.setPolicy(.reference) }
+        return log
     }
 
     /// `--store` and `--json` may come before the subcommand (`ledger --store s stats`);
