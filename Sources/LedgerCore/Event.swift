@@ -36,6 +36,23 @@ public enum EventLimits {
     public static let maxPayloadBytes = 65_536
     /// Meta, encoded (keys, values and their lengths), is at most 4 KiB.
     public static let maxMetaBytes = 4_096
+
+    /// What is wrong with a subject, `nil` if nothing: the one rule both JSON input and
+    /// `EventDraft.validate()` apply.
+    public static func subjectProblem(_ subject: String) -> String? {
+        let count = subject.utf8.count
+        if count == 0 { return "must not be empty" }
+        if count > maxSubjectBytes { return "is \(count) bytes, over the \(maxSubjectBytes)-byte limit" }
+        return nil
+    }
+
+    /// What is wrong with meta, as (JSON pointer, message), `nil` if nothing.
+    public static func metaProblem(_ meta: [String: String]) -> (pointer: String, message: String)? {
+        if meta.keys.contains("") { return ("/meta/", "keys must not be empty") }
+        let size = EventRecord.encodedMetaSize(meta)
+        if size > maxMetaBytes { return ("/meta", "is \(size) bytes encoded, over the \(maxMetaBytes)-byte limit") }
+        return nil
+    }
 }
 
 /// An event not yet in the log: what a caller appends.
@@ -95,16 +112,13 @@ public struct EventDraft: Sendable, Hashable {
         return text
     }
 
-    /// Checks the envelope's limits.
-    /// - Throws: `LedgerError.invalidEvent` naming the first field that breaks one.
+    /// Checks the envelope's limits, then that the type and schema version are in the event
+    /// catalog and the payload decodes under that layout (`EventCatalog.check`): what the log
+    /// runs on every event it appends.
+    /// - Throws: `LedgerError.invalidEvent` naming the first field that breaks a rule.
     public func validate() throws(LedgerError) {
-        let subjectBytes = subject.utf8.count
-        if subjectBytes == 0 {
-            throw LedgerError(.invalidEvent, "subject is empty; every event needs the account it is about", field: "/subject")
-        }
-        if subjectBytes > EventLimits.maxSubjectBytes {
-            throw LedgerError(.invalidEvent, "subject is \(subjectBytes) bytes, over the \(EventLimits.maxSubjectBytes)-byte limit",
-                              field: "/subject", subject: subject)
+        if let problem = EventLimits.subjectProblem(subject) {
+            throw LedgerError(.invalidEvent, "subject " + problem, field: "/subject", subject: subject.isEmpty ? nil : subject)
         }
         let typeBytes = type.utf8
         if typeBytes.isEmpty || typeBytes.count > EventLimits.maxTypeBytes || !typeBytes.allSatisfy(Self.isTypeCharacter) {
@@ -118,14 +132,10 @@ public struct EventDraft: Sendable, Hashable {
             throw LedgerError(.invalidEvent, "payload is \(payload.count) bytes, over the \(EventLimits.maxPayloadBytes)-byte limit",
                               field: "/data", subject: subject)
         }
-        let metaBytes = EventRecord.encodedMetaSize(meta)
-        if metaBytes > EventLimits.maxMetaBytes {
-            throw LedgerError(.invalidEvent, "meta is \(metaBytes) bytes encoded, over the \(EventLimits.maxMetaBytes)-byte limit",
-                              field: "/meta", subject: subject)
+        if let problem = EventLimits.metaProblem(meta) {
+            throw LedgerError(.invalidEvent, "meta " + problem.message, field: problem.pointer, subject: subject)
         }
-        if let empty = meta.keys.first(where: { $0.isEmpty }) {
-            throw LedgerError(.invalidEvent, "meta keys must not be empty", field: "/meta/\(empty)", subject: subject)
-        }
+        try EventCatalog.check(self)
     }
 
     private static func isTypeCharacter(_ c: UInt8) -> Bool {

@@ -155,7 +155,6 @@ public final class EventLog: Sendable {
         for (index, draft) in drafts.enumerated() {
             do {
                 try draft.validate()
-                try EventCatalog.check(draft)
             } catch {
                 var error = error
                 error.index = index

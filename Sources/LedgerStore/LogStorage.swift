@@ -253,7 +253,6 @@ struct LogStorage: Sendable {
                 let draft = item.draft
                 do {
                     try draft.validate()
-                    try EventCatalog.check(draft)
                 } catch let error as LedgerError {
                     throw item.locate(error)
                 }

@@ -70,7 +70,8 @@ let draftGenerator = zip(
 }
 
 @Suite struct EventDraftValidationTests {
-    let base = EventDraft(subject: "user-42", type: "account.created", occurredAt: Timestamp(milliseconds: 0), source: .app)
+    let base = EventDraft(subject: "user-42", type: "account.created", occurredAt: Timestamp(milliseconds: 0), source: .app,
+                          payload: EventCatalog.encode(AccountCreated().eventData))
 
     func failure(_ draft: EventDraft) -> LedgerError? {
         do { try draft.validate(); return nil } catch { return error }
@@ -97,11 +98,40 @@ let draftGenerator = zip(
     }
 
     @Test func aPayloadOver64KiBIsRejected() {
+        // A note whose payload is exactly 64 KiB: 3-byte length + 65,531 bytes of text + "a" with its length.
+        var note = SupportNoteAdded()
+        note.text = String(repeating: "n", count: 65_531)
+        note.agent = "a"
         var draft = base
-        draft.payload = [UInt8](repeating: 0, count: 65_536)
+        draft.type = SupportNoteAdded.type
+        draft.payload = EventCatalog.encode(note.eventData)
+        #expect(draft.payload.count == 65_536)
         #expect(failure(draft) == nil)
-        draft.payload.append(0)
+        note.text += "n"
+        draft.payload = EventCatalog.encode(note.eventData)
         #expect(failure(draft)?.field == "/data")
+        #expect(failure(draft)?.message == "payload is 65537 bytes, over the 65536-byte limit")
+    }
+
+    @Test func anUnknownTypeOrAPayloadThatIsNotItsLayoutIsRejected() {
+        var draft = base
+        draft.type = "account.teleported"
+        #expect(failure(draft)?.field == "/type")
+        draft = base
+        draft.payload = [7]
+        #expect(failure(draft)?.field == "/data")
+    }
+
+    @Test func crossFieldRulesHoldForBinaryPayloadsToo() {
+        var change = SubscriptionProductChanged()
+        change.originalTransactionId = "o1"
+        change.fromProductId = "a"
+        change.toProductId = "b"
+        change.effective = .immediate
+        var draft = base
+        draft.type = SubscriptionProductChanged.type
+        draft.payload = EventCatalog.encode(change.eventData)
+        #expect(failure(draft)?.field == "/data/transactionId")
     }
 
     @Test func metaOver4KiBIsRejected() {

@@ -1,5 +1,6 @@
 /// One event as read from a JSONL line (SPEC §2.1), every field checked: the envelope, and
 /// `data` checked against its type's layout and encoded as the log stores it.
+/// (`EventCatalog.decode` or the layout turns `payload` back into typed data or JSON.)
 public struct Envelope: Sendable, Hashable {
     /// The idempotency key, when the line gives one (otherwise it is derived from the content).
     public var id: EventID?
@@ -13,10 +14,7 @@ public struct Envelope: Sendable, Hashable {
     public var source: EventSource
     /// The version of the type's data layout (defaults to the type's current version).
     public var schemaVersion: UInt16
-    /// The type-specific data in canonical form (as the layout writes it: times in UTC
-    /// milliseconds, absent optionals omitted).
-    public var data: JSONObject
-    /// `data` as the binary payload of its layout version.
+    /// The line's `data`, as the binary payload of its layout version.
     public var payload: [UInt8]
     /// Correlation, causation, actor, device…
     public var meta: [String: String]
@@ -26,7 +24,7 @@ public struct Envelope: Sendable, Hashable {
     public var recordedAt: Timestamp?
 
     public init(id: EventID?, type: String, subject: String, occurredAt: Timestamp, source: EventSource, schemaVersion: UInt16,
-                data: JSONObject, payload: [UInt8], meta: [String: String], position: UInt64? = nil, recordedAt: Timestamp? = nil) {
+                payload: [UInt8], meta: [String: String], position: UInt64? = nil, recordedAt: Timestamp? = nil) {
         self.payload = payload
         self.id = id
         self.type = type
@@ -34,7 +32,6 @@ public struct Envelope: Sendable, Hashable {
         self.occurredAt = occurredAt
         self.source = source
         self.schemaVersion = schemaVersion
-        self.data = data
         self.meta = meta
         self.position = position
         self.recordedAt = recordedAt
@@ -144,14 +141,7 @@ public enum EnvelopeDecoder {
 
         var subject: String?
         if let value = required("subject", "every event names the account it is about"), let text = string("subject", value) {
-            let count = text.utf8.count
-            if count == 0 {
-                problems.append(problem("/subject", "must not be empty"))
-            } else if count > EventLimits.maxSubjectBytes {
-                problems.append(problem("/subject", "is \(count) bytes, over the \(EventLimits.maxSubjectBytes)-byte limit"))
-            } else {
-                subject = text
-            }
+            if let message = EventLimits.subjectProblem(text) { problems.append(problem("/subject", message)) } else { subject = text }
         }
 
         let occurredAt = required("occurredAt", "every event says when it happened").flatMap { time("occurredAt", $0) }
@@ -192,7 +182,6 @@ public enum EnvelopeDecoder {
             } else {
                 switch layout.decode(data) {
                 case .success(let value):
-                    data = layout.json(value)
                     payload = layout.binary(value)
                 case .failure(let failure):
                     for violation in failure.violations {
@@ -206,18 +195,13 @@ public enum EnvelopeDecoder {
         if let value = object["meta"] {
             if case .object(let o) = value {
                 for member in o.members {
-                    if member.key.isEmpty {
-                        problems.append(problem("/meta/", "meta keys must not be empty"))
-                    } else if case .string(let s) = member.value {
+                    if case .string(let s) = member.value {
                         meta[member.key] = s
                     } else {
                         problems.append(problem(JSONPointer.make(["meta", member.key]), "expected a string, got \(describe(member.value))"))
                     }
                 }
-                let size = EventRecord.encodedMetaSize(meta)
-                if size > EventLimits.maxMetaBytes {
-                    problems.append(problem("/meta", "is \(size) bytes encoded, over the \(EventLimits.maxMetaBytes)-byte limit"))
-                }
+                if let metaProblem = EventLimits.metaProblem(meta) { problems.append(problem(metaProblem.pointer, metaProblem.message)) }
             } else {
                 problems.append(problem("/meta", "expected an object of strings, got \(describe(value))"))
             }
@@ -233,7 +217,7 @@ public enum EnvelopeDecoder {
 
         guard problems.isEmpty, let type, let subject, let occurredAt, let source else { return .failure(InputProblems(problems)) }
         return .success(Envelope(id: id, type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                 schemaVersion: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1, data: data, payload: payload, meta: meta,
+                                 schemaVersion: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1, payload: payload, meta: meta,
                                  position: position, recordedAt: recordedAt))
     }
 

@@ -39,11 +39,6 @@ public enum EventCatalog {
         return layout(of: data.type, version: Swift.type(of: payload).schemaVersion)?.encodeBinary(payload) ?? []
     }
 
-    /// The JSON `data` object of typed data (current layout).
-    public static func json(_ data: EventData) -> JSONObject {
-        let payload = data.payload
-        return layout(of: data.type, version: Swift.type(of: payload).schemaVersion)?.encodeJSON(payload) ?? JSONObject()
-    }
 }
 
 /// One layout with its type erased: what the catalog, the decoders and the schema generator use.
@@ -140,8 +135,8 @@ public struct Layout: Sendable {
 
 extension EventCatalog {
     /// Checks that a draft's type and schema version are in the catalog and that its payload
-    /// decodes exactly under that layout: the log calls this on every append, so an unknown
-    /// type or a payload no reader could decode never reaches it.
+    /// decodes exactly under that layout and keeps its cross-field rules. `EventDraft.validate()`
+    /// ends with it, so an unknown type or a payload no reader could decode never reaches the log.
     /// - Throws: `LedgerError.invalidEvent` naming `/type`, `/schemaVersion` or `/data`.
     public static func check(_ draft: EventDraft) throws(LedgerError) {
         guard layouts[draft.type] != nil else {
@@ -153,9 +148,13 @@ extension EventCatalog {
             throw LedgerError(.invalidEvent, "\(draft.type) has schema version(s) \(list), not \(draft.schemaVersion)",
                               field: "/schemaVersion", subject: draft.subject)
         }
-        guard layout.decode(binary: draft.payload) != nil else {
+        guard let value = layout.decode(binary: draft.payload) else {
             throw LedgerError(.invalidEvent, "the payload is not a \(draft.type) version \(draft.schemaVersion) payload; encode data with EventCatalog.encode or LedgerEvent.draft()",
                               field: "/data", subject: draft.subject)
+        }
+        // Rules across fields hold for binary payloads as they do for JSON.
+        if let violation = value.violations().first {
+            throw LedgerError(.invalidEvent, violation.message, field: JSONPointer.make(["data", violation.field]), subject: draft.subject)
         }
     }
 }

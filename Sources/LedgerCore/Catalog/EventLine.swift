@@ -1,10 +1,10 @@
 extension Envelope {
     /// The draft the log appends: the line's id, or one derived from its canonical content.
     public var draft: EventDraft {
-        EventDraft(id: id ?? EventIdentity.derive(type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                                  schemaVersion: schemaVersion, data: data, meta: meta),
-                   subject: subject, type: type, schemaVersion: schemaVersion, occurredAt: occurredAt, source: source,
-                   meta: meta, payload: payload)
+        var draft = EventDraft(id: id ?? EventID(high: 0, low: 0), subject: subject, type: type, schemaVersion: schemaVersion,
+                               occurredAt: occurredAt, source: source, meta: meta, payload: payload)
+        if id == nil { draft.id = EventIdentity.derive(for: draft) }
+        return draft
     }
 }
 
@@ -21,10 +21,11 @@ public enum EventLine {
             throw LedgerError(.corruptRecord, "the payload at position \(stored.position) does not decode as \(stored.type) version \(stored.schemaVersion); run `ledger verify`",
                               subject: stored.subject, position: stored.position)
         }
-        guard case .object(var object) = EventIdentity.canonicalJSON(
-            type: stored.type, subject: stored.subject, occurredAt: stored.occurredAt, source: stored.source,
-            schemaVersion: stored.schemaVersion, data: layout.json(value), meta: stored.meta)
-        else { return [] }
+        var object: JSONObject = [
+            "type": .string(stored.type), "subject": .string(stored.subject), "occurredAt": .string(stored.occurredAt.description),
+            "source": .string(stored.source.rawValue), "schemaVersion": .integer(Int64(stored.schemaVersion)), "data": .object(layout.json(value)),
+        ]
+        if !stored.meta.isEmpty { object["meta"] = .object(JSONObject(stored.meta.map { ($0.key, .string($0.value)) })) }
         object["id"] = .string(stored.id.description)
         object["position"] = .integer(Int64(clamping: stored.position))
         object["recordedAt"] = .string(stored.recordedAt.description)

@@ -46,14 +46,12 @@ public struct LedgerEvent: Sendable, Hashable {
         guard let layout = EventCatalog.layout(of: type, version: version) else {
             throw LedgerError(.invalidEvent, "unknown event type \(type)", field: "/type", subject: subject)
         }
-        let json = layout.json(payload)
-        if case .failure(let failure) = layout.decode(json), let first = failure.violations.first {
+        if case .failure(let failure) = layout.decode(layout.json(payload)), let first = failure.violations.first {
             throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
         }
-        let draft = EventDraft(id: id ?? EventIdentity.derive(type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                                              schemaVersion: version, data: json, meta: meta),
-                               subject: subject, type: type, schemaVersion: version, occurredAt: occurredAt,
-                               source: source, meta: meta, payload: layout.binary(payload))
+        var draft = EventDraft(id: id ?? EventID(high: 0, low: 0), subject: subject, type: type, schemaVersion: version,
+                               occurredAt: occurredAt, source: source, meta: meta, payload: layout.binary(payload))
+        if id == nil { draft.id = EventIdentity.derive(for: draft) }
         try draft.validate()
         return draft
     }
@@ -96,26 +94,17 @@ public struct RecordedEvent: Sendable, Hashable {
 
 /// Ids derived from an event's content, for input that gives none.
 public enum EventIdentity {
-    /// A UUID (version 8, RFC 9562) made of the first 16 bytes of the SHA-256 of the event's
-    /// canonical JSON without `id`: sorted keys, times as UTC milliseconds, `schemaVersion`
-    /// always present, `meta` only when not empty. The same fact written with different
-    /// spacing, key order or time zone gets the same id, so re-appending a file is a no-op.
-    public static func derive(type: String, subject: String, occurredAt: Timestamp, source: EventSource,
-                              schemaVersion: UInt16, data: JSONObject, meta: [String: String]) -> EventID {
-        let text = canonicalJSON(type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                 schemaVersion: schemaVersion, data: data, meta: meta).serialized(sortedKeys: true)
-        var bytes = Array(SHA256.hash(data: Array(text.utf8)).prefix(16))
+    /// A UUID (version 8, RFC 9562) made of the first 16 bytes of the SHA-256 of the draft's
+    /// canonical bytes: its content as the log stores it (`EventRecord.content`) with the id
+    /// zeroed. Data is encoded by its layout (times as UTC milliseconds, optional keys absent
+    /// or `null` alike) and meta sorted, so the same fact written with different spacing, key
+    /// order or time zone gets the same id, and re-appending a file is a no-op.
+    public static func derive(for draft: EventDraft) -> EventID {
+        var content = draft
+        content.id = EventID(high: 0, low: 0)
+        var bytes = Array(SHA256.hash(data: EventRecord.content(of: content)).prefix(16))
         bytes[6] = bytes[6] & 0x0F | 0x80   // version 8
         bytes[8] = bytes[8] & 0x3F | 0x80   // RFC 9562 variant
         return EventID(bytes: bytes) ?? EventID(high: 0, low: 0)
-    }
-
-    /// The envelope as canonical JSON, without `id`, `position` or `recordedAt`.
-    static func canonicalJSON(type: String, subject: String, occurredAt: Timestamp, source: EventSource,
-                              schemaVersion: UInt16, data: JSONObject, meta: [String: String]) -> JSON {
-        var object: JSONObject = ["type": .string(type), "subject": .string(subject), "occurredAt": .string(occurredAt.description),
-                                  "source": .string(source.rawValue), "schemaVersion": .integer(Int64(schemaVersion)), "data": .object(data)]
-        if !meta.isEmpty { object["meta"] = .object(JSONObject(meta.map { ($0.key, .string($0.value)) })) }
-        return .object(object)
     }
 }

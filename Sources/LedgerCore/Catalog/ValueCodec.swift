@@ -47,9 +47,7 @@ extension ValueCodec where Value == String {
 
     /// Another subject (a family organizer, the subject that held App Store events): 1…256 bytes.
     public static let subject = string(schema: ["type": "string", "minLength": 1, "maxLength": .integer(Int64(EventLimits.maxSubjectBytes))],
-                                       expected: "a subject of 1…\(EventLimits.maxSubjectBytes) bytes") {
-        !$0.isEmpty && $0.utf8.count <= EventLimits.maxSubjectBytes
-    }
+                                       expected: "a subject of 1…\(EventLimits.maxSubjectBytes) bytes") { EventLimits.subjectProblem($0) == nil }
 
     /// A price as a decimal string, such as `"9.99"` (never a JSON number: no binary rounding).
     public static let decimal = string(schema: ["type": "string", "pattern": .string(Patterns.decimal)],
