@@ -9,7 +9,8 @@ public protocol PayloadLayout: Sendable, Hashable {
     /// The schema version this layout describes.
     static var schemaVersion: UInt16 { get }
     /// The fields, in binary order. Never reorder the fields of a shipped version: add a new
-    /// version with an upcaster instead.
+    /// version with an upcaster instead. The catalog reads this once per layout, so a shared
+    /// shape may compute it (see PayloadShapes.swift).
     static var fields: [Field<Self>] { get }
     /// Every field at its default; only the decoders use it, before setting each field.
     init()

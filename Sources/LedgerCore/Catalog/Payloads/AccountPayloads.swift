@@ -10,18 +10,16 @@ public struct AccountCreated: EventPayload {
 }
 
 /// `account.signed_in`.
-public struct AccountSignedIn: EventPayload {
+public struct AccountSignedIn: NoDataPayload {
     public static let type = "account.signed_in"
     public init() {}
-    public static let fields: [Field<Self>] = []
     public var eventData: EventData { .accountSignedIn(self) }
 }
 
 /// `account.signed_out`.
-public struct AccountSignedOut: EventPayload {
+public struct AccountSignedOut: NoDataPayload {
     public static let type = "account.signed_out"
     public init() {}
-    public static let fields: [Field<Self>] = []
     public var eventData: EventData { .accountSignedOut(self) }
 }
 
@@ -35,62 +33,50 @@ public struct AccountDeletionRequested: EventPayload {
 }
 
 /// `account.deletion_cancelled`: only while the policy's deletion mode is `soft` and its window is open.
-public struct AccountDeletionCancelled: EventPayload {
+public struct AccountDeletionCancelled: NoDataPayload {
     public static let type = "account.deletion_cancelled"
     public init() {}
-    public static let fields: [Field<Self>] = []
     public var eventData: EventData { .accountDeletionCancelled(self) }
 }
 
 /// `account.deletion_step_completed`: one deletion step (profile, photos, likes…) finished.
-public struct AccountDeletionStepCompleted: EventPayload {
+public struct AccountDeletionStepCompleted: DeletionStepPayload {
     public static let type = "account.deletion_step_completed"
     public var step = ""
     public var error: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("step", \.step, .identifier),
-        .optional("error", \.error, .text),
-    ]
     public var eventData: EventData { .accountDeletionStepCompleted(self) }
 }
 
 /// `account.deletion_step_failed`: one deletion step failed (retryable).
-public struct AccountDeletionStepFailed: EventPayload {
+public struct AccountDeletionStepFailed: DeletionStepPayload {
     public static let type = "account.deletion_step_failed"
     public var step = ""
     public var error: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("step", \.step, .identifier),
-        .optional("error", \.error, .text),
-    ]
     public var eventData: EventData { .accountDeletionStepFailed(self) }
 }
 
 /// `account.deleted`: deletion finished; the subject's personal data becomes unreadable.
-public struct AccountDeleted: EventPayload {
+public struct AccountDeleted: NoDataPayload {
     public static let type = "account.deleted"
     public init() {}
-    public static let fields: [Field<Self>] = []
     public var eventData: EventData { .accountDeleted(self) }
 }
 
 /// `account.export_requested`: the user asked for a copy of their data.
-public struct AccountExportRequested: EventPayload {
+public struct AccountExportRequested: DataExportPayload {
     public static let type = "account.export_requested"
     public var location: String?
     public init() {}
-    public static let fields: [Field<Self>] = [.optional("location", \.location, .text)]
     public var eventData: EventData { .accountExportRequested(self) }
 }
 
 /// `account.export_completed`: the data export is ready.
-public struct AccountExportCompleted: EventPayload {
+public struct AccountExportCompleted: DataExportPayload {
     public static let type = "account.export_completed"
     public var location: String?
     public init() {}
-    public static let fields: [Field<Self>] = [.optional("location", \.location, .text)]
     public var eventData: EventData { .accountExportCompleted(self) }
 }
 

@@ -1,20 +1,18 @@
 // Badge inputs and notifications (SPEC §2.3, fourth table).
 
 /// `inbox.message_delivered`.
-public struct InboxMessageDelivered: EventPayload {
+public struct InboxMessageDelivered: InboxMessagePayload {
     public static let type = "inbox.message_delivered"
     public var messageId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("messageId", \.messageId, .identifier)]
     public var eventData: EventData { .inboxMessageDelivered(self) }
 }
 
 /// `inbox.message_read`.
-public struct InboxMessageRead: EventPayload {
+public struct InboxMessageRead: InboxMessagePayload {
     public static let type = "inbox.message_read"
     public var messageId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("messageId", \.messageId, .identifier)]
     public var eventData: EventData { .inboxMessageRead(self) }
 }
 
@@ -41,20 +39,18 @@ public struct MaintenanceCompleted: EventPayload {
 }
 
 /// `security.flag_raised`.
-public struct SecurityFlagRaised: EventPayload {
+public struct SecurityFlagRaised: SecurityFlagPayload {
     public static let type = "security.flag_raised"
     public var flag = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("flag", \.flag, .identifier)]
     public var eventData: EventData { .securityFlagRaised(self) }
 }
 
 /// `security.flag_cleared`.
-public struct SecurityFlagCleared: EventPayload {
+public struct SecurityFlagCleared: SecurityFlagPayload {
     public static let type = "security.flag_cleared"
     public var flag = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("flag", \.flag, .identifier)]
     public var eventData: EventData { .securityFlagCleared(self) }
 }
 

@@ -136,17 +136,12 @@ public struct SubscriptionExpired: EventPayload {
 }
 
 /// `subscription.refunded`: the store refunded a transaction; its coverage ends.
-public struct SubscriptionRefunded: EventPayload {
+public struct SubscriptionRefunded: TransactionEndPayload {
     public static let type = "subscription.refunded"
     public var transactionId = ""
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("transactionId", \.transactionId, .identifier),
-        .required("originalTransactionId", \.originalTransactionId, .identifier),
-        .optional("reason", \.reason, .text),
-    ]
     public var eventData: EventData { .subscriptionRefunded(self) }
 }
 
@@ -164,17 +159,12 @@ public struct SubscriptionRefundReversed: EventPayload {
 }
 
 /// `subscription.revoked`: access was revoked (for example, family sharing removed).
-public struct SubscriptionRevoked: EventPayload {
+public struct SubscriptionRevoked: TransactionEndPayload {
     public static let type = "subscription.revoked"
     public var transactionId = ""
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("transactionId", \.transactionId, .identifier),
-        .required("originalTransactionId", \.originalTransactionId, .identifier),
-        .optional("reason", \.reason, .text),
-    ]
     public var eventData: EventData { .subscriptionRevoked(self) }
 }
 
@@ -236,41 +226,29 @@ public struct SubscriptionRenewalExtended: EventPayload {
 }
 
 /// `purchase.started`: the app began a purchase. Client-side; never changes the plan.
-public struct PurchaseStarted: EventPayload {
+public struct PurchaseStarted: ProductAttemptPayload {
     public static let type = "purchase.started"
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("productId", \.productId, .identifier),
-        .optional("reason", \.reason, .text),
-    ]
     public var eventData: EventData { .purchaseStarted(self) }
 }
 
 /// `purchase.pending`: the purchase awaits approval (Ask to Buy, SCA). Never changes the plan.
-public struct PurchasePending: EventPayload {
+public struct PurchasePending: ProductAttemptPayload {
     public static let type = "purchase.pending"
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("productId", \.productId, .identifier),
-        .optional("reason", \.reason, .text),
-    ]
     public var eventData: EventData { .purchasePending(self) }
 }
 
 /// `purchase.failed`: the purchase failed or was cancelled. Never changes the plan.
-public struct PurchaseFailed: EventPayload {
+public struct PurchaseFailed: ProductAttemptPayload {
     public static let type = "purchase.failed"
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("productId", \.productId, .identifier),
-        .optional("reason", \.reason, .text),
-    ]
     public var eventData: EventData { .purchaseFailed(self) }
 }
 
@@ -299,10 +277,9 @@ public struct EntitlementVerificationFailed: EventPayload {
 }
 
 /// `restore.requested`: the user asked to restore purchases.
-public struct RestoreRequested: EventPayload {
+public struct RestoreRequested: NoDataPayload {
     public static let type = "restore.requested"
     public init() {}
-    public static let fields: [Field<Self>] = []
     public var eventData: EventData { .restoreRequested(self) }
 }
 

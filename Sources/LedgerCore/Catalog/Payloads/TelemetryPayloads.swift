@@ -19,20 +19,18 @@ public struct SessionStarted: EventPayload {
 }
 
 /// `session.backgrounded`: the session paused.
-public struct SessionBackgrounded: EventPayload {
+public struct SessionBackgrounded: DevicePayload {
     public static let type = "session.backgrounded"
     public var deviceId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("deviceId", \.deviceId, .identifier)]
     public var eventData: EventData { .sessionBackgrounded(self) }
 }
 
 /// `session.foregrounded`: the paused session resumed.
-public struct SessionForegrounded: EventPayload {
+public struct SessionForegrounded: DevicePayload {
     public static let type = "session.foregrounded"
     public var deviceId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("deviceId", \.deviceId, .identifier)]
     public var eventData: EventData { .sessionForegrounded(self) }
 }
 
@@ -81,27 +79,19 @@ public struct UsageRecordedV1: LegacyPayloadLayout {
 }
 
 /// `resource.created`: the user created a resource of a kind (person, tag…) that limits count.
-public struct ResourceCreated: EventPayload {
+public struct ResourceCreated: ResourcePayload {
     public static let type = "resource.created"
     public var kind = ""
     public var resourceId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("kind", \.kind, .identifier),
-        .required("resourceId", \.resourceId, .identifier),
-    ]
     public var eventData: EventData { .resourceCreated(self) }
 }
 
 /// `resource.deleted`: the user deleted a resource.
-public struct ResourceDeleted: EventPayload {
+public struct ResourceDeleted: ResourcePayload {
     public static let type = "resource.deleted"
     public var kind = ""
     public var resourceId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
-        .required("kind", \.kind, .identifier),
-        .required("resourceId", \.resourceId, .identifier),
-    ]
     public var eventData: EventData { .resourceDeleted(self) }
 }
