@@ -124,6 +124,19 @@ func validLines(_ n: Int) -> [String] {
         }
     }
 
+    @Test func anExportedLineIsTheCanonicalEventPlusExactlyPositionAndRecordedAt() throws {
+        let line = #"{"meta":{"z":"1","a":"2"},"source":"appstore","type":"subscription.renewal_failed","id":"0B6D2F4E-8A1C-4C3B-9F00-1234567890AB","subject":"user-42","occurredAt":"2026-04-08T11:30:00.5+02:00","data":{"gracePeriodExpiresAt":"2026-04-11T09:30:00Z","originalTransactionId":"o1"}}"#
+        try withStorePath { path in
+            var options = EventLog.Options()
+            options.clock = { Timestamp(milliseconds: 1_775_700_000_000) }
+            let log = try EventLog(path: path, options: options)
+            try withJSONL([line]) { file in _ = try JSONLImport.append([file], to: log) }
+            #expect(try exportLines(log) == [
+                #"{"data":{"gracePeriodExpiresAt":"2026-04-11T09:30:00.000Z","originalTransactionId":"o1"},"id":"0b6d2f4e-8a1c-4c3b-9f00-1234567890ab","meta":{"a":"2","z":"1"},"occurredAt":"2026-04-08T09:30:00.500Z","position":1,"recordedAt":"2026-04-09T02:00:00.000Z","schemaVersion":1,"source":"appstore","subject":"user-42","type":"subscription.renewal_failed"}"#,
+            ])
+        }
+    }
+
     @Test func aRestoreMustContinueTheStoresPositions() throws {
         try withStorePath { path in
             let log = try EventLog(path: path)

@@ -38,8 +38,6 @@ public enum JSONLImport {
         public var name: String
         /// The spool the second pass reads: the checked events, encoded.
         public var spoolPath: String
-        /// Events found (blank lines are skipped).
-        public var events = 0
         /// Problems, up to the limit.
         public var problems: [InputProblem] = []
         /// All problems found.
@@ -58,7 +56,6 @@ public enum JSONLImport {
         var lastPosition: (line: Int, position: UInt64)?
         while let line = try reader.next() {
             if isBlank(line.bytes) { continue }
-            check.events += 1
             var problems: [InputProblem] = []
             switch EnvelopeDecoder.decode(line.bytes, length: line.length, file: name, line: line.number) {
             case .failure(let failure):
