@@ -5,6 +5,7 @@ let package = Package(
     name: "EntitlementLedger",
     products: [
         .executable(name: "ledger", targets: ["ledger"]),
+        .library(name: "LedgerProjections", targets: ["LedgerProjections"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDB", targets: ["LMDB"]),
@@ -31,9 +32,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore"]),
         .executableTarget(
             name: "ledger",
             dependencies: [
+                "LedgerProjections",
                 "LedgerStore",
                 "LedgerCore",
                 "LMDB",
@@ -44,12 +47,24 @@ let package = Package(
         // A child process the crash and multi-process tests start, kill and read against.
         .executableTarget(
             name: "ledger-test-child",
-            dependencies: ["LedgerStore", "LedgerCore", "LMDB"],
+            dependencies: ["LedgerProjections", "LedgerStore", "LedgerCore", "LMDB"],
             path: "Tests/LedgerTestChild"
         ),
         // Generators of valid events that several test targets share.
         .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"], path: "Tests/LedgerTestSupport"),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        .testTarget(
+            name: "LedgerProjectionsTests",
+            dependencies: [
+                "LedgerProjections",
+                "LedgerStore",
+                "LedgerCore",
+                "LMDB",
+                "ledger-test-child",
+                "LedgerTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
         .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LedgerCore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",

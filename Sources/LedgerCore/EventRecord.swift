@@ -96,6 +96,18 @@ public enum EventRecord {
         return size
     }
 
+    /// The event type of a stored record, read without decoding the rest (projections skip
+    /// events they do not read); `nil` if the record is damaged.
+    public static func type(ofRecord record: UnsafeRawBufferPointer) -> String? {
+        guard record.count > 1 + 16 + 1 else { return nil }
+        var reader = RecordReader(bytes: record, position: 0)
+        reader.offset = 1 + 16 + 1   // format, id, source
+        guard (try? reader.varint("schemaVersion")) != nil,
+              (try? reader.fixed("occurredAt")) != nil
+        else { return nil }
+        return try? reader.string("type")
+    }
+
     /// Decodes a whole stored record.
     /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
     public static func decode(_ record: UnsafeRawBufferPointer, position: UInt64) throws(LedgerError) -> StoredEvent {

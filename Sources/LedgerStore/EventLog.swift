@@ -42,6 +42,9 @@ public final class EventLog: Sendable {
         public var readOnly = false
         /// The clock that stamps `recordedAt` (tests inject one).
         public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
+        /// Makes the code run inside every append's write transaction (the projection engine),
+        /// given the opened environment so that it can open its own databases.
+        public var observer: (@Sendable (Environment) throws -> any CommitObserver)?
 
         public init() {}
     }
@@ -62,7 +65,7 @@ public final class EventLog: Sendable {
         if options.readOnly { config.flags.insert(.readOnly) }
         do {
             let env = try Environment(path: path, configuration: config)
-            storage = try LogStorage(env: env, clock: options.clock)
+            storage = try LogStorage(env: env, clock: options.clock, observer: options.observer)
         } catch {
             throw LedgerError.storage(error, doing: "opening the store at \(path)")
         }
@@ -212,6 +215,12 @@ public final class EventLog: Sendable {
     /// The LMDB environment underneath, for modules that keep their own databases in the same
     /// store (the projection engine).
     public var environment: Environment { storage.env }
+
+    /// The observer made from `Options.observer`, if any.
+    public var observer: (any CommitObserver)? { storage.observer }
+
+    /// Whether the log was opened read-only.
+    public var isReadOnly: Bool { writer == nil }
 }
 
 /// Counts and sizes of a log.

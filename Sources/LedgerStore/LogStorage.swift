@@ -10,11 +10,14 @@ struct LogStorage: Sendable {
     let streams: Database
     let meta: Database
     let clock: @Sendable () -> Timestamp
+    /// Runs inside every append's write transaction (the projection engine), if any.
+    let observer: (any CommitObserver)?
 
     /// The chain's hash before position 1.
     static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
 
-    init(env: Environment, clock: @escaping @Sendable () -> Timestamp) throws {
+    init(env: Environment, clock: @escaping @Sendable () -> Timestamp,
+         observer makeObserver: (@Sendable (Environment) throws -> any CommitObserver)?) throws {
         self.env = env
         self.clock = clock
         let readOnly = env.configuration.flags.contains(.readOnly)
@@ -35,6 +38,8 @@ struct LogStorage: Sendable {
         if format == nil && !readOnly {
             try env.write { txn in try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat]) }
         }
+        // Last: the observer opens its databases beside the log's.
+        observer = try makeObserver?(env)
     }
 
     /// Runs a read transaction, turning storage errors into `LedgerError`.
@@ -93,17 +98,18 @@ struct LogStorage: Sendable {
     /// a batch that fails wrote nothing. A storage failure fails the whole group.
     func commit(_ group: [PendingAppend]) -> [Result<AppendResult, LedgerError>] {
         do {
-            return try env.write { txn in
+            let (results, last) = try env.write { txn in
                 var head = try head(txn)
                 head.subjects = try subjectCount(txn)
                 let subjectsBefore = head.subjects
+                let session = try observer?.begin(txn, head: head.position)
                 // recordedAt never goes backwards, even if the wall clock does.
                 let recordedAt = max(clock(), head.recordedAt)
                 var results: [Result<AppendResult, LedgerError>] = []
                 results.reserveCapacity(group.count)
                 for append in group {
                     do {
-                        results.append(.success(try apply(append, txn, &head, recordedAt)))
+                        results.append(.success(try apply(append, txn, &head, recordedAt, session)))
                     } catch let error as LedgerError {
                         results.append(.failure(error))
                     }
@@ -111,8 +117,11 @@ struct LogStorage: Sendable {
                 if head.subjects != subjectsBefore {
                     try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
                 }
-                return results
+                try session?.finish(txn)
+                return (results, head.position)
             }
+            observer?.committed(head: last)
+            return results
         } catch {
             let failure = LedgerError.storage(error, doing: "committing an append")
             return group.map { _ in .failure(failure) }
@@ -123,7 +132,7 @@ struct LogStorage: Sendable {
     /// only before its first write, so a rejected batch leaves nothing behind; LMDB errors
     /// during the writes propagate and abort the whole transaction.
     private func apply(_ append: PendingAppend, _ txn: borrowing Transaction, _ head: inout Head,
-                       _ recordedAt: Timestamp) throws -> AppendResult {
+                       _ recordedAt: Timestamp, _ session: (any CommitSession)?) throws -> AppendResult {
         let drafts = append.drafts
         // Each event is encoded once; its version and recordedAt are stamped in when written.
         var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
@@ -181,8 +190,8 @@ struct LogStorage: Sendable {
         for i in fresh {
             let draft = drafts[i]
             let previous = try current(draft.subject)
-            let written = try write(&records[i], idKey: idKeys[i], subject: draft.subject, previousVersion: previous,
-                                    recordedAt: recordedAt, txn, &head)
+            let written = try write(&records[i], idKey: idKeys[i], draft: draft, previousVersion: previous,
+                                    recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -197,8 +206,9 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], idKey: [UInt8], subject: String, previousVersion: UInt64,
-                       recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head) throws -> (position: UInt64, version: UInt64) {
+    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, previousVersion: UInt64,
+                       recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
+                       _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         if previousVersion == 0 { head.subjects += 1 }
         let version = previousVersion + 1
         head.position += 1
@@ -211,9 +221,10 @@ struct LogStorage: Sendable {
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
         try txn.put(ids, key: idKey, value: positionKey, flags: .noOverwrite)
-        try txn.put(streams, key: LogSchema.streamKey(subject, version: version), value: positionKey, flags: .noOverwrite)
+        try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
         head.hash = hash
         head.recordedAt = recordedAt
+        try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), txn)
         return (head.position, version)
     }
 
@@ -242,10 +253,11 @@ struct LogStorage: Sendable {
     /// a time so that a batch of any size takes bounded memory. `makeEvents` is called again
     /// (and must start over) if the map fills and the transaction is retried.
     func commitStream(restoring: Bool, _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
-        try env.write { txn in
+        let (summary, last) = try env.write { txn in
             var head = try head(txn)
             head.subjects = try subjectCount(txn)
             let subjectsBefore = head.subjects
+            let session = try observer?.begin(txn, head: head.position)
             let now = max(clock(), head.recordedAt)
             var summary = StreamSummary()
             var source = try makeEvents()
@@ -296,8 +308,8 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idKey: idKey, subject: draft.subject,
-                                        previousVersion: try version(of: draft.subject, txn), recordedAt: recordedAt, txn, &head)
+                let written = try write(&record, idKey: idKey, draft: draft,
+                                        previousVersion: try version(of: draft.subject, txn), recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position
@@ -305,7 +317,10 @@ struct LogStorage: Sendable {
             if head.subjects != subjectsBefore {
                 try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
             }
-            return summary
+            try session?.finish(txn)
+            return (summary, head.position)
         }
+        observer?.committed(head: last)
+        return summary
     }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerStore
+import LedgerTestSupport
 import Testing
 
 @Suite struct LineReaderTests {

@@ -3,6 +3,7 @@ import Glibc
 import LMDB
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import Testing
 
 /// Tests that need a second, real process: `ledger-test-child` (see Tests/LedgerTestChild).

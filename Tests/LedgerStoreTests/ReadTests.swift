@@ -1,5 +1,6 @@
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import PropertyBased
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import Testing
 
 /// The README's library example, run as written (with the next event and the file filled in).

@@ -1,5 +1,6 @@
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import Testing
 
 @Suite struct StoredPolicyTests {

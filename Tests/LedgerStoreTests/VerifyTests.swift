@@ -1,6 +1,7 @@
 import LMDB
 import LedgerCore
 import LedgerStore
+import LedgerTestSupport
 import Testing
 
 /// Tampering goes through the raw LMDB layer, with the log closed (one handle per process).

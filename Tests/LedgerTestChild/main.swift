@@ -3,9 +3,11 @@
 //   ledger-test-child append-loop STORE FIRST_BATCH BATCH_SIZE   append batches forever; print "acked N" after each returns
 //   ledger-test-child append-many STORE COUNT                    append COUNT events in batches of 100, print "done"
 //   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
+//   ledger-test-child rebuild STORE                              rebuild every read model; print "phase P" as each phase starts, "done" at the end
 import Glibc
 import LMDB
 import LedgerCore
+import LedgerProjections
 import LedgerStore
 
 /// Writes a line straight to a file descriptor: no stdio buffer, so a line the parent reads
@@ -81,6 +83,23 @@ case "hold-reader":
             say("ready")
             while true { sleep(60) }
         }
+    } catch {
+        fail("\(error)")
+    }
+
+case "rebuild":
+    do {
+        let ledger = try Ledger(path: store)
+        var phase: RebuildProgress.Phase?
+        let report = try ledger.engine.rebuild(compare: false) { progress in
+            if progress.phase != phase {
+                phase = progress.phase
+                say("phase \(progress.phase.rawValue)")
+            }
+            // Slow down the writing, so the parent can kill the child in the middle of it.
+            if progress.phase == .writing { usleep(50_000) }
+        }
+        say("done \(report.events)")
     } catch {
         fail("\(error)")
     }

@@ -5,7 +5,7 @@ import LedgerStore
 
 /// `ledger`: the command line over the EntitlementLedger library.
 @main
-struct Ledger: ParsableCommand {
+struct LedgerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "An event-sourced entitlement ledger: append facts, export them, verify the log, inspect the store.",

@@ -1,0 +1,228 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+
+/// A model as `stats` reports it.
+public struct ModelStatus: Sendable, Hashable {
+    public var name: String
+    /// The served generation, `nil` when the store has never built the model.
+    public var served: Generation?
+    /// A rebuild in progress (or abandoned by a crash) has this shadow.
+    public var shadow: Generation?
+    /// The served generation was built by another code version or policy than the current ones.
+    public var stale: Bool
+    /// Why it is stale, for people.
+    public var staleReason: String?
+
+    /// The `stats --json` shape: checkpoint, policy hash, stale.
+    public var json: JSON {
+        [
+            "checkpoint": served.map { .integer(Int64($0.checkpoint)) } ?? .null,
+            "policyHash": served.map { .string($0.policyHash) } ?? .null,
+            "stale": .bool(stale),
+        ]
+    }
+}
+
+/// One problem `verify` found in a read model.
+public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
+    public var model: String
+    public var key: String?
+    public var message: String
+    public var description: String { "\(model)\(key.map { " \($0)" } ?? ""): \(message)" }
+}
+
+extension ProjectionEngine {
+    /// Each model's served generation and whether it is stale.
+    public func statuses() throws(LedgerError) -> [ModelStatus] {
+        do {
+            return try storage.env.read { txn in
+                let policyHash = try policyHash(txn)
+                return try models.map { model in
+                    let served = try storage.served(model.name, txn)
+                    let reason = staleness(model, served, policyHash: policyHash)
+                    return ModelStatus(name: model.name, served: served, shadow: try storage.shadow(model.name, txn), stale: reason != nil, staleReason: reason)
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the read models' checkpoints")
+        }
+    }
+
+    /// Why the served generation must not be taken as current, or `nil`.
+    func staleness(_ model: ModelRunner, _ served: Generation?, policyHash: String) -> String? {
+        guard let served else { return "never built; run `ledger rebuild \(model.name)`" }
+        if served.codeVersion != model.codeVersion {
+            return "built by code version \(served.codeVersion), this ledger has \(model.codeVersion); run `ledger rebuild \(model.name)`"
+        }
+        if served.policyHash != policyHash {
+            return "built under policy \(served.policyHash.prefix(12))…, the store's is \(policyHash.prefix(12))…; run `ledger rebuild \(model.name)`"
+        }
+        return nil
+    }
+
+    /// Every model's view of `key` at `t` under the store's policy, in one read snapshot, with
+    /// the names of models that are stale or behind the log.
+    public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject)], stale: [String]) {
+        do {
+            return try storage.env.read { txn in
+                let policy = try self.policy(txn)
+                let head = try storage.head(txn)
+                var stale: [String] = []
+                let views = try models.map { model in
+                    let served = try storage.served(model.name, txn)
+                    if staleness(model, served, policyHash: policy.hash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
+                    let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
+                    do throws(StateReader.Damaged) {
+                        return (model: model.name, view: try model.viewJSON(bytes, t, policy))
+                    } catch {
+                        throw storage.damaged(model.name, error)
+                    }
+                }
+                return (views, stale)
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the views of \(key)")
+        }
+    }
+
+    /// One model's typed view of `key` at `t` under the store's policy.
+    public func view<P: Projection>(_ projection: P.Type, of key: String, at t: Timestamp) throws(LedgerError) -> P.View {
+        do {
+            return try storage.env.read { txn in
+                let policy = try self.policy(txn)
+                guard let served = try storage.served(P.name, txn),
+                      let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(served.id, key))
+                else { return P.view(of: P.State(), at: t, policy: policy) }
+                do throws(StateReader.Damaged) {
+                    return P.view(of: try P.State.decode(bytes), at: t, policy: policy)
+                } catch {
+                    throw storage.damaged(P.name, error)
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the \(P.name) view of \(key)")
+        }
+    }
+
+    /// Every key of a model's served generation with its encoded state, in key order (for
+    /// tools and tests that compare builds byte for byte).
+    public func servedStates(of model: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
+        do {
+            return try storage.env.read { txn in
+                guard let served = try storage.served(model, txn) else { return [] }
+                var states: [(key: String, state: [UInt8])] = []
+                try txn.withCursor(storage.states) { cursor in
+                    var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
+                    while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
+                        states.append((String(decoding: current.key.dropFirst(4), as: UTF8.self), Array(current.value)))
+                        entry = try cursor.next()
+                    }
+                }
+                return states
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the states of \(model)")
+        }
+    }
+
+    /// How many states the store holds across every generation (served, shadow and garbage).
+    public func storedStateCount() throws(LedgerError) -> Int {
+        do {
+            return try storage.env.read { txn in try txn.count(storage.states) }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "counting states")
+        }
+    }
+
+    /// Checks every served model against a fresh fold of the whole log, state by state, byte
+    /// for byte, in one read snapshot; and that none is stale or behind. Returns what differs
+    /// (at most `limit` problems per model).
+    public func verify(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+        do {
+            return try storage.env.read { txn in
+                let head = try storage.head(txn)
+                let policyHash = try policyHash(txn)
+                let folds = models.map { $0.makeFold() }
+                let clock = ContinuousClock()
+                let start = clock.now
+                try txn.withCursor(storage.events) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry, let position = LogSchema.integer(current.key), position <= head {
+                        if let type = EventRecord.type(ofRecord: current.value), eventTypes.contains(type) {
+                            let event = try RecordedEvent(try EventRecord.decode(current.value, position: position))
+                            for (model, fold) in zip(models, folds) where model.eventTypes.contains(type) {
+                                try fold.apply(event) { _ in nil }
+                            }
+                        }
+                        if position & 0xFFFF == 0 {
+                            let seconds = (clock.now - start).seconds
+                            progress(RebuildProgress(phase: .folding, done: position, total: head, perSecond: seconds > 0 ? Double(position) / seconds : 0))
+                        }
+                        entry = try cursor.next()
+                    }
+                }
+                var problems: [ModelProblem] = []
+                for (model, fold) in zip(models, folds) {
+                    guard let served = try storage.served(model.name, txn) else {
+                        problems.append(ModelProblem(model: model.name, message: "never built; run `ledger rebuild \(model.name)`"))
+                        continue
+                    }
+                    if let reason = staleness(model, served, policyHash: policyHash) {
+                        problems.append(ModelProblem(model: model.name, message: "stale: \(reason)"))
+                    }
+                    if served.checkpoint != head {
+                        problems.append(ModelProblem(model: model.name, message: "its checkpoint is \(served.checkpoint) but the log ends at \(head); open the store for writing to catch it up"))
+                        continue
+                    }
+                    problems += try compare(model, fold, served, limit: limit, txn)
+                }
+                return problems
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "verifying the read models")
+        }
+    }
+
+    /// A served generation against a fold, merged in key order.
+    private func compare(_ model: ModelRunner, _ fold: any StateFold, _ served: Generation, limit: Int,
+                         _ txn: borrowing Transaction) throws -> [ModelProblem] {
+        let expected = fold.encodedStates()
+        var problems: [ModelProblem] = []
+        func report(_ key: [UInt8], _ message: String) {
+            guard problems.count < limit else { return }
+            problems.append(ModelProblem(model: model.name, key: String(decoding: key, as: UTF8.self), message: message))
+        }
+        var index = 0
+        try txn.withCursor(storage.states) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
+            while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
+                let key = Array(current.key.dropFirst(4))
+                while index < expected.count, expected[index].key.lexicographicallyPrecedes(key) {
+                    report(expected[index].key, "missing from the served model")
+                    index += 1
+                }
+                if index < expected.count, expected[index].key == key {
+                    if !expected[index].state.elementsEqual(current.value) { report(key, "differs from a fresh rebuild") }
+                    index += 1
+                } else {
+                    report(key, "in the served model but not in a fresh rebuild")
+                }
+                entry = try cursor.next()
+            }
+        }
+        while index < expected.count {
+            report(expected[index].key, "missing from the served model")
+            index += 1
+        }
+        return problems
+    }
+
+    /// Every head position committed from now on, starting with the current one: for
+    /// embedders that react to new events without polling. Positions from appends made by
+    /// other processes are not seen until this process appends or reads.
+    public func positions() -> AsyncStream<UInt64> {
+        let head = (try? storage.env.read { txn in try storage.head(txn) }) ?? 0
+        return broadcaster.stream(current: head)
+    }
+}

@@ -1,0 +1,62 @@
+import LedgerCore
+
+/// A projection with its types erased, as the engine runs it.
+struct ModelRunner: Sendable {
+    let name: String
+    let codeVersion: UInt32
+    let eventTypes: Set<String>
+    let makeFold: @Sendable () -> any StateFold
+    /// The view of a stored state (`nil`: the key has none) as JSON.
+    let viewJSON: @Sendable (UnsafeRawBufferPointer?, Timestamp, Policy) throws(StateReader.Damaged) -> JSONObject
+
+    init<P: Projection>(_ projection: P.Type) {
+        name = P.name
+        codeVersion = P.codeVersion
+        eventTypes = P.eventTypes
+        makeFold = { TypedFold<P>() }
+        viewJSON = { bytes, t, policy throws(StateReader.Damaged) in
+            let state = try bytes.map { bytes throws(StateReader.Damaged) in try P.State.decode(bytes) } ?? P.State()
+            return P.view(of: state, at: t, policy: policy).json
+        }
+    }
+}
+
+/// States of one model being folded in memory: a rebuild's whole model, or the keys one
+/// write transaction touches.
+protocol StateFold: AnyObject {
+    /// Keys held.
+    var count: Int { get }
+    /// Applies `event` to its key's state; `load` gives the stored state's bytes the first
+    /// time a key is touched (`nil`: none stored).
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws
+    /// Every held key (UTF-8) with its encoded state, in key byte order: the order LMDB
+    /// stores them, so writing them is an append.
+    func encodedStates() -> [(key: [UInt8], state: [UInt8])]
+    /// The encoded state of `key`, or `nil` when no event touched it.
+    func encodedState(of key: String) -> [UInt8]?
+    /// Every held key.
+    var keys: [String] { get }
+}
+
+final class TypedFold<P: Projection>: StateFold {
+    private var states: [String: P.State] = [:]
+
+    var count: Int { states.count }
+    var keys: [String] { Array(states.keys) }
+
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+        guard let key = P.key(for: event) else { return }
+        if states[key] == nil {
+            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) } } ?? P.State()
+        }
+        // Mutates in place: the dictionary's storage is not copied.
+        P.apply(event, to: &states[key, default: P.State()])
+    }
+
+    func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
+        states.map { (key: Array($0.key.utf8), state: $0.value.encoded) }
+            .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+    }
+
+    func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+}

@@ -1,0 +1,204 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+
+/// Where read models live in the store, next to the log.
+///
+/// - `models`: generation (u32 BE) ‖ key (UTF-8) → the key's encoded state. A generation is
+///   one complete build of one model; its keys sort together, and a new generation's number is
+///   above every other, so a rebuild writes its sorted states as appends at the end.
+/// - `generations`: `served/<model>` and `shadow/<model>` → a `Generation`; `next` → the next
+///   generation number (u32 BE).
+///
+/// Readers find a model's states through its served generation, so swapping the served
+/// generation in one write transaction swaps the whole model at once.
+enum ModelSchema {
+    static let states = "models"
+    static let generations = "generations"
+    static let nextKey = Array("next".utf8)
+
+    static func servedKey(_ model: String) -> [UInt8] { Array("served/\(model)".utf8) }
+    static func shadowKey(_ model: String) -> [UInt8] { Array("shadow/\(model)".utf8) }
+
+    static func prefix(_ generation: UInt32) -> [UInt8] {
+        withUnsafeBytes(of: generation.bigEndian) { Array($0) }
+    }
+
+    static func stateKey(_ generation: UInt32, _ key: String) -> [UInt8] {
+        var bytes = prefix(generation)
+        bytes.append(contentsOf: key.utf8)
+        return bytes
+    }
+
+    static func stateKey(_ generation: UInt32, _ key: [UInt8]) -> [UInt8] { prefix(generation) + key }
+
+    static func generation(ofKey key: UnsafeRawBufferPointer) -> UInt32? {
+        guard key.count >= 4 else { return nil }
+        return key.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+}
+
+/// One build of one model: which generation of `models` holds it, the last position applied
+/// (its checkpoint), and the code version and policy that built it.
+///
+/// Positions are gap-free (the log assigns them in its single writer), so a checkpoint alone
+/// says exactly which events a generation holds: every position up to it, none after. No gap
+/// detection is needed.
+public struct Generation: Sendable, Hashable {
+    /// Its number in `models`.
+    public var id: UInt32
+    /// The last position applied.
+    public var checkpoint: UInt64
+    /// The projection's `codeVersion` that built it.
+    public var codeVersion: UInt32
+    /// The SHA-256 (hex) of the policy it was built under.
+    public var policyHash: String
+
+    var encoded: [UInt8] {
+        var writer = StateWriter()
+        writer.write(UInt64(id))
+        writer.write(checkpoint)
+        writer.write(UInt64(codeVersion))
+        writer.write(policyHash)
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateReader.Damaged) -> Generation {
+        var reader = StateReader(bytes)
+        let id = try reader.uint(), checkpoint = try reader.uint(), code = try reader.uint(), hash = try reader.string()
+        guard id <= UInt64(UInt32.max), code <= UInt64(UInt32.max), reader.isAtEnd else { throw StateReader.Damaged(what: "bad generation record") }
+        return Generation(id: UInt32(id), checkpoint: checkpoint, codeVersion: UInt32(code), policyHash: hash)
+    }
+}
+
+/// The engine's databases and the reads and writes on them that every path shares.
+struct ModelStorage: Sendable {
+    let env: Environment
+    let states: Database
+    let generations: Database
+    let events: Database
+    let meta: Database
+
+    init(env: Environment) throws {
+        self.env = env
+        let readOnly = env.configuration.flags.contains(.readOnly)
+        do {
+            states = try env.openDatabase(ModelSchema.states, flags: readOnly ? [] : [.create])
+            generations = try env.openDatabase(ModelSchema.generations, flags: readOnly ? [] : [.create])
+        } catch let error as LMDBError where error.code == .notFound {
+            throw LedgerError(.storage, "the store at \(env.path) has no read models yet; open it once for writing (any `ledger` command but `verify`/`stats`) to build them")
+        }
+        events = try env.openDatabase(LogSchema.events, flags: [])
+        meta = try env.openDatabase(LogSchema.meta, flags: [])
+    }
+
+    func damaged(_ model: String, _ what: StateReader.Damaged) -> LedgerError {
+        LedgerError(.corruptRecord, "read model \(model) is damaged (\(what)); run `ledger rebuild \(model)`")
+    }
+
+    func served(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {
+        try generation(ModelSchema.servedKey(model), model, txn)
+    }
+
+    func shadow(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {
+        try generation(ModelSchema.shadowKey(model), model, txn)
+    }
+
+    private func generation(_ key: [UInt8], _ model: String, _ txn: borrowing Transaction) throws -> Generation? {
+        guard let bytes = try txn.get(generations, key: key) else { return nil }
+        do { return try Generation.decode(bytes) } catch { throw damaged(model, error) }
+    }
+
+    func setServed(_ model: String, _ generation: Generation, _ txn: borrowing Transaction) throws {
+        try txn.put(generations, key: ModelSchema.servedKey(model), value: generation.encoded)
+    }
+
+    func setShadow(_ model: String, _ generation: Generation?, _ txn: borrowing Transaction) throws {
+        if let generation {
+            try txn.put(generations, key: ModelSchema.shadowKey(model), value: generation.encoded)
+        } else {
+            _ = try txn.delete(generations, key: ModelSchema.shadowKey(model))
+        }
+    }
+
+    /// Takes the next generation number.
+    func allocateGeneration(_ txn: borrowing Transaction) throws -> UInt32 {
+        let next = try txn.get(generations, key: ModelSchema.nextKey).flatMap { ModelSchema.generation(ofKey: $0) } ?? 1
+        try txn.put(generations, key: ModelSchema.nextKey, value: ModelSchema.prefix(next + 1))
+        return next
+    }
+
+    /// The stored state of `key` in `generation`, copied.
+    func state(_ generation: UInt32, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
+        try txn.get(states, key: ModelSchema.stateKey(generation, key)).map { Array($0) }
+    }
+
+    /// The store's policy bytes (canonical JSON), if recorded.
+    func policyBytes(_ txn: borrowing Transaction) throws -> [UInt8]? {
+        try txn.get(meta, key: LogSchema.policyKey).map { Array($0) }
+    }
+
+    /// The last position of the log.
+    func head(_ txn: borrowing Transaction) throws -> UInt64 {
+        try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } ?? 0 }
+    }
+
+    /// The events after `after` up to `through`, decoded for the projections, in position
+    /// order; `body` gets each one that some model reads.
+    func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
+                      _ body: (RecordedEvent) throws -> Void) throws {
+        guard through > after else { return }
+        try txn.withCursor(events) { cursor in
+            var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
+            while let current = entry, let position = LogSchema.integer(current.key), position <= through {
+                let stored = try EventRecord.decode(current.value, position: position)
+                if types.contains(stored.type) { try body(try RecordedEvent(stored)) }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// Deletes every state of `generation`, at most `limit` of them; returns how many it deleted.
+    func deleteStates(of generation: UInt32, limit: Int, _ txn: borrowing Transaction) throws -> Int {
+        var deleted = 0
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
+            while let current = entry, ModelSchema.generation(ofKey: current.key) == generation, deleted < limit {
+                try cursor.deleteCurrent()
+                deleted += 1
+                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
+            }
+        }
+        return deleted
+    }
+
+    /// Every generation number that has states, in order.
+    func storedGenerations(_ txn: borrowing Transaction) throws -> [UInt32] {
+        var found: [UInt32] = []
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.first()
+            while let current = entry, let generation = ModelSchema.generation(ofKey: current.key) {
+                found.append(generation)
+                guard generation < UInt32.max else { break }
+                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
+            }
+        }
+        return found
+    }
+
+    /// Every generation some model serves or builds.
+    func liveGenerations(_ txn: borrowing Transaction) throws -> Set<UInt32> {
+        var live: Set<UInt32> = []
+        try txn.withCursor(generations) { cursor in
+            var entry = try cursor.first()
+            while let current = entry {
+                if current.key.starts(with: "served/".utf8) || current.key.starts(with: "shadow/".utf8),
+                   let generation = try? Generation.decode(current.value) {
+                    live.insert(generation.id)
+                }
+                entry = try cursor.next()
+            }
+        }
+        return live
+    }
+}

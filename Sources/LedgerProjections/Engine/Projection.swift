@@ -1,0 +1,210 @@
+import LedgerCore
+
+/// A read model: a pure reducer over events and a pure view of its state at a time.
+///
+/// The engine owns everything about running it safely (checkpoints, catch-up, rebuilds,
+/// swaps); a projection only says which events it reads, how one event changes the state of
+/// one key, and what the state means at a time under a policy. It does no I/O, reads no clock
+/// and never reads another projection's state: rules two models share are shared code.
+///
+/// ```swift
+/// enum SessionCount: Projection {
+///     struct State: ProjectionState { var sessions: UInt64 = 0 … }
+///     static let name = "sessions"
+///     static let codeVersion: UInt32 = 1
+///     static let eventTypes: Set<String> = ["session.started"]
+///     static func apply(_ event: RecordedEvent, to state: inout State) { state.sessions += 1 }
+///     static func view(of state: State, at t: Timestamp, policy: Policy) -> View { … }
+/// }
+/// ```
+///
+/// **Facts, not answers.** Events arrive late and out of order, so a state keeps the facts a
+/// view needs (with their business times) rather than a running answer; `view(of:at:policy:)`
+/// decides from the facts whose `occurredAt` ≤ t. The policy is applied only there, which is
+/// why changing a rule never needs new facts — only a rebuild to record the new policy hash.
+public protocol Projection: Sendable {
+    /// The state of one key, stored in its compact binary encoding.
+    associatedtype State: ProjectionState
+    /// What the model answers at a time.
+    associatedtype View: ProjectionView
+
+    /// The model's name, as `stats`, `status` and `rebuild` show it: lower-case, stable.
+    static var name: String { get }
+    /// Bumped whenever `apply`, the state's encoding or `view` changes meaning: a served
+    /// generation built by another code version is reported stale until rebuilt.
+    static var codeVersion: UInt32 { get }
+    /// The event types the model reads; others never reach `apply`.
+    static var eventTypes: Set<String> { get }
+    /// The key whose state an event changes: the subject unless a model says otherwise;
+    /// `nil` skips the event.
+    static func key(for event: RecordedEvent) -> String?
+    /// Folds one event into its key's state. Pure: no I/O, no clock.
+    static func apply(_ event: RecordedEvent, to state: inout State)
+    /// The model's answer at `t` under `policy`. Pure.
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> View
+}
+
+extension Projection {
+    public static func key(for event: RecordedEvent) -> String? { event.subject }
+}
+
+/// A projection's per-key state: empty to start with, and a compact, deterministic encoding
+/// (the same state always encodes to the same bytes, so incremental and rebuilt models can be
+/// compared byte for byte).
+public protocol ProjectionState: Sendable, Equatable {
+    /// The state of a key no event has touched.
+    init()
+    /// Appends the encoding.
+    func encode(to writer: inout StateWriter)
+    /// Reads what `encode` wrote.
+    init(from reader: inout StateReader) throws(StateReader.Damaged)
+}
+
+/// A view as JSON: the members in the order SPEC §5 lists them, every key always present
+/// (`null` for no value). Dry runs compare views member by member.
+public protocol ProjectionView: Sendable, Equatable {
+    var json: JSONObject { get }
+}
+
+extension ProjectionState {
+    /// The state's encoding.
+    public var encoded: [UInt8] {
+        var writer = StateWriter()
+        encode(to: &writer)
+        return writer.bytes
+    }
+
+    /// Decodes a stored state.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateReader.Damaged) -> Self {
+        var reader = StateReader(bytes)
+        let state = try Self(from: &reader)
+        guard reader.isAtEnd else { throw StateReader.Damaged(what: "\(reader.remaining) trailing bytes") }
+        return state
+    }
+}
+
+/// Writes a state's compact encoding: unsigned LEB128 integers, zig-zag signed ones, and
+/// length-prefixed strings.
+public struct StateWriter: Sendable {
+    public private(set) var bytes: [UInt8] = []
+
+    public init() {}
+
+    public mutating func write(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+    public mutating func write(_ value: Int) { write(Int64(value)) }
+    public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
+    public mutating func write(_ value: Timestamp) { write(value.milliseconds) }
+
+    public mutating func write(_ value: String) {
+        write(UInt64(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
+    }
+
+    /// An optional: a presence byte, then the value.
+    public mutating func write<T>(_ value: T?, _ body: (inout StateWriter, T) -> Void) {
+        if let value {
+            bytes.append(1)
+            body(&self, value)
+        } else {
+            bytes.append(0)
+        }
+    }
+
+    /// A count, then each element.
+    public mutating func write<C: Collection>(_ values: C, _ body: (inout StateWriter, C.Element) -> Void) {
+        write(UInt64(values.count))
+        for value in values { body(&self, value) }
+    }
+}
+
+/// Reads what `StateWriter` wrote; any malformed byte is `Damaged`.
+public struct StateReader {
+    /// A stored state that does not decode: a bug or a damaged store; `ledger rebuild` replaces it.
+    public struct Damaged: Error, Sendable, CustomStringConvertible {
+        public var what: String
+        public var description: String { what }
+    }
+
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+
+    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    public var isAtEnd: Bool { offset == bytes.count }
+    var remaining: Int { bytes.count - offset }
+
+    public mutating func uint() throws(Damaged) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count, shift < 64 else { throw Damaged(what: "bad integer at byte \(offset)") }
+            let b = bytes[offset]
+            offset += 1
+            value |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return value }
+            shift += 7
+        }
+    }
+
+    public mutating func int() throws(Damaged) -> Int64 {
+        let raw = try uint()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    public mutating func byte() throws(Damaged) -> UInt8 {
+        guard offset < bytes.count else { throw Damaged(what: "truncated at byte \(offset)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    public mutating func bool() throws(Damaged) -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        default: throw Damaged(what: "bad boolean at byte \(offset - 1)")
+        }
+    }
+
+    public mutating func timestamp() throws(Damaged) -> Timestamp { Timestamp(milliseconds: try int()) }
+
+    public mutating func string() throws(Damaged) -> String {
+        let length = try uint()
+        guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
+        offset += Int(length)
+        guard let text = String(validating: slice, as: UTF8.self) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
+        return text
+    }
+
+    /// An optional written by `StateWriter.write(_:_:)`.
+    public mutating func optional<T>(_ body: (inout StateReader) throws(Damaged) -> T) throws(Damaged) -> T? {
+        try bool() ? try body(&self) : nil
+    }
+
+    /// A collection written by `StateWriter.write(_:_:)`.
+    public mutating func array<T>(_ body: (inout StateReader) throws(Damaged) -> T) throws(Damaged) -> [T] {
+        let count = try uint()
+        guard count <= UInt64(bytes.count - offset) else { throw Damaged(what: "bad count \(count) at byte \(offset)") }
+        var values: [T] = []
+        values.reserveCapacity(Int(count))
+        for _ in 0..<count { values.append(try body(&self)) }
+        return values
+    }
+
+    /// A raw-value enum stored as its byte.
+    public mutating func choice<T: RawRepresentable>(_ type: T.Type) throws(Damaged) -> T where T.RawValue == String {
+        let text = try string()
+        guard let value = T(rawValue: text) else { throw Damaged(what: "unknown value \(text)") }
+        return value
+    }
+}

@@ -1,0 +1,179 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+import Synchronization
+
+/// Runs projections against the log of one store: inline in every append's write transaction,
+/// by catch-up from a checkpoint, and by rebuild from scratch into a shadow generation.
+///
+/// Exactly once: a model's state writes and its checkpoint commit in the same LMDB write
+/// transaction as the events they come from (inline), or in one transaction of their own
+/// (catch-up), so after any crash a model holds every event up to its checkpoint and none after.
+public final class ProjectionEngine: CommitObserver {
+    let storage: ModelStorage
+    let models: [ModelRunner]
+    /// Every event type some model reads.
+    let eventTypes: Set<String>
+    /// A model this far behind is caught up inside the next append's transaction; further
+    /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
+    let inlineCatchUpLimit: UInt64 = 10_000
+    let broadcaster = PositionBroadcaster()
+    private let policyCache = Mutex<(bytes: [UInt8], policy: Policy)?>(nil)
+    /// One rebuild at a time in this process.
+    let rebuildLock = Mutex(false)
+
+    init(env: Environment, projections: [any Projection.Type]) throws {
+        storage = try ModelStorage(env: env)
+        models = projections.map { ModelRunner($0) }
+        eventTypes = models.reduce(into: []) { $0.formUnion($1.eventTypes) }
+    }
+
+    /// The models' names, in registration order.
+    public var modelNames: [String] { models.map(\.name) }
+
+    func runner(_ name: String) -> ModelRunner? { models.first { $0.name == name } }
+
+    // MARK: Inline (the writer thread, inside the append's transaction)
+
+    public func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
+        var active: [(ModelRunner, Generation, any StateFold)] = []
+        for model in models {
+            var served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
+            if served.checkpoint < head && head - served.checkpoint <= inlineCatchUpLimit {
+                served = try catchUp(model, served, through: head, txn)
+            }
+            // Further behind (or ahead, which only a damaged store shows): left to catchUp()
+            // or a rebuild; never applied out of order.
+            if served.checkpoint == head { active.append((model, served, model.makeFold())) }
+        }
+        return InlineSession(engine: self, active: active)
+    }
+
+    public func committed(head: UInt64) {
+        broadcaster.publish(head)
+    }
+
+    /// A fresh, empty served generation for a model the store has not seen.
+    func newGeneration(_ model: ModelRunner, _ txn: borrowing Transaction) throws -> Generation {
+        let generation = Generation(id: try storage.allocateGeneration(txn), checkpoint: 0, codeVersion: model.codeVersion,
+                                    policyHash: try policyHash(txn))
+        try storage.setServed(model.name, generation, txn)
+        return generation
+    }
+
+    /// Applies the events after `generation`'s checkpoint through `head` to it, in `txn`.
+    func catchUp(_ model: ModelRunner, _ generation: Generation, through head: UInt64, _ txn: borrowing Transaction,
+                 served: Bool = true) throws -> Generation {
+        let fold = model.makeFold()
+        try storage.forEachEvent(after: generation.checkpoint, through: head, types: model.eventTypes, txn) { event in
+            try fold.apply(event) { key in try storage.state(generation.id, key, txn) }
+        }
+        try write(fold, into: generation.id, txn)
+        var advanced = generation
+        advanced.checkpoint = head
+        if served { try storage.setServed(model.name, advanced, txn) } else { try storage.setShadow(model.name, advanced, txn) }
+        return advanced
+    }
+
+    /// Writes the touched states of a fold into `generation` (random puts: the keys already
+    /// have neighbours).
+    func write(_ fold: any StateFold, into generation: UInt32, _ txn: borrowing Transaction) throws {
+        for (key, state) in fold.encodedStates() {
+            try txn.put(storage.states, key: ModelSchema.stateKey(generation, key), value: state)
+        }
+    }
+
+    // MARK: Catch-up (any thread but the writer's)
+
+    /// Brings every model up to the head of the log, a batch of events per write transaction.
+    /// Returns how many events were applied to some model.
+    @discardableResult
+    public func catchUp(batch: UInt64 = 50_000) throws(LedgerError) -> UInt64 {
+        var applied: UInt64 = 0
+        do {
+            while true {
+                let done = try storage.env.write { txn -> Bool in
+                    let head = try storage.head(txn)
+                    var finished = true
+                    for model in models {
+                        let served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
+                        guard served.checkpoint < head else { continue }
+                        let target = min(head, served.checkpoint + batch)
+                        _ = try catchUp(model, served, through: target, txn)
+                        applied = max(applied, target)
+                        if target < head { finished = false }
+                    }
+                    return finished
+                }
+                if done { return applied }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "catching up the read models")
+        }
+    }
+
+    // MARK: Policy
+
+    /// The store's policy, decoded once per distinct document.
+    func policy(_ txn: borrowing Transaction) throws -> Policy {
+        guard let bytes = try storage.policyBytes(txn) else { return Policy.reference }
+        if let cached = policyCache.withLock({ $0 }), cached.bytes == bytes { return cached.policy }
+        switch Policy.decode(bytes) {
+        case .success(let policy):
+            policyCache.withLock { $0 = (bytes, policy) }
+            return policy
+        case .failure:
+            throw LedgerError(.corruptRecord, "the store's policy does not decode; set one with `ledger rebuild --policy FILE`")
+        }
+    }
+
+    func policyHash(_ txn: borrowing Transaction) throws -> String { try policy(txn).hash }
+}
+
+/// The states one append's transaction touches, per model that is up to date.
+final class InlineSession: CommitSession {
+    let engine: ProjectionEngine
+    var active: [(model: ModelRunner, generation: Generation, fold: any StateFold)]
+    var last: UInt64?
+
+    init(engine: ProjectionEngine, active: [(ModelRunner, Generation, any StateFold)]) {
+        self.engine = engine
+        self.active = active.map { (model: $0.0, generation: $0.1, fold: $0.2) }
+    }
+
+    func written(_ event: StoredEvent, _ txn: borrowing Transaction) throws {
+        last = event.position
+        guard engine.eventTypes.contains(event.type) else { return }
+        let recorded = try RecordedEvent(event)
+        for entry in active where entry.model.eventTypes.contains(event.type) {
+            let generation = entry.generation.id
+            try entry.fold.apply(recorded) { key in try engine.storage.state(generation, key, txn) }
+        }
+    }
+
+    func finish(_ txn: borrowing Transaction) throws {
+        guard let last else { return }
+        for entry in active {
+            try engine.write(entry.fold, into: entry.generation.id, txn)
+            var advanced = entry.generation
+            advanced.checkpoint = last
+            try engine.storage.setServed(entry.model.name, advanced, txn)
+        }
+    }
+}
+
+extension LedgerError {
+    /// Wraps an error from the store underneath.
+    static func wrapping(_ error: any Error, doing what: String) -> LedgerError {
+        if let error = error as? LedgerError { return error }
+        if let lmdb = error as? LMDBError {
+            var wrapped = LedgerError(.storage, "\(what): \(lmdb)")
+            wrapped.storageCode = lmdb.returnCode
+            return wrapped
+        }
+        if let damaged = error as? StateReader.Damaged {
+            return LedgerError(.corruptRecord, "\(what): a read model's state is damaged (\(damaged)); run `ledger rebuild`")
+        }
+        return LedgerError(.storage, "\(what): \(error)")
+    }
+}

@@ -1,0 +1,324 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+
+/// How far a rebuild (or verify) has got, for a progress bar.
+public struct RebuildProgress: Sendable, Hashable {
+    /// What it is doing.
+    public enum Phase: String, Sendable {
+        /// Reading the log and folding every event in memory.
+        case folding
+        /// Writing the new generation's states.
+        case writing
+        /// Applying the events appended meanwhile, then swapping.
+        case catchingUp
+    }
+
+    public var phase: Phase
+    /// Events (folding) or states (writing) done.
+    public var done: UInt64
+    /// Of how many.
+    public var total: UInt64
+    /// The rate so far, per second.
+    public var perSecond: Double
+    /// Seconds left at that rate, `nil` before there is a rate.
+    public var secondsLeft: Double? {
+        guard perSecond > 0 else { return nil }
+        return Double(total - min(done, total)) / perSecond
+    }
+}
+
+/// One field of one model's view that differs between two builds, for one subject.
+public struct ViewChange: Sendable, Hashable {
+    public var subject: String
+    public var model: String
+    public var field: String
+    public var from: JSON
+    public var to: JSON
+
+    /// As `rebuild --json` prints it.
+    public var json: JSON {
+        ["subject": .string(subject), "model": .string(model), "field": .string(field), "from": from, "to": to]
+    }
+
+    /// A value as the summary names it: strings bare, anything else as JSON.
+    static func label(_ value: JSON) -> String {
+        if case .string(let text) = value { return text }
+        return value.serialized()
+    }
+}
+
+/// What a rebuild found and did.
+public struct RebuildReport: Sendable {
+    /// The time the views were compared at.
+    public var at: Timestamp
+    /// Nothing was swapped.
+    public var dryRun: Bool
+    /// The models rebuilt.
+    public var models: [String]
+    /// The policy hash served before, and the one the rebuild used.
+    public var policyFrom: String
+    public var policyTo: String
+    /// Every field that changes, by subject, model and field.
+    public var changes: [ViewChange]
+    /// Events folded.
+    public var events: UInt64
+    /// Events appended while it ran, applied before the swap.
+    public var caughtUp: UInt64
+    /// Seconds spent folding the log.
+    public var foldSeconds: Double
+
+    /// Per `model.field`, how many subjects went from each value to each other (`free→pro`).
+    public var summary: [String: [String: Int]] {
+        var summary: [String: [String: Int]] = [:]
+        for change in changes {
+            summary["\(change.model).\(change.field)", default: [:]]["\(ViewChange.label(change.from))→\(ViewChange.label(change.to))", default: 0] += 1
+        }
+        return summary
+    }
+
+    /// The `rebuild --json` shape of SPEC §5.
+    public var json: JSON {
+        let summary = self.summary
+        return [
+            "at": .string(at.description), "dryRun": .bool(dryRun),
+            "policy": ["from": .string(policyFrom), "to": .string(policyTo)],
+            "changes": .array(changes.map(\.json)),
+            "summary": .object(JSONObject(summary.keys.sorted().map { field in
+                let counts = summary[field] ?? [:]
+                return (field, JSON.object(JSONObject(counts.keys.sorted().map { ($0, JSON.integer(Int64(counts[$0] ?? 0))) })))
+            })),
+        ]
+    }
+}
+
+extension ProjectionEngine {
+    /// Rebuilds `names` (all models when empty) from position 1.
+    ///
+    /// 1. Folds the whole log in memory, per key, from one read snapshot, and compares the new
+    ///    views at `at` (under `policy`, else the store's) with the served ones.
+    /// 2. Unless `dryRun`: writes the states as a new shadow generation in sorted,
+    ///    append-ordered batches; appends go on meanwhile into the served generation.
+    /// 3. Catches the shadow up with the events appended since the snapshot, and swaps it in
+    ///    with its checkpoint, code version and policy hash in one write transaction (with
+    ///    `policy`, which becomes the store's). Readers see the old model or the new, never half.
+    ///
+    /// A crash before the swap leaves the served generation as it was; the next rebuild discards
+    /// the abandoned shadow.
+    public func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
+                        compare: Bool = true, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        let chosen = try choose(names)
+        let alreadyRunning = rebuildLock.withLock { running in
+            defer { running = true }
+            return running
+        }
+        guard !alreadyRunning else { throw LedgerError(.storage, "a rebuild is already running in this process; wait for it to finish") }
+        defer { rebuildLock.withLock { $0 = false } }
+        do {
+            if !dryRun { try collectGarbage(discardingShadowsOf: chosen) }
+            var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
+            guard !dryRun else { return report.report }
+            let folds = report.folds
+            let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
+            let shadows = try writeShadows(chosen, folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
+            report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
+            try collectGarbage(discardingShadowsOf: [])
+            return report.report
+        } catch {
+            throw LedgerError.wrapping(error, doing: "rebuilding \(chosen.map(\.name).joined(separator: ", "))")
+        }
+    }
+
+    func choose(_ names: [String]) throws(LedgerError) -> [ModelRunner] {
+        guard !names.isEmpty else { return models }
+        var chosen: [ModelRunner] = []
+        for name in names {
+            guard let model = runner(name) else {
+                throw LedgerError(.invalidEvent, "no read model named \(name); the models are \(modelNames.joined(separator: ", "))")
+            }
+            if !chosen.contains(where: { $0.name == name }) { chosen.append(model) }
+        }
+        return chosen
+    }
+
+    private struct Folded {
+        var report: RebuildReport
+        var folds: [any StateFold]
+        var snapshot: UInt64
+    }
+
+    /// Folds the log through its head in one read snapshot, and compares views with the served
+    /// generations of the same snapshot.
+    private func fold(_ chosen: [ModelRunner], newPolicy: Policy?, at: Timestamp, dryRun: Bool, compare: Bool,
+                      progress: (RebuildProgress) -> Void) throws -> Folded {
+        try storage.env.read { txn in
+            let head = try storage.head(txn)
+            let served = try self.policy(txn)
+            let policy = newPolicy ?? served
+            let folds = chosen.map { $0.makeFold() }
+            let types = chosen.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
+            let clock = ContinuousClock()
+            let start = clock.now
+            var done: UInt64 = 0
+            func report() {
+                let seconds = (clock.now - start).seconds
+                progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
+            }
+            report()
+            try txn.withCursor(storage.events) { cursor in
+                var entry = try cursor.first()
+                while let current = entry, let position = LogSchema.integer(current.key), position <= head {
+                    done = position
+                    if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
+                        let event = try RecordedEvent(try EventRecord.decode(current.value, position: position))
+                        for (model, fold) in zip(chosen, folds) where model.eventTypes.contains(type) {
+                            try fold.apply(event) { _ in nil }
+                        }
+                    }
+                    if position & 0xFFFF == 0 { report() }
+                    entry = try cursor.next()
+                }
+            }
+            report()
+            let foldSeconds = (clock.now - start).seconds
+            var changes: [ViewChange] = []
+            if compare {
+                for (model, fold) in zip(chosen, folds) {
+                    let generation = try storage.served(model.name, txn)
+                    changes += try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn)
+                }
+                changes.sort { ($0.subject, $0.model) < ($1.subject, $1.model) }
+            }
+            let report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
+                                       changes: changes, events: head, caughtUp: 0, foldSeconds: foldSeconds)
+            return Folded(report: report, folds: folds, snapshot: head)
+        }
+    }
+
+    /// Field by field, the views at `at` of the served generation and of the fold.
+    private func diff(_ model: ModelRunner, _ fold: any StateFold, served generation: Generation?, servedPolicy: Policy,
+                      newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> [ViewChange] {
+        var keys = Set(fold.keys)
+        if let generation {
+            try txn.withCursor(storage.states) { cursor in
+                var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation.id))
+                while let current = entry, ModelSchema.generation(ofKey: current.key) == generation.id {
+                    keys.insert(String(decoding: current.key.dropFirst(4), as: UTF8.self))
+                    entry = try cursor.next()
+                }
+            }
+        }
+        var changes: [ViewChange] = []
+        for key in keys {
+            let old: JSONObject
+            if let generation, let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(generation.id, key)) {
+                old = try model.viewJSON(bytes, at, servedPolicy)
+            } else {
+                old = try model.viewJSON(nil, at, servedPolicy)
+            }
+            let new: JSONObject = try fold.encodedState(of: key).map { bytes in
+                try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
+            } ?? (try model.viewJSON(nil, at, newPolicy))
+            for member in new.members where old[member.key] != member.value {
+                changes.append(ViewChange(subject: key, model: model.name, field: member.key, from: old[member.key] ?? .null, to: member.value))
+            }
+        }
+        return changes
+    }
+
+    /// Writes each fold as a new shadow generation, sorted, a batch of states per write
+    /// transaction so that appends keep flowing.
+    private func writeShadows(_ chosen: [ModelRunner], _ folds: [any StateFold], through snapshot: UInt64, policyHash: String,
+                              progress: (RebuildProgress) -> Void) throws -> [Generation] {
+        let batch = 20_000
+        let total = UInt64(folds.reduce(0) { $0 + $1.count })
+        let clock = ContinuousClock()
+        let start = clock.now
+        var written: UInt64 = 0
+        var shadows: [Generation] = []
+        for (model, fold) in zip(chosen, folds) {
+            let shadow = try storage.env.write { txn in
+                let shadow = Generation(id: try storage.allocateGeneration(txn), checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash)
+                try storage.setShadow(model.name, shadow, txn)
+                return shadow
+            }
+            shadows.append(shadow)
+            let states = fold.encodedStates()
+            var index = 0
+            while index < states.count {
+                let end = min(index + batch, states.count)
+                try storage.env.write { txn in
+                    // The shadow's number is above every other generation's, and the keys are
+                    // sorted: every put is an append at the end of the tree.
+                    for (key, state) in states[index..<end] {
+                        try txn.put(storage.states, key: ModelSchema.stateKey(shadow.id, key), value: state, flags: .append)
+                    }
+                }
+                written += UInt64(end - index)
+                index = end
+                let seconds = (clock.now - start).seconds
+                progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
+            }
+        }
+        return shadows
+    }
+
+    /// Applies the events appended since the snapshot to the shadows, and swaps them in once
+    /// the rest fits in one transaction. Returns how many events it applied.
+    private func swap(_ chosen: [ModelRunner], _ shadows: [Generation], newPolicy: Policy?,
+                      progress: (RebuildProgress) -> Void) throws -> UInt64 {
+        let start = shadows.map(\.checkpoint).min() ?? 0
+        var caughtUp: UInt64 = 0
+        while true {
+            let swapped = try storage.env.write { txn -> Bool in
+                let head = try storage.head(txn)
+                var current = try chosen.map { model in
+                    guard let shadow = try storage.shadow(model.name, txn) else {
+                        throw LedgerError(.storage, "the shadow of \(model.name) disappeared during the rebuild (another process rebuilt it); run the rebuild again")
+                    }
+                    return shadow
+                }
+                let behind = head - (current.map(\.checkpoint).min() ?? head)
+                let last = behind <= inlineCatchUpLimit
+                for (i, model) in chosen.enumerated() {
+                    current[i] = try catchUp(model, current[i], through: last ? head : current[i].checkpoint + inlineCatchUpLimit, txn, served: false)
+                }
+                progress(RebuildProgress(phase: .catchingUp, done: current[0].checkpoint - start, total: head - start, perSecond: 0))
+                caughtUp = head - start
+                guard last else { return false }
+                if let newPolicy {
+                    try txn.put(storage.meta, key: LogSchema.policyKey, value: Array(newPolicy.json.serialized(sortedKeys: true).utf8))
+                }
+                for (model, shadow) in zip(chosen, current) {
+                    try storage.setServed(model.name, shadow, txn)
+                    try storage.setShadow(model.name, nil, txn)
+                }
+                return true
+            }
+            if swapped { return caughtUp }
+        }
+    }
+
+    /// Deletes the states of every generation no model serves or builds (and first the
+    /// shadows of `models`: a rebuild that did not finish), a batch per write transaction.
+    func collectGarbage(discardingShadowsOf models: [ModelRunner]) throws {
+        if !models.isEmpty {
+            try storage.env.write { txn in
+                for model in models { try storage.setShadow(model.name, nil, txn) }
+            }
+        }
+        while true {
+            let more = try storage.env.write { txn -> Bool in
+                let live = try storage.liveGenerations(txn)
+                guard let dead = try storage.storedGenerations(txn).first(where: { !live.contains($0) }) else { return false }
+                _ = try storage.deleteStates(of: dead, limit: 50_000, txn)
+                return true
+            }
+            if !more { return }
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

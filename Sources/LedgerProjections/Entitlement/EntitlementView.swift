@@ -1,0 +1,156 @@
+import LedgerCore
+
+/// The plan a subject is on at a time.
+public enum PlanState: String, Sendable, Hashable, CaseIterable {
+    case guest, free, trial, pro
+    case proGrace = "pro_grace"
+}
+
+/// The entitlement of one subject at a time (SPEC §4–§5).
+public struct EntitlementView: ProjectionView, Hashable {
+    /// Which rule decided the plan, the policy key it used and the event that decided it.
+    public struct Reason: Sendable, Hashable {
+        public var rule: String
+        public var policyKey: String?
+        public var position: UInt64?
+
+        public init(rule: String, policyKey: String?, position: UInt64?) {
+            self.rule = rule
+            self.policyKey = policyKey
+            self.position = position
+        }
+    }
+
+    public var planState: PlanState
+    public var trialEligible: Bool
+    public var expiresAt: Timestamp?
+    public var renewsAt: Timestamp?
+    public var autoRenew: Bool?
+    public var billingIssue: Bool
+    public var purchasePending: Bool
+    public var productId: String?
+    /// `billingIssue`, `cantVerify`, `checkingStatus`.
+    public var banners: [String]
+    public var reason: Reason
+
+    public var json: JSONObject {
+        [
+            "planState": .string(planState.rawValue),
+            "trialEligible": .bool(trialEligible),
+            "expiresAt": expiresAt.map { .string($0.description) } ?? .null,
+            "renewsAt": renewsAt.map { .string($0.description) } ?? .null,
+            "autoRenew": autoRenew.map(JSON.bool) ?? .null,
+            "billingIssue": .bool(billingIssue),
+            "purchasePending": .bool(purchasePending),
+            "productId": productId.map(JSON.string) ?? .null,
+            "banners": .array(banners.map(JSON.string)),
+            "reason": [
+                "rule": .string(reason.rule),
+                "policyKey": reason.policyKey.map(JSON.string) ?? .null,
+                "position": reason.position.map { .integer(Int64($0)) } ?? .null,
+            ],
+        ]
+    }
+}
+
+/// The six-step precedence of SPEC §4, as one pure function of the facts, t and the policy.
+enum EntitlementRules {
+    static func view(of state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> EntitlementView {
+        let facts = state.subscription
+        let billingIssue = facts.billingIssue(at: t, policy: policy)
+        let autoRenew = facts.autoRenewing(at: t)
+        let latest = facts.latestTransaction(at: t)
+        var view = EntitlementView(
+            planState: .guest, trialEligible: !facts.hasTransactions(at: t), expiresAt: facts.latestEnd(at: t), renewsAt: nil,
+            autoRenew: autoRenew, billingIssue: billingIssue, purchasePending: purchasePending(state, at: t),
+            productId: latest?.value.productId, banners: billingIssue ? ["billingIssue"] : [],
+            reason: .init(rule: "noAccount", policyKey: nil, position: nil))
+
+        // 1. Deleted.
+        if let deleted = state.deletions.known(at: t).first {
+            view.planState = .guest
+            view.reason = .init(rule: "deleted", policyKey: nil, position: deleted.position)
+            return view
+        }
+        // 2. Store coverage. Cancelling changes nothing until the period ends.
+        if let coverage = facts.coverage(at: t) {
+            view.planState = coverage.transaction.value.isTrial ? .trial : .pro
+            view.productId = coverage.transaction.value.productId
+            view.expiresAt = coverage.end
+            view.renewsAt = autoRenew == true ? coverage.end : nil
+            view.reason = .init(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position)
+            return view
+        }
+        // 3. Billing grace after a failed renewal.
+        if let episode = facts.billingEpisode(at: t, policy: policy), !episode.recovered, t < episode.graceEnd {
+            view.planState = .pro
+            view.reason = .init(rule: "billingGrace",
+                                policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
+                                position: episode.failure.position)
+            return view
+        }
+        // 4. A support grant.
+        if let grant = state.grants.known(at: t).last(where: { t < $0.value }) {
+            view.planState = .pro
+            view.reason = .init(rule: "supportGrant", policyKey: nil, position: grant.position)
+            return view
+        }
+        // 5. The latest device snapshot.
+        if let snapshot = deviceSnapshot(state, at: t, policy: policy) {
+            switch snapshot {
+            case .verified(let plan, let position):
+                view.planState = plan
+                view.reason = .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position)
+                return view
+            case .offlineGrace(let position):
+                view.planState = .proGrace
+                view.banners.append("cantVerify")
+                view.reason = .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position)
+                return view
+            case .expired:
+                view.banners.append("checkingStatus")
+            }
+        }
+        // 6. Signed in or not.
+        if let sign = state.signIns.known(at: t).last {
+            view.planState = sign.value ? .free : .guest
+            view.reason = .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position)
+        }
+        return view
+    }
+
+    enum SnapshotOutcome {
+        case verified(PlanState, position: UInt64)
+        case offlineGrace(position: UInt64)
+        /// A paid snapshot whose windows have passed: it gives nothing, the app is checking.
+        case expired
+    }
+
+    /// Rule 5: the latest `entitlement.verified` at or before t, if it was paid and nothing
+    /// from the store has contradicted it since.
+    static func deviceSnapshot(_ state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> SnapshotOutcome? {
+        let known = state.snapshots.known(at: t)
+        guard let index = known.lastIndex(where: { if case .verified = $0.value { true } else { false } }),
+              case .verified(let plan, let expiresAt) = known[index].value, plan != .free
+        else { return nil }
+        let v = known[index]
+        if let expiresAt, expiresAt <= t { return nil }
+        let facts = state.subscription
+        let contradicted = facts.ends.known(at: t).contains { $0.at > v.at && !$0.value.graceOnly }
+            || facts.marks.known(at: t).contains { $0.at > v.at && $0.value.kind != .reversal }
+        if contradicted { return nil }
+        let failedSince = known[(index + 1)...].contains { $0.value == .failed }
+        if !failedSince && t < v.at.adding(seconds: policy.verificationIntervalHours * 3600) {
+            return .verified(plan == .trial ? .trial : .pro, position: v.position)
+        }
+        if t < v.at.adding(seconds: policy.offlineGraceHours * 3600) { return .offlineGrace(position: v.position) }
+        return .expired
+    }
+
+    /// A `purchase.started` or `.pending` not yet followed by a purchase or `purchase.failed`.
+    static func purchasePending(_ state: EntitlementProjection.State, at t: Timestamp) -> Bool {
+        guard let attempt = state.attempts.known(at: t).last, attempt.value != .failed else { return false }
+        let purchased = state.subscription.transactions.known(at: t).contains { $0.value.kind == .purchase && ($0.at, $0.position) > (attempt.at, attempt.position) }
+        return !purchased
+    }
+}

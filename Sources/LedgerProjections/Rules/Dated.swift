@@ -1,0 +1,58 @@
+import LedgerCore
+
+/// A fact with its business time and the position of the event that stated it.
+///
+/// Lists of facts are kept sorted by (time, position), so the same events give the same list
+/// whatever order they were appended in (positions only break ties between facts of the same
+/// millisecond).
+public struct Dated<Value: Sendable & Equatable>: Sendable, Equatable {
+    /// The event's occurredAt.
+    public var at: Timestamp
+    /// The event's position (the audit and `reason` cite it).
+    public var position: UInt64
+    public var value: Value
+
+    public init(at: Timestamp, position: UInt64, value: Value) {
+        self.at = at
+        self.position = position
+        self.value = value
+    }
+}
+
+extension Array {
+    /// Inserts a dated fact at its place in (time, position) order.
+    mutating func insertDated<V>(_ fact: Dated<V>) where Element == Dated<V> {
+        var index = endIndex
+        while index > startIndex, (self[index - 1].at, self[index - 1].position) > (fact.at, fact.position) { index -= 1 }
+        insert(fact, at: index)
+    }
+
+    /// The facts known at `t`: those whose time is at or before it.
+    func known<V>(at t: Timestamp) -> ArraySlice<Element> where Element == Dated<V> {
+        var end = endIndex
+        while end > startIndex, self[end - 1].at > t { end -= 1 }
+        return self[startIndex..<end]
+    }
+}
+
+extension StateWriter {
+    /// A list of dated facts.
+    mutating func write<V>(_ facts: [Dated<V>], _ body: (inout StateWriter, V) -> Void) {
+        write(facts) { writer, fact in
+            writer.write(fact.at)
+            writer.write(fact.position)
+            body(&writer, fact.value)
+        }
+    }
+}
+
+extension StateReader {
+    /// A list written by `StateWriter.write(_:_:)` of dated facts.
+    mutating func dated<V>(_ body: (inout StateReader) throws(Damaged) -> V) throws(Damaged) -> [Dated<V>] {
+        try array { reader throws(Damaged) in
+            let at = try reader.timestamp()
+            let position = try reader.uint()
+            return Dated(at: at, position: position, value: try body(&reader))
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import LedgerCore
+
+/// A subject's App Store subscription facts, as every read model that needs store coverage or
+/// billing state keeps them (entitlement, retention, badge each hold their own copy: no model
+/// reads another's state). The rules over them — coverage, billing grace, billing issue — are
+/// written once, here, and SPEC §4 states them.
+public struct SubscriptionFacts: Sendable, Equatable {
+    /// A transaction: a purchase, a renewal, or the new transaction of an immediate product change.
+    public struct Transaction: Sendable, Equatable {
+        public enum Kind: UInt8, Sendable { case purchase = 0, renewal = 1, productChange = 2 }
+        public var kind: Kind
+        public var id: String
+        public var originalId: String
+        public var productId: String
+        public var purchasedAt: Timestamp
+        public var expiresAt: Timestamp
+        public var isTrial: Bool
+    }
+
+    /// A refund, its reversal, or a revocation of one transaction.
+    public struct Mark: Sendable, Equatable {
+        public enum Kind: UInt8, Sendable { case refund = 0, reversal = 1, revoke = 2 }
+        public var kind: Kind
+        public var transactionId: String
+    }
+
+    /// A failed renewal.
+    public struct Failure: Sendable, Equatable {
+        public var originalId: String
+        public var graceExpiresAt: Timestamp?
+    }
+
+    /// The store ending a subscription or its grace (`subscription.expired`, `.grace_expired`).
+    public struct End: Sendable, Equatable {
+        public var originalId: String
+        public var graceOnly: Bool
+    }
+
+    /// An immediate product change: the upgraded transaction's coverage ends when the new one starts.
+    public struct Upgrade: Sendable, Equatable {
+        public var originalId: String
+        public var newTransactionId: String
+        public var startsAt: Timestamp
+    }
+
+    public var transactions: [Dated<Transaction>] = []
+    /// transactionId → new expiresAt (`subscription.renewal_extended`).
+    public var extensions: [Dated<Transaction.ID>] = []
+    public var marks: [Dated<Mark>] = []
+    public var failures: [Dated<Failure>] = []
+    public var ends: [Dated<End>] = []
+    /// Auto-renew turned on or off, per originalTransactionId.
+    public var autoRenew: [Dated<AutoRenew>] = []
+    public var upgrades: [Dated<Upgrade>] = []
+
+    public struct AutoRenew: Sendable, Equatable {
+        public var originalId: String
+        public var enabled: Bool
+    }
+
+    public init() {}
+
+    /// Folds a subscription event; `false` for an event that is not about subscriptions.
+    @discardableResult
+    public mutating func apply(_ event: RecordedEvent) -> Bool {
+        let at = event.occurredAt, position = event.position
+        switch event.data {
+        case .subscriptionPurchased(let p):
+            transactions.insertDated(Dated(at: at, position: position, value: Transaction(
+                kind: .purchase, id: p.transactionId, originalId: p.originalTransactionId, productId: p.productId,
+                purchasedAt: p.purchasedAt, expiresAt: p.expiresAt, isTrial: p.offer == .freeTrial)))
+        case .subscriptionRenewed(let r):
+            transactions.insertDated(Dated(at: at, position: position, value: Transaction(
+                kind: .renewal, id: r.transactionId, originalId: r.originalTransactionId, productId: r.productId,
+                purchasedAt: r.purchasedAt, expiresAt: r.expiresAt, isTrial: false)))
+        case .subscriptionProductChanged(let c):
+            guard c.effective == .immediate, let id = c.transactionId, let purchasedAt = c.purchasedAt, let expiresAt = c.expiresAt else { return true }
+            transactions.insertDated(Dated(at: at, position: position, value: Transaction(
+                kind: .productChange, id: id, originalId: c.originalTransactionId, productId: c.toProductId,
+                purchasedAt: purchasedAt, expiresAt: expiresAt, isTrial: false)))
+            upgrades.insertDated(Dated(at: at, position: position, value: Upgrade(originalId: c.originalTransactionId, newTransactionId: id, startsAt: purchasedAt)))
+        case .subscriptionRenewalExtended(let e):
+            extensions.insertDated(Dated(at: at, position: position, value: Transaction.ID(transactionId: e.transactionId, expiresAt: e.expiresAt)))
+        case .subscriptionRefunded(let r):
+            marks.insertDated(Dated(at: at, position: position, value: Mark(kind: .refund, transactionId: r.transactionId)))
+        case .subscriptionRefundReversed(let r):
+            marks.insertDated(Dated(at: at, position: position, value: Mark(kind: .reversal, transactionId: r.transactionId)))
+        case .subscriptionRevoked(let r):
+            marks.insertDated(Dated(at: at, position: position, value: Mark(kind: .revoke, transactionId: r.transactionId)))
+        case .subscriptionRenewalFailed(let f):
+            failures.insertDated(Dated(at: at, position: position, value: Failure(originalId: f.originalTransactionId, graceExpiresAt: f.gracePeriodExpiresAt)))
+        case .subscriptionExpired(let e):
+            ends.insertDated(Dated(at: at, position: position, value: End(originalId: e.originalTransactionId, graceOnly: false)))
+        case .subscriptionGraceExpired(let e):
+            ends.insertDated(Dated(at: at, position: position, value: End(originalId: e.originalTransactionId, graceOnly: true)))
+        case .subscriptionAutoRenewChanged(let c):
+            autoRenew.insertDated(Dated(at: at, position: position, value: AutoRenew(originalId: c.originalTransactionId, enabled: c.enabled)))
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// The event types `apply` reads.
+    public static let eventTypes: Set<String> = [
+        "subscription.purchased", "subscription.renewed", "subscription.product_changed", "subscription.renewal_extended",
+        "subscription.refunded", "subscription.refund_reversed", "subscription.revoked", "subscription.renewal_failed",
+        "subscription.expired", "subscription.grace_expired", "subscription.auto_renew_changed",
+    ]
+}
+
+extension SubscriptionFacts.Transaction {
+    /// A renewal date extension of one transaction.
+    public struct ID: Sendable, Equatable {
+        public var transactionId: String
+        public var expiresAt: Timestamp
+    }
+}
+
+// MARK: Rules (SPEC §4)
+
+/// A transaction that covers a time, with why.
+public struct Coverage: Sendable, Equatable {
+    public var transaction: Dated<SubscriptionFacts.Transaction>
+    /// Its end as extended, upgraded, refunded or revoked.
+    public var end: Timestamp
+}
+
+/// The billing-failure episode in force at a time.
+public struct BillingEpisode: Sendable, Equatable {
+    public var failure: Dated<SubscriptionFacts.Failure>
+    /// The failure's last covered period end.
+    public var coveredUntil: Timestamp
+    /// When the billing grace ends (`pro` until then).
+    public var graceEnd: Timestamp
+    /// Whether the grace end is the store's gracePeriodExpiresAt rather than billingGraceDays.
+    public var graceFromStore: Bool
+    /// When the billing issue ends, if no renewal recovers it first.
+    public var issueEnd: Timestamp
+    /// A renewal after the failure, known at the time, recovered it.
+    public var recovered: Bool
+}
+
+extension SubscriptionFacts {
+    /// The end of a transaction's coverage as known at `t`: its expiresAt as extended, cut at
+    /// an immediate upgrade's start, at a refund not reversed, at a revocation.
+    public func end(of transaction: Transaction, at t: Timestamp) -> Timestamp {
+        var end = transaction.expiresAt
+        for e in extensions.known(at: t) where e.value.transactionId == transaction.id { end = e.value.expiresAt }
+        for u in upgrades.known(at: t) where u.value.originalId == transaction.originalId && u.value.newTransactionId != transaction.id
+            && u.value.startsAt > transaction.purchasedAt && u.value.startsAt < end {
+            end = u.value.startsAt
+        }
+        var refundedAt: Timestamp?
+        for m in marks.known(at: t) where m.value.transactionId == transaction.id {
+            switch m.value.kind {
+            case .refund: refundedAt = refundedAt ?? m.at
+            case .reversal: refundedAt = nil
+            case .revoke: end = min(end, m.at)
+            }
+        }
+        if let refundedAt { end = min(end, refundedAt) }
+        return end
+    }
+
+    /// The transaction covering `t` (the latest purchased, if several), or `nil`.
+    public func coverage(at t: Timestamp) -> Coverage? {
+        var best: Coverage?
+        for fact in transactions.known(at: t) where fact.value.purchasedAt <= t {
+            let end = end(of: fact.value, at: t)
+            guard t < end else { continue }
+            if let current = best, (current.transaction.value.purchasedAt, current.transaction.position) > (fact.value.purchasedAt, fact.position) { continue }
+            best = Coverage(transaction: fact, end: end)
+        }
+        return best
+    }
+
+    /// The latest transaction known at `t` (by purchase time), covering or not.
+    public func latestTransaction(at t: Timestamp) -> Dated<Transaction>? {
+        transactions.known(at: t).max { ($0.value.purchasedAt, $0.position) < ($1.value.purchasedAt, $1.position) }
+    }
+
+    /// Whether any transaction is known at `t`.
+    public func hasTransactions(at t: Timestamp) -> Bool { !transactions.known(at: t).isEmpty }
+
+    /// The end of the current or latest covered period known at `t`.
+    public func latestEnd(at t: Timestamp) -> Timestamp? {
+        transactions.known(at: t).map { end(of: $0.value, at: t) }.max()
+    }
+
+    /// The latest billing failure known at `t`, with its grace and issue windows.
+    public func billingEpisode(at t: Timestamp, policy: Policy.Subscription) -> BillingEpisode? {
+        guard let failure = failures.known(at: t).last else { return nil }
+        let original = failure.value.originalId
+        var coveredUntil: Timestamp?
+        var recovered = false
+        for fact in transactions.known(at: t) where fact.value.originalId == original {
+            if fact.value.purchasedAt <= failure.at {
+                let end = end(of: fact.value, at: t)
+                coveredUntil = max(coveredUntil ?? end, end)
+            } else {
+                recovered = true
+            }
+        }
+        let until = coveredUntil ?? failure.at
+        let ended = ends.known(at: t).first { $0.value.originalId == original && $0.at >= failure.at }?.at
+        let storeGrace = policy.billingGraceSource == .store ? failure.value.graceExpiresAt : nil
+        var graceEnd = storeGrace ?? until.adding(seconds: policy.billingGraceDays * 86_400)
+        var issueEnd = until.adding(seconds: policy.billingRetryDays * 86_400)
+        if let ended {
+            graceEnd = min(graceEnd, ended)
+            issueEnd = min(issueEnd, ended)
+        }
+        return BillingEpisode(failure: failure, coveredUntil: until, graceEnd: graceEnd, graceFromStore: storeGrace != nil,
+                              issueEnd: issueEnd, recovered: recovered)
+    }
+
+    /// SPEC §4's `billingIssue`, the one definition entitlement and badge share: from a failed
+    /// renewal until a renewal purchased after it, a `subscription.expired`, or the failure's
+    /// last covered period end + billingRetryDays, whichever comes first.
+    public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
+        guard let episode = billingEpisode(at: t, policy: policy) else { return false }
+        return !episode.recovered && t < episode.issueEnd
+    }
+
+    /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest of a purchase (on) and
+    /// an `auto_renew_changed`.
+    public func autoRenewing(at t: Timestamp) -> Bool? {
+        guard hasTransactions(at: t) else { return nil }
+        let purchase = transactions.known(at: t).last { $0.value.kind == .purchase }
+        let change = autoRenew.known(at: t).last
+        guard let change else { return true }
+        guard let purchase else { return change.value.enabled }
+        return (purchase.at, purchase.position) > (change.at, change.position) ? true : change.value.enabled
+    }
+
+    // MARK: Encoding
+
+    func encode(to writer: inout StateWriter) {
+        writer.write(transactions) { w, t in
+            w.write(t.kind.rawValue); w.write(t.id); w.write(t.originalId); w.write(t.productId)
+            w.write(t.purchasedAt); w.write(t.expiresAt); w.write(t.isTrial)
+        }
+        writer.write(extensions) { w, e in w.write(e.transactionId); w.write(e.expiresAt) }
+        writer.write(marks) { w, m in w.write(m.kind.rawValue); w.write(m.transactionId) }
+        writer.write(failures) { w, f in w.write(f.originalId); w.write(f.graceExpiresAt) { $0.write($1) } }
+        writer.write(ends) { w, e in w.write(e.originalId); w.write(e.graceOnly) }
+        writer.write(autoRenew) { w, a in w.write(a.originalId); w.write(a.enabled) }
+        writer.write(upgrades) { w, u in w.write(u.originalId); w.write(u.newTransactionId); w.write(u.startsAt) }
+    }
+
+    init(from reader: inout StateReader) throws(StateReader.Damaged) {
+        transactions = try reader.dated { r throws(StateReader.Damaged) in
+            guard let kind = Transaction.Kind(rawValue: try r.byte()) else { throw StateReader.Damaged(what: "bad transaction kind") }
+            return Transaction(kind: kind, id: try r.string(), originalId: try r.string(), productId: try r.string(),
+                               purchasedAt: try r.timestamp(), expiresAt: try r.timestamp(), isTrial: try r.bool())
+        }
+        extensions = try reader.dated { r throws(StateReader.Damaged) in Transaction.ID(transactionId: try r.string(), expiresAt: try r.timestamp()) }
+        marks = try reader.dated { r throws(StateReader.Damaged) in
+            guard let kind = Mark.Kind(rawValue: try r.byte()) else { throw StateReader.Damaged(what: "bad mark kind") }
+            return Mark(kind: kind, transactionId: try r.string())
+        }
+        failures = try reader.dated { r throws(StateReader.Damaged) in
+            Failure(originalId: try r.string(), graceExpiresAt: try r.optional { r throws(StateReader.Damaged) in try r.timestamp() })
+        }
+        ends = try reader.dated { r throws(StateReader.Damaged) in End(originalId: try r.string(), graceOnly: try r.bool()) }
+        autoRenew = try reader.dated { r throws(StateReader.Damaged) in AutoRenew(originalId: try r.string(), enabled: try r.bool()) }
+        upgrades = try reader.dated { r throws(StateReader.Damaged) in
+            Upgrade(originalId: try r.string(), newTransactionId: try r.string(), startsAt: try r.timestamp())
+        }
+    }
+}

@@ -1,0 +1,25 @@
+import LMDB
+import LedgerCore
+
+/// Code that runs inside every append's write transaction: the projection engine, which keeps
+/// its read models in the same store and must commit their changes with the events that caused
+/// them (exactly once, read-your-writes).
+///
+/// For each write transaction the log calls `begin`, then the session's `written` once per new
+/// event in position order, then `finish` before the commit. A throw from any of them aborts
+/// the whole transaction: no event and no read-model change is written. `committed` runs after
+/// a successful commit, outside any transaction.
+public protocol CommitObserver: Sendable {
+    /// Starts watching one write transaction; `head` is the last position before it.
+    func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession
+    /// A write transaction committed; `head` is now the last position.
+    func committed(head: UInt64)
+}
+
+/// What a `CommitObserver` does within one write transaction.
+public protocol CommitSession: AnyObject {
+    /// An event was just written in `txn`.
+    func written(_ event: StoredEvent, _ txn: borrowing Transaction) throws
+    /// Every event of the transaction is written; write what is left before it commits.
+    func finish(_ txn: borrowing Transaction) throws
+}

@@ -1,0 +1,120 @@
+import Foundation
+import LMDB
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// The projection engine over real LMDB stores in temporary directories.
+@Suite struct EngineTests {
+    let jan1 = ts("2026-01-01T00:00:00Z")
+
+    /// Read-your-writes: when append returns, the entitlement view reflects it, and the
+    /// model's checkpoint is the log's head (same transaction).
+    @Test func anAppendUpdatesTheModelInItsOwnTransaction() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append([Make.purchase("u1", at: jan1, txn: "t1", expires: days(30, after: jan1))])
+            let view = try ledger.view(EntitlementProjection.self, of: "u1", at: days(1, after: jan1))
+            #expect(view.planState == .pro)
+            #expect(view.reason == .init(rule: "storeCoverage", policyKey: nil, position: 1))
+            let status = try #require(try ledger.engine.statuses().first)
+            #expect(status.name == "entitlement")
+            #expect(status.served?.checkpoint == 1)
+            #expect(status.stale == false)
+        }
+    }
+
+    /// A store written without the engine (a process that only appends) is caught up from the
+    /// model's checkpoint when a Ledger opens it, in batches.
+    @Test func aModelBehindTheLogCatchesUpFromItsCheckpoint() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path)
+                try ledger.append([Make.created("u1", at: jan1)])
+                ledger.close()
+            }
+            do {
+                let log = try EventLog(path: path)
+                try log.append((0..<300).map { i in try Make.purchase("s\(i)", at: jan1, txn: "t\(i)", expires: days(30, after: jan1)).draft() })
+                log.close()
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try ledger.engine.statuses().first?.served?.checkpoint == 301)
+            #expect(try ledger.view(EntitlementProjection.self, of: "s299", at: days(2, after: jan1)).planState == .pro)
+            #expect(try ledger.engine.verify() == [])
+        }
+    }
+
+    /// A rebuild gives back exactly the states incremental appends built, byte for byte, and
+    /// swaps in a new generation while deleting the old one's states.
+    @Test func aRebuildEqualsTheIncrementalModelAndDropsTheOldGeneration() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            for i in 0..<50 {
+                let start = days(Int64(i), after: jan1)
+                try ledger.append([Make.purchase("u\(i % 7)", at: start, txn: "t\(i)", expires: days(30, after: start))])
+            }
+            let before = try ledger.engine.servedStates(of: "entitlement")
+            let generation = try ledger.engine.statuses().first?.served?.id
+            let report = try ledger.engine.rebuild()
+            #expect(report.changes == [])
+            #expect(report.events == 50)
+            let after = try ledger.engine.servedStates(of: "entitlement")
+            #expect(after.map(\.key) == before.map(\.key))
+            #expect(after.map(\.state) == before.map(\.state))
+            #expect(try ledger.engine.statuses().first?.served?.id != generation)
+            #expect(try ledger.engine.storedStateCount() == 7)
+        }
+    }
+
+    /// Appends made while a rebuild runs are in the generation it swaps in.
+    @Test func appendsDuringARebuildAreInTheSwappedGeneration() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append((0..<20).map { i in Make.created("u\(i)", at: jan1) })
+            var appendedDuring = false
+            let report = try ledger.engine.rebuild { progress in
+                guard progress.phase == .writing, !appendedDuring else { return }
+                appendedDuring = true
+                // From another thread's point of view: the writer commits it while the rebuild waits.
+                _ = try? ledger.append([Make.purchase("late", at: jan1, txn: "t-late", expires: days(30, after: jan1))])
+            }
+            #expect(appendedDuring)
+            #expect(report.caughtUp == 1)
+            #expect(try ledger.view(EntitlementProjection.self, of: "late", at: days(1, after: jan1)).planState == .pro)
+            #expect(try ledger.engine.statuses().first?.served?.checkpoint == 21)
+            #expect(try ledger.engine.verify() == [])
+        }
+    }
+
+    /// Subscribers hear of each new head as soon as its commit is durable.
+    @Test func subscribersSeeNewPositionsWithoutPolling() async throws {
+        try await withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            var heads = ledger.positions().makeAsyncIterator()
+            #expect(await heads.next() == 0)
+            let append = Task { try await ledger.append([Make.created("u1", at: jan1), Make.created("u2", at: jan1)]) }
+            #expect(await heads.next() == 2)
+            _ = try await append.value
+            await ledger.waitForPosition(2)
+        }
+    }
+
+    /// A model asked for by a name that does not exist is refused with the names that do.
+    @Test func rebuildingAnUnknownModelNamesTheKnownOnes() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect { try ledger.engine.rebuild(["entitlements"]) } throws: { error in
+                (error as? LedgerError)?.message.contains("the models are entitlement") == true
+            }
+        }
+    }
+}

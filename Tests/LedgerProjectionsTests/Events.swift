@@ -1,0 +1,82 @@
+import LedgerCore
+
+/// A time from RFC 3339 text (the tests' fixed dates).
+func ts(_ text: String) -> Timestamp { Timestamp(rfc3339: text) ?? Timestamp(milliseconds: 0) }
+
+/// Days after a time.
+func days(_ n: Int64, after t: Timestamp) -> Timestamp { t.adding(seconds: n * 86_400) }
+
+/// Typed events for the tests, with the fields that matter as arguments.
+enum Make {
+    static func purchase(_ subject: String, at: Timestamp, txn: String, original: String? = nil, expires: Timestamp,
+                         trial: Bool = false, product: String = "pro.monthly") -> LedgerEvent {
+        var p = SubscriptionPurchased()
+        p.productId = product
+        p.transactionId = txn
+        p.originalTransactionId = original ?? txn
+        p.purchasedAt = at
+        p.expiresAt = expires
+        if trial { p.offer = .freeTrial }
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: p.eventData)
+    }
+
+    static func renewal(_ subject: String, at: Timestamp, txn: String, original: String, expires: Timestamp,
+                        product: String = "pro.monthly") -> LedgerEvent {
+        var r = SubscriptionRenewed()
+        r.productId = product
+        r.transactionId = txn
+        r.originalTransactionId = original
+        r.purchasedAt = at
+        r.expiresAt = expires
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: r.eventData)
+    }
+
+    static func renewalFailed(_ subject: String, at: Timestamp, original: String, graceExpiresAt: Timestamp? = nil) -> LedgerEvent {
+        var f = SubscriptionRenewalFailed()
+        f.originalTransactionId = original
+        f.gracePeriodExpiresAt = graceExpiresAt
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: f.eventData)
+    }
+
+    static func autoRenew(_ subject: String, at: Timestamp, original: String, enabled: Bool) -> LedgerEvent {
+        var c = SubscriptionAutoRenewChanged()
+        c.originalTransactionId = original
+        c.enabled = enabled
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: c.eventData)
+    }
+
+    static func refund(_ subject: String, at: Timestamp, txn: String, original: String) -> LedgerEvent {
+        var r = SubscriptionRefunded()
+        r.transactionId = txn
+        r.originalTransactionId = original
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: r.eventData)
+    }
+
+    static func expired(_ subject: String, at: Timestamp, original: String) -> LedgerEvent {
+        var e = SubscriptionExpired()
+        e.originalTransactionId = original
+        e.reason = .billingRetry
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: e.eventData)
+    }
+
+    static func created(_ subject: String, at: Timestamp, signedIn: Bool = true) -> LedgerEvent {
+        var c = AccountCreated()
+        c.signedIn = signedIn
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: c.eventData)
+    }
+
+    static func grant(_ subject: String, at: Timestamp, until: Timestamp) -> LedgerEvent {
+        var g = SupportEntitlementGranted()
+        g.until = until
+        g.reason = "goodwill"
+        g.agent = "agent-7"
+        return LedgerEvent(subject: subject, occurredAt: at, source: .support, data: g.eventData)
+    }
+
+    static func usage(_ subject: String, at: Timestamp, feature: String = "export") -> LedgerEvent {
+        var u = UsageRecorded()
+        u.feature = feature
+        u.count = 1
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: u.eventData)
+    }
+}
