@@ -97,7 +97,7 @@ case "rebuild":
                 say("phase \(progress.phase.rawValue)")
             }
             // Slow down the writing, so the parent can kill the child in the middle of it.
-            if progress.phase == .writing { usleep(50_000) }
+            if progress.phase == .writing { usleep(2_000_000) }
         }
         say("done \(report.events)")
     } catch {

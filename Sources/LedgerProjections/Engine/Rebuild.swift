@@ -36,6 +36,14 @@ public struct ViewChange: Sendable, Hashable {
     public var from: JSON
     public var to: JSON
 
+    public init(subject: String, model: String, field: String, from: JSON, to: JSON) {
+        self.subject = subject
+        self.model = model
+        self.field = field
+        self.from = from
+        self.to = to
+    }
+
     /// As `rebuild --json` prints it.
     public var json: JSON {
         ["subject": .string(subject), "model": .string(model), "field": .string(field), "from": from, "to": to]

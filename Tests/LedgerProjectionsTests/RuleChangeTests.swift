@@ -1,0 +1,148 @@
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Changing a rule: dry runs, rebuilds under a new policy, staleness.
+@Suite struct RuleChangeTests {
+    let jan1 = ts("2026-01-01T00:00:00Z")
+    let jan31 = ts("2026-01-31T00:00:00Z")
+    let feb5 = ts("2026-02-05T00:00:00Z")
+
+    /// Three subjects at Feb 5: one whose renewal failed on Jan 31 (3 days of grace are over,
+    /// 10 are not), one covered until next year, one whose failure is too old for either.
+    func seeded(_ ledger: Ledger) throws {
+        try ledger.append([
+            Make.created("grace", at: jan1),
+            Make.purchase("grace", at: jan1, txn: "g1", expires: jan31),
+            Make.renewalFailed("grace", at: jan31, original: "g1"),
+            Make.created("steady", at: jan1),
+            Make.purchase("steady", at: jan1, txn: "s1", expires: ts("2027-01-01T00:00:00Z")),
+            Make.created("old", at: ts("2025-10-01T00:00:00Z")),
+            Make.purchase("old", at: ts("2025-10-01T00:00:00Z"), txn: "o1", expires: ts("2025-11-01T00:00:00Z")),
+            Make.renewalFailed("old", at: ts("2025-11-01T00:00:00Z"), original: "o1"),
+        ])
+    }
+
+    var longerGrace: Policy {
+        var policy = Policy.reference
+        policy.subscription.billingGraceDays = 10
+        return policy
+    }
+
+    /// A dry run with a longer billing grace names exactly the subject whose view changes, with
+    /// each changed field from → to and the summary of SPEC §5, and changes nothing served.
+    @Test func aDryRunWithALongerBillingGraceNamesExactlyTheSubjectsThatChange() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try seeded(ledger)
+            let before = try ledger.engine.statuses()
+            let report = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
+            #expect(report.changes == [
+                ViewChange(subject: "grace", model: "entitlement", field: "planState", from: "free", to: "pro"),
+                ViewChange(subject: "grace", model: "entitlement", field: "reason",
+                           from: ["rule": "signedIn", "policyKey": nil, "position": 1],
+                           to: ["rule": "billingGrace", "policyKey": "subscription.billingGraceDays", "position": 3]),
+            ])
+            #expect(report.summary == [
+                "entitlement.planState": ["free→pro": 1],
+                "entitlement.reason": [#"{"rule":"signedIn","policyKey":null,"position":1}→{"rule":"billingGrace","policyKey":"subscription.billingGraceDays","position":3}"#: 1],
+            ])
+            #expect(report.policyFrom == Policy.reference.hash)
+            #expect(report.policyTo == longerGrace.hash)
+            // Nothing served changed.
+            #expect(try ledger.engine.statuses() == before)
+            #expect(try ledger.policy() == .reference)
+            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .free)
+        }
+    }
+
+    /// The real rebuild swaps the model in, and its policy becomes the store's.
+    @Test func theRebuildAppliesTheNewPolicy() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try seeded(ledger)
+            let report = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            #expect(report.dryRun == false)
+            #expect(report.changes.map(\.subject) == ["grace", "grace"])
+            #expect(try ledger.policy() == longerGrace)
+            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
+            let status = try #require(try ledger.engine.statuses().first)
+            #expect(status.served?.policyHash == longerGrace.hash)
+            #expect(status.stale == false)
+            #expect(status.shadow == nil)
+            #expect(try ledger.engine.verify() == [])
+        }
+    }
+
+    /// A store whose policy changed without a rebuild serves models built under the old one:
+    /// they are reported stale, by `statuses` and by `verify`, until rebuilt.
+    @Test func aModelBuiltUnderAnotherPolicyIsStale() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try seeded(ledger)
+            try ledger.log.setPolicy(longerGrace)
+            let status = try #require(try ledger.engine.statuses().first)
+            #expect(status.stale)
+            #expect(status.staleReason?.contains("built under policy") == true)
+            #expect(try ledger.engine.verify().map(\.message).contains { $0.hasPrefix("stale: built under policy") })
+            try ledger.engine.rebuild(compare: false)
+            #expect(try ledger.engine.statuses().first?.stale == false)
+        }
+    }
+
+    /// A model whose code version changed is stale until rebuilt, and the rebuild uses the new code.
+    @Test func aModelBuiltByAnotherCodeVersionIsStale() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path, projections: [Counting.self])
+                try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
+                ledger.close()
+            }
+            let ledger = try Ledger(path: path, projections: [CountingTwice.self])
+            defer { ledger.close() }
+            let status = try #require(try ledger.engine.statuses().first)
+            #expect(status.stale)
+            #expect(status.staleReason == "built by code version 1, this ledger has 2; run `ledger rebuild counting`")
+            #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 2))
+            try ledger.engine.rebuild(compare: false)
+            #expect(try ledger.engine.statuses().first?.stale == false)
+            #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 4))
+        }
+    }
+}
+
+/// A minimal projection: how many usage events a subject recorded.
+enum Counting: Projection {
+    struct State: ProjectionState {
+        var count: UInt64 = 0
+        init() {}
+        func encode(to writer: inout StateWriter) { writer.write(count) }
+        init(from reader: inout StateReader) throws(StateReader.Damaged) { count = try reader.uint() }
+    }
+
+    struct View: ProjectionView {
+        var count: UInt64
+        var json: JSONObject { ["count": .integer(Int64(count))] }
+    }
+
+    static let name = "counting"
+    static let codeVersion: UInt32 = 1
+    static let eventTypes: Set<String> = ["usage.recorded"]
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> View { View(count: state.count) }
+}
+
+/// The same model with changed code: it counts each event twice.
+enum CountingTwice: Projection {
+    typealias State = Counting.State
+    static let name = "counting"
+    static let codeVersion: UInt32 = 2
+    static let eventTypes = Counting.eventTypes
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 2 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+}
