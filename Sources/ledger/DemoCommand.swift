@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import LedgerCore
+import LedgerProjections
 import LedgerStore
 import Synchronization
 
@@ -43,7 +44,9 @@ struct DemoCommand: ParsableCommand {
 
     func run() throws {
         let present = now.flatMap { Timestamp(rfc3339: $0) } ?? Timestamp.now()
-        let log = try global.openLog(create: true)
+        let ledger = try global.openLedger(create: true)
+        defer { ledger.close() }
+        let log = ledger.log
         let histories = (0..<subjects).map { DemoHistory.events(subject: $0, seed: seed, now: present) }
         let total = histories.reduce(0) { $0 + $1.count }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerProjections
 import LedgerStore
 
 struct AppendCommand: ParsableCommand {
@@ -38,11 +39,12 @@ struct AppendCommand: ParsableCommand {
     }
 
     func run() throws {
-        let log = try global.openLog(create: true)
-        defer { log.close() }
+        let ledger = try global.openLedger(create: true)
+        defer { ledger.close() }
         let summary: StreamSummary
         do {
-            summary = try JSONLImport.append(files, to: log, restoring: restore)
+            // The read models are updated in each file's own transaction.
+            summary = try JSONLImport.append(files, to: ledger.log, restoring: restore)
         } catch .input(let problems, let total) {
             report(problems.problems, total: total)
             throw ExitCode(2)
@@ -114,7 +116,7 @@ struct ExportCommand: ParsableCommand {
     }
 
     func run() throws {
-        let log = try global.openLog(readOnly: true)
+        let log = try global.openLogForReading()
         defer { log.close() }
         let events = subject.map { log.events(subject: $0) } ?? log.events(from: from)
         var out: [UInt8] = []

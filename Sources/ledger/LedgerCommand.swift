@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerProjections
 import LedgerStore
 
 /// `ledger`: the command line over the EntitlementLedger library.
@@ -13,8 +14,8 @@ struct LedgerCommand: ParsableCommand {
             The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb.
             Exit codes: 0 ok, 1 failure, 2 usage or input error.
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatsCommand.self, VerifyCommand.self,
-                      SchemasCommand.self, DemoCommand.self, BenchCommand.self]
+        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, RebuildCommand.self,
+                      VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self, BenchCommand.self]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
@@ -71,19 +72,25 @@ struct GlobalOptions: ParsableArguments {
         store ?? ProcessInfo.processInfo.environment["LEDGER_STORE"] ?? "ledger.lmdb"
     }
 
-    /// Opens the store's log, turning errors into a message that says what to do.
-    func openLog(readOnly: Bool = false, create: Bool = false) throws -> EventLog {
-        let path = storePath
-        let exists = FileManager.default.fileExists(atPath: path + "/data.mdb")
-        if !create && !exists {
-            throw CommandFailure.failure("no store at \(path); create one with `ledger init --store \(path)` or pass --store")
-        }
+    /// Opens the store with its read models (caught up to the log), creating it with `policy`
+    /// (default: the reference policy) when `create` allows; errors say what to do.
+    func openLedger(create: Bool = false, policy: Policy? = nil) throws -> Ledger {
+        try requireStore(unless: create)
+        return try Ledger(path: storePath, policy: policy)
+    }
+
+    /// Opens only the store's log, for reading (export needs no read models).
+    func openLogForReading() throws -> EventLog {
+        try requireStore(unless: false)
         var options = EventLog.Options()
-        options.readOnly = readOnly
-        let log = try EventLog(path: path, options: options)
-        // A new store starts with the reference policy (`init --policy` then replaces it).
-        if !exists && !readOnly { try log.setPolicy(.reference) }
-        return log
+        options.readOnly = true
+        return try EventLog(path: storePath, options: options)
+    }
+
+    private func requireStore(unless create: Bool) throws {
+        if !create && !FileManager.default.fileExists(atPath: storePath + "/data.mdb") {
+            throw CommandFailure.failure("no store at \(storePath); create one with `ledger init --store \(storePath)` or pass --store")
+        }
     }
 
     /// `--store` and `--json` may come before the subcommand (`ledger --store s stats`);

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerProjections
 import LedgerStore
 
 struct InitCommand: ParsableCommand {
@@ -29,9 +30,8 @@ struct InitCommand: ParsableCommand {
             throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store")
         }
         let chosen = try policy.map(readPolicy) ?? Policy.reference
-        let log = try global.openLog(create: true)
-        defer { log.close() }
-        try log.setPolicy(chosen)
+        let ledger = try global.openLedger(create: true, policy: chosen)
+        ledger.close()
         if global.json {
             print(JSON.object([
                 ("store", .string(path)), ("created", .bool(true)),
@@ -60,8 +60,12 @@ func readPolicy(_ file: String) throws -> Policy {
 struct StatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Counts, positions and sizes of a store.",
+        abstract: "Counts, positions, sizes, and each read model's checkpoint and policy.",
         discussion: """
+            A model is stale when the code version or the policy that built its served generation differs \
+            from this ledger's and the store's: its answers may not follow the current rules until \
+            `ledger rebuild MODEL`.
+
             Example:
               ledger stats --store customers.lmdb --json
             """
@@ -70,40 +74,52 @@ struct StatsCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let log = try global.openLog(readOnly: true)
-        let stats = try log.stats()
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let stats = try ledger.log.stats()
+        let policy = try ledger.policy()
+        let models = try ledger.engine.statuses()
         if global.json {
-            // The read models arrive with the projection engine; until then none is listed.
-            let policy = try log.policy()
             print(JSON.object([
                 ("events", .uint(stats.events)),
                 ("subjects", .uint(stats.subjects)),
                 ("lastPosition", .uint(stats.lastPosition)),
-                ("policy", policy.map { p in .object([("name", .string(p.name)), ("version", .integer(p.version)), ("hash", .string(p.hash))]) } ?? .null),
-                ("models", .object([])),
+                ("policy", .object([("name", .string(policy.name)), ("version", .integer(policy.version)), ("hash", .string(policy.hash))])),
+                ("models", .object(models.map { ($0.name, $0.json) })),
                 ("storeBytes", .int(stats.usedBytes)),
             ]).text)
-        } else {
-            print("""
-                Store          \(log.path)
-                Events         \(stats.events)
-                Subjects       \(stats.subjects)
-                Last position  \(stats.lastPosition)
-                Policy         \((try log.policy()).map { "\($0.name) v\($0.version) (\($0.hash.prefix(12))…)" } ?? "none recorded")
-                Size           \(formatBytes(stats.usedBytes)) used of a \(formatBytes(stats.mapSize)) map
-                """)
+            return
         }
+        print("""
+            Store          \(ledger.log.path)
+            Events         \(stats.events)
+            Subjects       \(stats.subjects)
+            Last position  \(stats.lastPosition)
+            Policy         \(policy.name) v\(policy.version) (\(policy.hash.prefix(12))…)
+            Size           \(formatBytes(stats.usedBytes)) used of a \(formatBytes(stats.mapSize)) map
+
+            """)
+        var rows = [["MODEL", "CHECKPOINT", "POLICY", "CODE", "STATE"]]
+        for model in models {
+            rows.append([
+                model.name, model.served.map { String($0.checkpoint) } ?? "–", model.served.map { String($0.policyHash.prefix(12)) + "…" } ?? "–",
+                model.served.map { "v\($0.codeVersion)" } ?? "–",
+                model.staleReason.map { "stale: \($0)" } ?? (model.shadow != nil ? "current (an unfinished rebuild left a shadow)" : "current"),
+            ])
+        }
+        printTable(rows)
     }
 }
 
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check the log: gap-free positions, the hash chain, both indexes.",
+        abstract: "Check the log and every read model.",
         discussion: """
-            Walks every event, recomputes its SHA-256 link to its predecessor, and checks the id and
-            (subject, version) indexes both ways. Reports the first bad position and what is wrong;
-            exits 1 when it finds a problem.
+            Walks every event, recomputes its SHA-256 link to its predecessor, and checks the id and \
+            (subject, version) indexes both ways. Then folds the whole log afresh and compares every \
+            served read model with it, state by state, byte for byte; a stale model (built by another \
+            code version or policy) is a problem too. Exits 1 when it finds one.
 
             Example:
               ledger verify --store customers.lmdb
@@ -113,22 +129,42 @@ struct VerifyCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let log = try global.openLog(readOnly: true)
-        let report = try log.verify()
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let report = try ledger.log.verify()
+        let models = report.isValid ? try ledger.engine.verify() : []
+        let ok = report.isValid && models.isEmpty
         if global.json {
             print(JSON.object([
-                ("ok", .bool(report.isValid)),
+                ("ok", .bool(ok)),
                 ("eventsChecked", .uint(report.eventsChecked)),
                 ("problem", report.problem.map { p in
                     .object([("kind", .string(p.kind.rawValue)), ("position", .uint(p.position)), ("message", .string(p.message))])
                 } ?? .null),
+                ("models", .array(models.map { p in
+                    .object([("model", .string(p.model)), ("key", p.key.map(JSON.string) ?? .null), ("message", .string(p.message))])
+                })),
             ]).text)
         } else if let problem = report.problem {
             print("FAILED after \(report.eventsChecked) good events: \(problem)")
+        } else if !models.isEmpty {
+            print("Log OK: \(report.eventsChecked) events. Read models FAILED:")
+            for problem in models { print("  \(problem)") }
         } else {
-            print("OK: \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete.")
+            print("OK: \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.engine.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
         }
-        if !report.isValid { throw ExitCode(1) }
+        if !ok { throw ExitCode(1) }
+    }
+}
+
+/// Prints rows as columns padded to their widest cell.
+func printTable(_ rows: [[String]], indent: String = "") {
+    guard let columns = rows.map(\.count).max() else { return }
+    var widths = [Int](repeating: 0, count: columns)
+    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+    for row in rows {
+        let cells = row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+        print(indent + cells.joined(separator: "  "))
     }
 }
 

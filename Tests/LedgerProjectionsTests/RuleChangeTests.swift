@@ -42,13 +42,15 @@ import Testing
             let report = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
             #expect(report.changes == [
                 ViewChange(subject: "grace", model: "entitlement", field: "planState", from: "free", to: "pro"),
-                ViewChange(subject: "grace", model: "entitlement", field: "reason",
-                           from: ["rule": "signedIn", "policyKey": nil, "position": 1],
-                           to: ["rule": "billingGrace", "policyKey": "subscription.billingGraceDays", "position": 3]),
+                ViewChange(subject: "grace", model: "entitlement", field: "reason.rule", from: "signedIn", to: "billingGrace"),
+                ViewChange(subject: "grace", model: "entitlement", field: "reason.policyKey", from: nil, to: "subscription.billingGraceDays"),
+                ViewChange(subject: "grace", model: "entitlement", field: "reason.position", from: 1, to: 3),
             ])
             #expect(report.summary == [
                 "entitlement.planState": ["free→pro": 1],
-                "entitlement.reason": [#"{"rule":"signedIn","policyKey":null,"position":1}→{"rule":"billingGrace","policyKey":"subscription.billingGraceDays","position":3}"#: 1],
+                "entitlement.reason.rule": ["signedIn→billingGrace": 1],
+                "entitlement.reason.policyKey": ["null→subscription.billingGraceDays": 1],
+                "entitlement.reason.position": ["1→3": 1],
             ])
             #expect(report.policyFrom == Policy.reference.hash)
             #expect(report.policyTo == longerGrace.hash)
@@ -67,7 +69,7 @@ import Testing
             try seeded(ledger)
             let report = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
             #expect(report.dryRun == false)
-            #expect(report.changes.map(\.subject) == ["grace", "grace"])
+            #expect(Set(report.changes.map(\.subject)) == ["grace"])
             #expect(try ledger.policy() == longerGrace)
             #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
             let status = try #require(try ledger.engine.statuses().first)

@@ -195,7 +195,11 @@ extension ProjectionEngine {
                     let generation = try storage.served(model.name, txn)
                     changes += try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn)
                 }
-                changes.sort { ($0.subject, $0.model) < ($1.subject, $1.model) }
+                // By subject, then in model and field order (the sort is made stable by the index).
+                let order = Dictionary(uniqueKeysWithValues: chosen.enumerated().map { ($1.name, $0) })
+                changes = changes.enumerated().sorted {
+                    ($0.element.subject, order[$0.element.model] ?? 0, $0.offset) < ($1.element.subject, order[$1.element.model] ?? 0, $1.offset)
+                }.map(\.element)
             }
             let report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
                                        changes: changes, events: head, caughtUp: 0, foldSeconds: foldSeconds)
@@ -227,11 +231,26 @@ extension ProjectionEngine {
             let new: JSONObject = try fold.encodedState(of: key).map { bytes in
                 try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
             } ?? (try model.viewJSON(nil, at, newPolicy))
-            for member in new.members where old[member.key] != member.value {
-                changes.append(ViewChange(subject: key, model: model.name, field: member.key, from: old[member.key] ?? .null, to: member.value))
+            let before = Self.flatten(old)
+            for (field, value) in Self.flatten(new) where before[field] != value {
+                changes.append(ViewChange(subject: key, model: model.name, field: field, from: before[field] ?? .null, to: value))
             }
         }
         return changes
+    }
+
+    /// A view's leaves with their dotted paths (`reason.rule`), in the view's order: a change
+    /// names the very field that differs, and the summary counts transitions per field.
+    static func flatten(_ object: JSONObject, prefix: String = "") -> FlatView {
+        var leaves: [(String, JSON)] = []
+        for member in object.members {
+            if case .object(let inner) = member.value, !inner.members.isEmpty {
+                leaves += flatten(inner, prefix: prefix + member.key + ".").pairs
+            } else {
+                leaves.append((prefix + member.key, member.value))
+            }
+        }
+        return .init(pairs: leaves)
     }
 
     /// Writes each fold as a new shadow generation, sorted, a batch of states per write
@@ -325,6 +344,15 @@ extension ProjectionEngine {
             if !more { return }
         }
     }
+}
+
+/// A view's leaves by dotted path, in order.
+struct FlatView: Sequence {
+    var pairs: [(String, JSON)]
+
+    subscript(field: String) -> JSON? { pairs.first { $0.0 == field }?.1 }
+
+    func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
 }
 
 extension Duration {

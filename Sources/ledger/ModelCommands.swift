@@ -1,0 +1,207 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+
+/// Parses a command-line time (`--at`, `--now`…): any RFC 3339 time with a zone.
+func parseTime(_ text: String, option: String) throws -> Timestamp {
+    guard let t = Timestamp(rfc3339: text) else {
+        throw ValidationError("\(option): expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got \(text)")
+    }
+    return t
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Every read model's view of one subject at a time (default now).",
+        discussion: """
+            The view at T uses only events whose occurredAt is at or before T. A subject the store has \
+            never seen is a guest, not an error. A model that is stale (see `ledger stats`) is still \
+            shown, with a warning on standard error.
+
+            Examples:
+              ledger status user-42
+              ledger status user-42 --at 2026-03-05T00:00:00Z --json
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The subject (account) to show.")
+    var subject: String
+
+    @Option(help: "The time to evaluate at (RFC 3339; default: now).")
+    var at: String?
+
+    func validate() throws {
+        if let at { _ = try parseTime(at, option: "--at") }
+        if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
+    }
+
+    func run() throws {
+        let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let (views, stale) = try ledger.engine.views(of: subject, at: t)
+        for name in stale {
+            FileHandle.standardError.write(Data("ledger: warning: the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)\n".utf8))
+        }
+        if global.json {
+            print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, JSON.object($0.view)) }).text)
+            return
+        }
+        print("\(subject) at \(t)")
+        for (model, view) in views {
+            print("")
+            print(model)
+            printTable(view.members.map { ["  " + $0.key, human($0.value)] })
+        }
+    }
+
+    /// A view value for people: strings bare, null as –, objects as key=value.
+    func human(_ value: JSON) -> String {
+        switch value {
+        case .null: return "–"
+        case .string(let text): return text
+        case .array(let items): return items.isEmpty ? "none" : items.map(human).joined(separator: ", ")
+        case .object(let object): return object.members.map { "\($0.key)=\(human($0.value))" }.joined(separator: " ")
+        default: return value.serialized()
+        }
+    }
+}
+
+struct RebuildCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebuild",
+        abstract: "Rebuild read models from scratch into a shadow copy, report what changes, and swap atomically.",
+        discussion: """
+            Folds the whole log again (all models, or those named) into a new generation while appends go \
+            on, compares every subject's views at --at (default now) with the served ones, then catches the \
+            new generation up and swaps it in in one transaction: readers see the old model or the new, never \
+            half. With --policy the new generation is built under that policy, which becomes the store's. \
+            With --dry-run nothing is written: the report says exactly who would change, field by field.
+
+            Examples:
+              ledger rebuild --policy Schemas/policies/photolala.json --dry-run
+              ledger rebuild entitlement --at 2026-03-05T00:00:00Z --json
+              ledger rebuild
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "Models to rebuild (default: all).")
+    var models: [String] = []
+
+    @Option(help: "A policy document to build under (default: the store's).")
+    var policy: String?
+
+    @Flag(help: "Report what would change; change nothing.")
+    var dryRun = false
+
+    @Option(help: "The time views are compared at (RFC 3339; default: now).")
+    var at: String?
+
+    @Option(help: "At most this many changes listed in the human output (the summary counts them all).")
+    var limit = 50
+
+    func validate() throws {
+        if let at { _ = try parseTime(at, option: "--at") }
+    }
+
+    func run() throws {
+        let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        let chosen = try policy.map(readPolicy)
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let before = try ledger.policy()
+        let progress = ProgressLine(enabled: !global.json)
+        let result = Result { () throws(LedgerError) -> RebuildReport in
+            try ledger.engine.rebuild(models, policy: chosen, dryRun: dryRun, at: t) { step in progress.show(step) }
+        }
+        progress.clear()
+        let report: RebuildReport
+        switch result {
+        case .success(let built):
+            report = built
+        case .failure(let error):
+            // An unknown model name is a usage error.
+            throw error.code == .invalidEvent ? CommandFailure.input(error.message) : error
+        }
+        if global.json {
+            print(report.json.serialized())
+            return
+        }
+        let after = chosen ?? before
+        let rate = report.foldSeconds > 0 ? Double(report.events) / report.foldSeconds : 0
+        print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")) from \(report.events) events in \(String(format: "%.2f", report.foldSeconds)) s (\(Int(rate)) events/s).")
+        print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t).")
+        let subjects = Set(report.changes.map(\.subject)).count
+        if report.changes.isEmpty {
+            print("No view changes.")
+        } else {
+            print("")
+            print("\(report.changes.count) field change\(report.changes.count == 1 ? "" : "s") in \(subjects) subject\(subjects == 1 ? "" : "s"):")
+            var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
+            for change in report.changes.prefix(limit) {
+                rows.append([change.subject, change.model, change.field, short(change.from), short(change.to)])
+            }
+            printTable(rows, indent: "  ")
+            if report.changes.count > limit { print("  … and \(report.changes.count - limit) more (--limit, or --json for all)") }
+            print("")
+            print("Summary:")
+            let summary = report.summary
+            var summaryRows: [[String]] = []
+            for field in summary.keys.sorted() {
+                for (transition, count) in (summary[field] ?? [:]).sorted(by: { $0.value > $1.value }) {
+                    summaryRows.append([field, short(transition), String(count)])
+                }
+            }
+            printTable(summaryRows, indent: "  ")
+        }
+        print("")
+        if dryRun {
+            print("Nothing was changed (--dry-run). Run without --dry-run to swap the new build in.")
+        } else if report.caughtUp > 0 {
+            print("Swapped in, with \(report.caughtUp) events appended meanwhile.")
+        } else {
+            print("Swapped in.")
+        }
+    }
+
+    private func short(_ value: JSON) -> String { short(value.serialized().trimmingCharacters(in: CharacterSet(charactersIn: "\""))) }
+
+    private func short(_ text: String) -> String { text.count > 60 ? String(text.prefix(59)) + "…" : text }
+}
+
+/// A one-line progress report on standard error, redrawn in place: only on a terminal, never
+/// with --json.
+final class ProgressLine {
+    private let enabled: Bool
+    private var lastDraw = ContinuousClock.now
+    private var drawn = false
+
+    init(enabled: Bool) {
+        self.enabled = enabled && isatty(2) == 1
+    }
+
+    func show(_ progress: RebuildProgress) {
+        guard enabled, ContinuousClock.now - lastDraw > .milliseconds(100) else { return }
+        lastDraw = ContinuousClock.now
+        let fraction = progress.total > 0 ? Double(progress.done) / Double(progress.total) : 0
+        let width = 24
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
+        let eta = progress.secondsLeft.map { String(format: " ETA %.0f s", $0) } ?? ""
+        let line = "\(progress.phase.rawValue) [\(bar)] \(progress.done)/\(progress.total) \(Int(progress.perSecond))/s\(eta)"
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        drawn = true
+    }
+
+    func clear() {
+        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        drawn = false
+    }
+}
