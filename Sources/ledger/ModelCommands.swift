@@ -144,12 +144,14 @@ struct RebuildCommand: ParsableCommand {
         } else {
             print("")
             print("\(report.changes.count) field change\(report.changes.count == 1 ? "" : "s") in \(subjects) subject\(subjects == 1 ? "" : "s"):")
-            var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
-            for change in report.changes.prefix(limit) {
-                rows.append([change.subject, change.model, change.field, short(change.from), short(change.to)])
+            if limit > 0 {
+                var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
+                for change in report.changes.prefix(limit) {
+                    rows.append([change.subject, change.model, change.field, short(change.from), short(change.to)])
+                }
+                printTable(rows, indent: "  ")
             }
-            printTable(rows, indent: "  ")
-            if report.changes.count > limit { print("  … and \(report.changes.count - limit) more (--limit, or --json for all)") }
+            if report.changes.count > limit { print("  … \(limit > 0 ? "and \(report.changes.count - limit) more" : "not listed") (--limit N, or --json for all)") }
             print("")
             print("Summary:")
             let summary = report.summary

@@ -50,7 +50,6 @@ import Testing
                 "entitlement.planState": ["free→pro": 1],
                 "entitlement.reason.rule": ["signedIn→billingGrace": 1],
                 "entitlement.reason.policyKey": ["null→subscription.billingGraceDays": 1],
-                "entitlement.reason.position": ["1→3": 1],
             ])
             #expect(report.policyFrom == Policy.reference.hash)
             #expect(report.policyTo == longerGrace.hash)

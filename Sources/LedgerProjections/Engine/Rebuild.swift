@@ -77,9 +77,11 @@ public struct RebuildReport: Sendable {
     public var foldSeconds: Double
 
     /// Per `model.field`, how many subjects went from each value to each other (`free→pro`).
+    /// Fields that cite an event's position (`reason.position`) are left out: a position names
+    /// one subject's event, not a state shared by many; `changes` lists them.
     public var summary: [String: [String: Int]] {
         var summary: [String: [String: Int]] = [:]
-        for change in changes {
+        for change in changes where !change.field.hasSuffix("position") {
             summary["\(change.model).\(change.field)", default: [:]]["\(ViewChange.label(change.from))→\(ViewChange.label(change.to))", default: 0] += 1
         }
         return summary
