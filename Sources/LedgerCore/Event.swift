@@ -106,7 +106,7 @@ public struct EventDraft: Sendable, Hashable {
     /// Decodes bytes that must be UTF-8.
     /// - Throws: `LedgerError.invalidEvent` naming `field` when they are not.
     public static func decodeUTF8(_ bytes: some Collection<UInt8>, field: String) throws(LedgerError) -> String {
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        guard let text = StrictUTF8.string(bytes) else {
             throw LedgerError(.invalidEvent, "is not valid UTF-8", field: field)
         }
         return text
@@ -204,5 +204,28 @@ public enum ExpectedVersion: Sendable, Hashable, CustomStringConvertible {
         case .noStream: "no stream"
         case .exact(let v): "version \(v)"
         }
+    }
+}
+
+/// Strict UTF-8 decoding, fast: the standard library's `String(decoding:)` is specialized and
+/// quick but repairs bad bytes. ASCII (most ids, types and subjects) needs no check; otherwise
+/// decoding is the identity exactly on valid UTF-8, so comparing the result with the input
+/// rejects what it repaired. (`String(validating:)` is several times slower.)
+public enum StrictUTF8 {
+    public static func string<C: Collection<UInt8>>(_ bytes: C) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if bytes.allSatisfy({ $0 < 0x80 }) { return text }
+        return text.utf8.elementsEqual(bytes) ? text : nil
+    }
+
+    public static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        var ascii = true
+        for byte in bytes where byte >= 0x80 {
+            ascii = false
+            break
+        }
+        if ascii { return text }
+        return text.utf8.count == bytes.count && text.utf8.elementsEqual(bytes) ? text : nil
     }
 }

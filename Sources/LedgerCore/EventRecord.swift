@@ -254,7 +254,7 @@ struct RecordReader {
         guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field)") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
-        guard let text = String(validating: slice, as: UTF8.self) else { throw corrupt("\(field) is not valid UTF-8") }
+        guard let text = StrictUTF8.string(slice) else { throw corrupt("\(field) is not valid UTF-8") }
         return text
     }
 }

@@ -28,7 +28,10 @@ public enum EventCatalog {
     /// Decodes a stored binary payload and upcasts it to the type's current layout.
     /// - Returns: `nil` when the type or version is unknown or the bytes do not decode.
     public static func decode(type: String, version: UInt16, payload: [UInt8]) -> EventData? {
-        guard var value = layout(of: type, version: version)?.decodeBinary(payload) else { return nil }
+        guard let layout = layout(of: type, version: version) else { return nil }
+        // The current layout's decoder makes the typed data directly, with no dynamic casts.
+        if let decodeData = layout.decodeEventData { return decodeData(payload) }
+        guard var value = layout.decodeBinary(payload) else { return nil }
         while let legacy = value as? any LegacyPayloadLayout { value = legacy.upcast() }
         return (value as? any EventPayload)?.eventData
     }
@@ -67,6 +70,8 @@ public struct Layout: Sendable {
     let encodeJSON: @Sendable (any PayloadLayout) -> JSONObject
     let encodeBinary: @Sendable (any PayloadLayout) -> [UInt8]
     let decodeBinary: @Sendable ([UInt8]) -> (any PayloadLayout)?
+    /// For a current layout: the payload decoded straight to `EventData`.
+    let decodeEventData: (@Sendable ([UInt8]) -> EventData?)?
 
     init<T: PayloadLayout>(_: T.Type) {
         let fields = T.fields
@@ -116,6 +121,22 @@ public struct Layout: Sendable {
             var value = T()
             for field in fields { guard field.read(&reader, &value) else { return nil } }
             return reader.isAtEnd ? value : nil
+        }
+        if let current = T.self as? any EventPayload.Type {
+            decodeEventData = Self.dataDecoder(current, fields: fields)
+        } else {
+            decodeEventData = nil
+        }
+    }
+
+    /// For a current layout: binary payload → `EventData`, statically typed.
+    private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, fields: [Field<T>]) -> (@Sendable ([UInt8]) -> EventData?)? {
+        guard let fields = fields as? [Field<E>] else { return nil }
+        return { bytes in
+            var reader = PayloadReader(bytes)
+            var value = E()
+            for field in fields { guard field.read(&reader, &value) else { return nil } }
+            return reader.isAtEnd ? value.eventData : nil
         }
     }
 

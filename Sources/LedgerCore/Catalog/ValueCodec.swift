@@ -194,7 +194,7 @@ struct PayloadReader {
     }
 
     mutating func string() -> String? {
-        lengthPrefixed().flatMap { String(validating: $0, as: UTF8.self) }
+        lengthPrefixed().flatMap { StrictUTF8.string($0) }
     }
 }
 

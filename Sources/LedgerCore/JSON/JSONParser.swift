@@ -173,7 +173,7 @@ private struct Parser {
         guard let stop = current else { throw error("unterminated string") }
         if stop == UInt8(ascii: "\"") {
             let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
-            guard let text = String(validating: raw, as: UTF8.self) else { throw error("string is not valid UTF-8") }
+            guard let text = StrictUTF8.string(raw) else { throw error("string is not valid UTF-8") }
             index += 1
             return text
         }
@@ -222,7 +222,7 @@ private struct Parser {
                 throw error("invalid escape \\\(describe(e))")
             }
         }
-        guard let text = String(validating: out, as: UTF8.self) else { throw error("string is not valid UTF-8") }
+        guard let text = StrictUTF8.string(out) else { throw error("string is not valid UTF-8") }
         return text
     }
 

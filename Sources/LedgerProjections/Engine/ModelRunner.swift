@@ -46,11 +46,15 @@ final class TypedFold<P: Projection>: StateFold {
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
         guard let key = P.key(for: event) else { return }
-        if states[key] == nil {
-            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) } } ?? P.State()
+        var index = states.index(forKey: key)
+        if index == nil {
+            let loaded = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) } }
+            states[key] = loaded ?? P.State()
+            index = states.index(forKey: key)
         }
-        // Mutates in place: the dictionary's storage is not copied.
-        P.apply(event, to: &states[key, default: P.State()])
+        guard let index else { return }
+        // Mutates the stored state in place: no copy of its arrays.
+        P.apply(event, to: &states.values[index])
     }
 
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] {

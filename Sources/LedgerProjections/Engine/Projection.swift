@@ -182,7 +182,7 @@ public struct StateReader {
         guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
-        guard let text = String(validating: slice, as: UTF8.self) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
+        guard let text = StrictUTF8.string(slice) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
         return text
     }
 

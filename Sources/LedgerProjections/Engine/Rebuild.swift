@@ -223,14 +223,15 @@ extension ProjectionEngine {
             }
         }
         var changes: [ViewChange] = []
+        // The same state under the same policy gives the same view: only the states that differ
+        // need their views computed, unless the policy changes.
+        let samePolicy = servedPolicy == newPolicy
         for key in keys {
-            let old: JSONObject
-            if let generation, let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(generation.id, key)) {
-                old = try model.viewJSON(bytes, at, servedPolicy)
-            } else {
-                old = try model.viewJSON(nil, at, servedPolicy)
-            }
-            let new: JSONObject = try fold.encodedState(of: key).map { bytes in
+            let stored = try generation.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
+            let encoded = fold.encodedState(of: key)
+            if samePolicy, let stored, let encoded, stored.elementsEqual(encoded) { continue }
+            let old = try model.viewJSON(stored, at, servedPolicy)
+            let new: JSONObject = try encoded.map { bytes in
                 try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
             } ?? (try model.viewJSON(nil, at, newPolicy))
             let before = Self.flatten(old)
