@@ -238,8 +238,9 @@ public struct LogStats: Sendable, Hashable {
 }
 
 extension LedgerError {
-    /// Wraps an error from the storage underneath.
-    static func storage(_ error: any Error, doing what: String) -> LedgerError {
+    /// Wraps an error from the storage underneath: a `LedgerError` as it is, an LMDB error as
+    /// `.storage` with its return code, saying what was being done.
+    public static func storage(_ error: any Error, doing what: String) -> LedgerError {
         if let error = error as? LedgerError { return error }
         if let lmdb = error as? LMDBError {
             var wrapped = LedgerError(.storage, "\(what): \(lmdb)")

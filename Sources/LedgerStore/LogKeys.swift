@@ -20,6 +20,10 @@ public enum LogSchema {
     public static let subjectCountKey = Array("subjects".utf8)
     /// The `meta` key of the policy document.
     public static let policyKey = Array("policy".utf8)
+    /// The stored form of a policy under `policyKey`: its canonical JSON.
+    public static func policyValue(_ policy: Policy) -> [UInt8] {
+        Array(policy.json.serialized(sortedKeys: true).utf8)
+    }
     /// The store layout this code writes.
     public static let storeFormat: UInt8 = 1
 

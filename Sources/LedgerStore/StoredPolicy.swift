@@ -19,7 +19,7 @@ extension EventLog {
 
     /// Records `policy` (its canonical JSON) as the store's policy.
     public func setPolicy(_ policy: Policy) throws(LedgerError) {
-        let bytes = Array(policy.json.serialized(sortedKeys: true).utf8)
+        let bytes = LogSchema.policyValue(policy)
         do {
             try storage.env.write { txn in try txn.put(storage.meta, key: LogSchema.policyKey, value: bytes) }
         } catch {

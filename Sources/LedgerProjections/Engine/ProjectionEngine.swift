@@ -86,7 +86,7 @@ public final class ProjectionEngine: CommitObserver {
     // MARK: Catch-up (any thread but the writer's)
 
     /// Brings every model up to the head of the log, a batch of events per write transaction.
-    /// Returns how many events were applied to some model.
+    /// Returns the last position it applied to some model (0 when all were up to date).
     @discardableResult
     public func catchUp(batch: UInt64 = 50_000) throws(LedgerError) -> UInt64 {
         var applied: UInt64 = 0
@@ -163,17 +163,11 @@ final class InlineSession: CommitSession {
 }
 
 extension LedgerError {
-    /// Wraps an error from the store underneath.
+    /// Wraps an error from the store underneath, or a read model's state that does not decode.
     static func wrapping(_ error: any Error, doing what: String) -> LedgerError {
-        if let error = error as? LedgerError { return error }
-        if let lmdb = error as? LMDBError {
-            var wrapped = LedgerError(.storage, "\(what): \(lmdb)")
-            wrapped.storageCode = lmdb.returnCode
-            return wrapped
-        }
         if let damaged = error as? StateReader.Damaged {
             return LedgerError(.corruptRecord, "\(what): a read model's state is damaged (\(damaged)); run `ledger rebuild`")
         }
-        return LedgerError(.storage, "\(what): \(error)")
+        return .storage(error, doing: what)
     }
 }

@@ -118,6 +118,9 @@ extension ProjectionEngine {
     public func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         compare: Bool = true, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
         let chosen = try choose(names)
+        guard !chosen.isEmpty else {
+            throw LedgerError(.invalidEvent, "this ledger has no read models registered, so there is nothing to rebuild")
+        }
         let alreadyRunning = rebuildLock.withLock { running in
             defer { running = true }
             return running
@@ -298,9 +301,8 @@ extension ProjectionEngine {
     private func swap(_ chosen: [ModelRunner], _ shadows: [Generation], newPolicy: Policy?,
                       progress: (RebuildProgress) -> Void) throws -> UInt64 {
         let start = shadows.map(\.checkpoint).min() ?? 0
-        var caughtUp: UInt64 = 0
         while true {
-            let swapped = try storage.env.write { txn -> Bool in
+            let (swapped, reached, head) = try storage.env.write { txn -> (Bool, UInt64, UInt64) in
                 let head = try storage.head(txn)
                 var current = try chosen.map { model in
                     guard let shadow = try storage.shadow(model.name, txn) else {
@@ -313,19 +315,18 @@ extension ProjectionEngine {
                 for (i, model) in chosen.enumerated() {
                     current[i] = try catchUp(model, current[i], through: last ? head : current[i].checkpoint + inlineCatchUpLimit, txn, served: false)
                 }
-                progress(RebuildProgress(phase: .catchingUp, done: current[0].checkpoint - start, total: head - start, perSecond: 0))
-                caughtUp = head - start
-                guard last else { return false }
-                if let newPolicy {
-                    try txn.put(storage.meta, key: LogSchema.policyKey, value: Array(newPolicy.json.serialized(sortedKeys: true).utf8))
-                }
+                let reached = current.map(\.checkpoint).min() ?? head
+                guard last else { return (false, reached, head) }
+                if let newPolicy { try txn.put(storage.meta, key: LogSchema.policyKey, value: LogSchema.policyValue(newPolicy)) }
                 for (model, shadow) in zip(chosen, current) {
                     try storage.setServed(model.name, shadow, txn)
                     try storage.setShadow(model.name, nil, txn)
                 }
-                return true
+                return (true, reached, head)
             }
-            if swapped { return caughtUp }
+            // Outside the transaction, so that the callback may append.
+            progress(RebuildProgress(phase: .catchingUp, done: reached - start, total: head - start, perSecond: 0))
+            if swapped { return head - start }
         }
     }
 
