@@ -33,6 +33,20 @@ public struct EntitlementView: ProjectionView, Hashable {
     public var banners: [String]
     public var reason: Reason
 
+    public init(planState: PlanState, trialEligible: Bool, expiresAt: Timestamp?, renewsAt: Timestamp?, autoRenew: Bool?,
+                billingIssue: Bool, purchasePending: Bool, productId: String?, banners: [String], reason: Reason) {
+        self.planState = planState
+        self.trialEligible = trialEligible
+        self.expiresAt = expiresAt
+        self.renewsAt = renewsAt
+        self.autoRenew = autoRenew
+        self.billingIssue = billingIssue
+        self.purchasePending = purchasePending
+        self.productId = productId
+        self.banners = banners
+        self.reason = reason
+    }
+
     public var json: JSONObject {
         [
             "planState": .string(planState.rawValue),
