@@ -161,4 +161,95 @@ import Testing
         #expect(pending.planState == .free)
         #expect(try view(events, at: days(1, after: mar1)).purchasePending == false)
     }
+
+    /// 002: once a subject has had any subscription transaction, no second trial.
+    @Test func aSubjectWhoHadATrialIsNotEligibleForAnother() throws {
+        #expect(try view(trial(), at: mar1.adding(seconds: -1)).trialEligible == true)
+        #expect(try view(trial(), at: ts("2027-01-01T00:00:00Z")).trialEligible == false)
+    }
+
+    /// 004: a reversed refund restores the coverage it had cut.
+    @Test func aReversedRefundRestoresCoverage() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z")
+        var reversal = SubscriptionRefundReversed()
+        reversal.transactionId = "t1"
+        reversal.originalTransactionId = "t1"
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1),
+                      Make.refund("u", at: days(3, after: mar1), txn: "t1", original: "t1"),
+                      LedgerEvent(subject: "u", occurredAt: days(5, after: mar1), source: .appstore, data: reversal.eventData)]
+        #expect(try view(events, at: days(4, after: mar1)).planState == .free)
+        #expect(try view(events, at: days(6, after: mar1)) == EntitlementView(
+            planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: apr1, autoRenew: true, billingIssue: false,
+            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2)))
+    }
+
+    /// 004: a revocation (family sharing removed) ends coverage for good.
+    @Test func aRevocationEndsCoverage() throws {
+        var revoke = SubscriptionRevoked()
+        revoke.transactionId = "t1"
+        revoke.originalTransactionId = "t1"
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
+                      LedgerEvent(subject: "u", occurredAt: days(2, after: mar1), source: .appstore, data: revoke.eventData)]
+        let after = try view(events, at: days(3, after: mar1))
+        #expect(after.planState == .free)
+        #expect(after.expiresAt == days(2, after: mar1))
+    }
+
+    /// 004 SK-D07: an immediate upgrade switches the product at once; the old transaction's
+    /// coverage ends where the new one starts.
+    @Test func anImmediateUpgradeSwitchesTheProductAtOnce() throws {
+        var change = SubscriptionProductChanged()
+        change.originalTransactionId = "t1"
+        change.fromProductId = "pro.monthly"
+        change.toProductId = "pro.yearly"
+        change.effective = .immediate
+        change.transactionId = "t2"
+        change.purchasedAt = days(10, after: mar1)
+        change.expiresAt = ts("2027-03-11T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
+                      LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData)]
+        #expect(try view(events, at: days(11, after: mar1)) == EntitlementView(
+            planState: .pro, trialEligible: false, expiresAt: ts("2027-03-11T09:30:00Z"), renewsAt: ts("2027-03-11T09:30:00Z"), autoRenew: true,
+            billingIssue: false, purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 3)))
+    }
+
+    /// 004 SK-D07: a downgrade at the next renewal changes nothing until that renewal.
+    @Test func aDowngradeWaitsForTheNextRenewal() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z")
+        var change = SubscriptionProductChanged()
+        change.originalTransactionId = "t1"
+        change.fromProductId = "pro.yearly"
+        change.toProductId = "pro.monthly"
+        change.effective = .nextRenewal
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1, product: "pro.yearly"),
+                      LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData),
+                      Make.renewal("u", at: apr1, txn: "t2", original: "t1", expires: ts("2026-05-01T09:30:00Z"), product: "pro.monthly")]
+        #expect(try view(events, at: days(11, after: mar1)).productId == "pro.yearly")
+        #expect(try view(events, at: days(1, after: apr1)).productId == "pro.monthly")
+    }
+
+    /// 004: a renewal date extension moves the period's end.
+    @Test func aRenewalExtensionMovesTheEnd() throws {
+        var extended = SubscriptionRenewalExtended()
+        extended.transactionId = "t1"
+        extended.originalTransactionId = "t1"
+        extended.expiresAt = days(14, after: mar8)
+        let events = trial() + [LedgerEvent(subject: "u", occurredAt: days(2, after: mar1), source: .appstore, data: extended.eventData)]
+        let later = try view(events, at: days(10, after: mar8))
+        #expect(later.planState == .trial)
+        #expect(later.expiresAt == days(14, after: mar8))
+    }
+
+    /// 004 SK-D04: a store fact beats a device snapshot: an expiry after the verification
+    /// voids it.
+    @Test func aStoreFactBeatsADeviceSnapshot() throws {
+        var verified = EntitlementVerified()
+        verified.plan = .pro
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: mar8),
+                      LedgerEvent(subject: "u", occurredAt: mar8.adding(seconds: -600), source: .app, data: verified.eventData),
+                      Make.expired("u", at: mar8, original: "t1")]
+        let after = try view(events, at: mar8.adding(seconds: 600))
+        #expect(after.planState == .free)
+        #expect(after.reason.rule == "signedIn")
+    }
 }
