@@ -115,8 +115,10 @@ public struct EventDraft: Sendable, Hashable {
     /// Checks the envelope's limits, then that the type and schema version are in the event
     /// catalog and the payload decodes under that layout (`EventCatalog.check`): what the log
     /// runs on every event it appends.
+    /// - Returns: the typed data, decoded and upcast (see `EventCatalog.check`).
     /// - Throws: `LedgerError.invalidEvent` naming the first field that breaks a rule.
-    public func validate() throws(LedgerError) {
+    @discardableResult
+    public func validate() throws(LedgerError) -> EventData {
         if let problem = EventLimits.subjectProblem(subject) {
             throw LedgerError(.invalidEvent, "subject " + problem, field: "/subject", subject: subject.isEmpty ? nil : subject)
         }
@@ -135,7 +137,7 @@ public struct EventDraft: Sendable, Hashable {
         if let problem = EventLimits.metaProblem(meta) {
             throw LedgerError(.invalidEvent, "meta " + problem.message, field: problem.pointer, subject: subject)
         }
-        try EventCatalog.check(self)
+        return try EventCatalog.check(self)
     }
 
     private static func isTypeCharacter(_ c: UInt8) -> Bool {
@@ -212,20 +214,10 @@ public enum ExpectedVersion: Sendable, Hashable, CustomStringConvertible {
 /// decoding is the identity exactly on valid UTF-8, so comparing the result with the input
 /// rejects what it repaired. (`String(validating:)` is several times slower.)
 public enum StrictUTF8 {
+    @inlinable
     public static func string<C: Collection<UInt8>>(_ bytes: C) -> String? {
         let text = String(decoding: bytes, as: UTF8.self)
         if bytes.allSatisfy({ $0 < 0x80 }) { return text }
         return text.utf8.elementsEqual(bytes) ? text : nil
-    }
-
-    public static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
-        let text = String(decoding: bytes, as: UTF8.self)
-        var ascii = true
-        for byte in bytes where byte >= 0x80 {
-            ascii = false
-            break
-        }
-        if ascii { return text }
-        return text.utf8.count == bytes.count && text.utf8.elementsEqual(bytes) ? text : nil
     }
 }

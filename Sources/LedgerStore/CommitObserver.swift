@@ -18,8 +18,9 @@ public protocol CommitObserver: Sendable {
 
 /// What a `CommitObserver` does within one write transaction.
 public protocol CommitSession: AnyObject {
-    /// An event was just written in `txn`.
-    func written(_ event: StoredEvent, _ txn: borrowing Transaction) throws
+    /// An event was just written in `txn`; `data` is its payload, decoded and upcast when the
+    /// append checked it.
+    func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws
     /// Every event of the transaction is written; write what is left before it commits.
     func finish(_ txn: borrowing Transaction) throws
 }

@@ -106,10 +106,10 @@ public final class EventLog: Sendable {
     @discardableResult
     public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
         guard !drafts.isEmpty || !expecting.isEmpty else { return AppendResult(outcomes: []) }
-        try Self.validate(drafts)
+        let data = try Self.validate(drafts)
         let writer = try requireWriter()
         let slot = BlockingSlot()
-        try writer.submit(PendingAppend(drafts: drafts, expectations: expecting, completion: .blocking(slot)))
+        try writer.submit(PendingAppend(drafts: drafts, data: data, expectations: expecting, completion: .blocking(slot)))
         return try slot.wait().get()
     }
 
@@ -118,12 +118,12 @@ public final class EventLog: Sendable {
     @discardableResult
     public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) async throws(LedgerError) -> AppendResult {
         guard !drafts.isEmpty || !expecting.isEmpty else { return AppendResult(outcomes: []) }
-        try Self.validate(drafts)
+        let data = try Self.validate(drafts)
         let writer = try requireWriter()
         do {
             return try await withCheckedThrowingContinuation { continuation in
                 do {
-                    try writer.submit(PendingAppend(drafts: drafts, expectations: expecting, completion: .async(continuation)))
+                    try writer.submit(PendingAppend(drafts: drafts, data: data, expectations: expecting, completion: .async(continuation)))
                 } catch {
                     continuation.resume(throwing: error)
                 }
@@ -154,10 +154,14 @@ public final class EventLog: Sendable {
         return writer
     }
 
-    private static func validate(_ drafts: [EventDraft]) throws(LedgerError) {
+    /// Checks every draft; returns each one's typed data, which the commit hands to the
+    /// observer so that the projection engine does not decode the payload again.
+    private static func validate(_ drafts: [EventDraft]) throws(LedgerError) -> [EventData] {
+        var data: [EventData] = []
+        data.reserveCapacity(drafts.count)
         for (index, draft) in drafts.enumerated() {
             do {
-                try draft.validate()
+                data.append(try draft.validate())
             } catch {
                 var error = error
                 error.index = index
@@ -165,6 +169,7 @@ public final class EventLog: Sendable {
                 throw error
             }
         }
+        return data
     }
 
     // MARK: Read
@@ -218,9 +223,6 @@ public final class EventLog: Sendable {
 
     /// The observer made from `Options.observer`, if any.
     public var observer: (any CommitObserver)? { storage.observer }
-
-    /// Whether the log was opened read-only.
-    public var isReadOnly: Bool { writer == nil }
 }
 
 /// Counts and sizes of a log.

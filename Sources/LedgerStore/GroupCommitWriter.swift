@@ -6,6 +6,8 @@ import Synchronization
 /// One caller's batch waiting for the writer thread.
 final class PendingAppend: Sendable {
     let drafts: [EventDraft]
+    /// Each draft's typed data, as its check decoded it.
+    let data: [EventData]
     let expectations: [String: ExpectedVersion]
     private let completion: Completion
 
@@ -14,8 +16,9 @@ final class PendingAppend: Sendable {
         case async(CheckedContinuation<AppendResult, any Error>)
     }
 
-    init(drafts: [EventDraft], expectations: [String: ExpectedVersion], completion: Completion) {
+    init(drafts: [EventDraft], data: [EventData], expectations: [String: ExpectedVersion], completion: Completion) {
         self.drafts = drafts
+        self.data = data
         self.expectations = expectations
         self.completion = completion
     }

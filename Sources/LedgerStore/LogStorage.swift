@@ -94,15 +94,31 @@ struct LogStorage: Sendable {
 
     // MARK: Commit (writer thread only)
 
+    /// One write transaction of appends, as both append paths run it: reads the head and the
+    /// subject count, opens the observer's session, lets `body` write, then records the subject
+    /// count and finishes the session before the commit; tells the observer after it.
+    private func writeAppends<R>(_ body: (borrowing Transaction, inout Head, (any CommitSession)?) throws -> R) throws -> R {
+        let (result, last) = try env.write { txn in
+            var head = try head(txn)
+            head.subjects = try subjectCount(txn)
+            let subjectsBefore = head.subjects
+            let session = try observer?.begin(txn, head: head.position)
+            let result = try body(txn, &head, session)
+            if head.subjects != subjectsBefore {
+                try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
+            }
+            try session?.finish(txn)
+            return (result, head.position)
+        }
+        observer?.committed(head: last)
+        return result
+    }
+
     /// Writes a group of batches in one transaction. Each batch succeeds or fails on its own;
     /// a batch that fails wrote nothing. A storage failure fails the whole group.
     func commit(_ group: [PendingAppend]) -> [Result<AppendResult, LedgerError>] {
         do {
-            let (results, last) = try env.write { txn in
-                var head = try head(txn)
-                head.subjects = try subjectCount(txn)
-                let subjectsBefore = head.subjects
-                let session = try observer?.begin(txn, head: head.position)
+            return try writeAppends { txn, head, session in
                 // recordedAt never goes backwards, even if the wall clock does.
                 let recordedAt = max(clock(), head.recordedAt)
                 var results: [Result<AppendResult, LedgerError>] = []
@@ -114,14 +130,8 @@ struct LogStorage: Sendable {
                         results.append(.failure(error))
                     }
                 }
-                if head.subjects != subjectsBefore {
-                    try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
-                }
-                try session?.finish(txn)
-                return (results, head.position)
+                return results
             }
-            observer?.committed(head: last)
-            return results
         } catch {
             let failure = LedgerError.storage(error, doing: "committing an append")
             return group.map { _ in .failure(failure) }
@@ -190,7 +200,7 @@ struct LogStorage: Sendable {
         for i in fresh {
             let draft = drafts[i]
             let previous = try current(draft.subject)
-            let written = try write(&records[i], idKey: idKeys[i], draft: draft, previousVersion: previous,
+            let written = try write(&records[i], idKey: idKeys[i], draft: draft, data: append.data[i], previousVersion: previous,
                                     recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
@@ -206,7 +216,7 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, previousVersion: UInt64,
+    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, data: EventData, previousVersion: UInt64,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         if previousVersion == 0 { head.subjects += 1 }
@@ -224,7 +234,7 @@ struct LogStorage: Sendable {
         try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
         head.hash = hash
         head.recordedAt = recordedAt
-        try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), txn)
+        try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)
         return (head.position, version)
     }
 
@@ -253,18 +263,15 @@ struct LogStorage: Sendable {
     /// a time so that a batch of any size takes bounded memory. `makeEvents` is called again
     /// (and must start over) if the map fills and the transaction is retried.
     func commitStream(restoring: Bool, _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
-        let (summary, last) = try env.write { txn in
-            var head = try head(txn)
-            head.subjects = try subjectCount(txn)
-            let subjectsBefore = head.subjects
-            let session = try observer?.begin(txn, head: head.position)
+        try writeAppends { txn, head, session in
             let now = max(clock(), head.recordedAt)
             var summary = StreamSummary()
             var source = try makeEvents()
             while let item = try source.next() {
                 let draft = item.draft
+                let data: EventData
                 do {
-                    try draft.validate()
+                    data = try draft.validate()
                 } catch let error as LedgerError {
                     throw item.locate(error)
                 }
@@ -308,19 +315,13 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idKey: idKey, draft: draft,
+                let written = try write(&record, idKey: idKey, draft: draft, data: data,
                                         previousVersion: try version(of: draft.subject, txn), recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position
             }
-            if head.subjects != subjectsBefore {
-                try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
-            }
-            try session?.finish(txn)
-            return (summary, head.position)
+            return summary
         }
-        observer?.committed(head: last)
-        return summary
     }
 }

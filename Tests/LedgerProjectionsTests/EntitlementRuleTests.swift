@@ -252,4 +252,28 @@ import Testing
         #expect(after.planState == .free)
         #expect(after.reason.rule == "signedIn")
     }
+
+    /// SPEC §4 rule 1: after `account.deleted` the subject is a guest, whatever it paid for.
+    @Test func aDeletedAccountIsAGuestEvenWhileCovered() throws {
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
+                      LedgerEvent(subject: "u", occurredAt: days(2, after: mar1), source: .system, data: AccountDeleted().eventData)]
+        #expect(try view(events, at: days(1, after: mar1)).planState == .pro)
+        #expect(try view(events, at: days(2, after: mar1)) == EntitlementView(
+            planState: .guest, trialEligible: false, expiresAt: ts("2026-04-01T09:30:00Z"), renewsAt: nil, autoRenew: true, billingIssue: false,
+            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "deleted", policyKey: nil, position: 3)))
+    }
+
+    /// CH08 L343: a failed purchase ends the pending state without changing the plan.
+    @Test func aFailedPurchaseIsNoLongerPending() throws {
+        var started = PurchaseStarted()
+        started.productId = "pro.monthly"
+        var failed = PurchaseFailed()
+        failed.productId = "pro.monthly"
+        let events = [Make.created("u", at: mar1), LedgerEvent(subject: "u", occurredAt: mar1, source: .app, data: started.eventData),
+                      LedgerEvent(subject: "u", occurredAt: mar1.adding(seconds: 120), source: .app, data: failed.eventData)]
+        #expect(try view(events, at: mar1.adding(seconds: 60)).purchasePending)
+        let after = try view(events, at: mar1.adding(seconds: 120))
+        #expect(after.purchasePending == false)
+        #expect(after.planState == .free)
+    }
 }

@@ -116,12 +116,7 @@ public struct Layout: Sendable {
             for field in fields { field.write(value, &out) }
             return out
         }
-        decodeBinary = { bytes in
-            var reader = PayloadReader(bytes)
-            var value = T()
-            for field in fields { guard field.read(&reader, &value) else { return nil } }
-            return reader.isAtEnd ? value : nil
-        }
+        decodeBinary = { bytes in Self.read(bytes, fields) }
         if let current = T.self as? any EventPayload.Type {
             decodeEventData = Self.dataDecoder(current, fields: fields)
         } else {
@@ -132,12 +127,15 @@ public struct Layout: Sendable {
     /// For a current layout: binary payload → `EventData`, statically typed.
     private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, fields: [Field<T>]) -> (@Sendable ([UInt8]) -> EventData?)? {
         guard let fields = fields as? [Field<E>] else { return nil }
-        return { bytes in
-            var reader = PayloadReader(bytes)
-            var value = E()
-            for field in fields { guard field.read(&reader, &value) else { return nil } }
-            return reader.isAtEnd ? value.eventData : nil
-        }
+        return { bytes in read(bytes, fields)?.eventData }
+    }
+
+    /// A binary payload read field by field; `nil` unless it decodes exactly.
+    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ fields: [Field<T>]) -> T? {
+        var reader = PayloadReader(bytes)
+        var value = T()
+        for field in fields { guard field.read(&reader, &value) else { return nil } }
+        return reader.isAtEnd ? value : nil
     }
 
     /// Decodes and checks a JSON `data` object.
@@ -158,24 +156,28 @@ extension EventCatalog {
     /// Checks that a draft's type and schema version are in the catalog and that its payload
     /// decodes exactly under that layout and keeps its cross-field rules. `EventDraft.validate()`
     /// ends with it, so an unknown type or a payload no reader could decode never reaches the log.
+    /// - Returns: the data, decoded and upcast to the type's current layout, so that whoever
+    ///   checked a draft need not decode it again (the projection engine folds it as is).
     /// - Throws: `LedgerError.invalidEvent` naming `/type`, `/schemaVersion` or `/data`.
-    public static func check(_ draft: EventDraft) throws(LedgerError) {
+    @discardableResult
+    public static func check(_ draft: EventDraft) throws(LedgerError) -> EventData {
         guard layouts[draft.type] != nil else {
             throw LedgerError(.invalidEvent, "unknown event type \"\(draft.type)\"; the ledger takes the \(typeNames.count) types of its catalog (Schemas/events)",
                               field: "/type", subject: draft.subject)
         }
-        guard let layout = layout(of: draft.type, version: draft.schemaVersion) else {
+        guard layout(of: draft.type, version: draft.schemaVersion) != nil else {
             let list = versions(of: draft.type).map(String.init).joined(separator: ", ")
             throw LedgerError(.invalidEvent, "\(draft.type) has schema version(s) \(list), not \(draft.schemaVersion)",
                               field: "/schemaVersion", subject: draft.subject)
         }
-        guard let value = layout.decode(binary: draft.payload) else {
+        guard let data = decode(type: draft.type, version: draft.schemaVersion, payload: draft.payload) else {
             throw LedgerError(.invalidEvent, "the payload is not a \(draft.type) version \(draft.schemaVersion) payload; encode data with EventCatalog.encode or LedgerEvent.draft()",
                               field: "/data", subject: draft.subject)
         }
         // Rules across fields hold for binary payloads as they do for JSON.
-        if let violation = value.violations().first {
+        if let violation = data.payload.violations().first {
             throw LedgerError(.invalidEvent, violation.message, field: JSONPointer.make(["data", violation.field]), subject: draft.subject)
         }
+        return data
     }
 }

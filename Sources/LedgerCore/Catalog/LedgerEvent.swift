@@ -77,6 +77,12 @@ public struct RecordedEvent: Sendable, Hashable {
             throw LedgerError(.corruptRecord, "the payload at position \(stored.position) does not decode as \(stored.type) version \(stored.schemaVersion); run `ledger verify`",
                               subject: stored.subject, position: stored.position)
         }
+        self.init(stored, data: data)
+    }
+
+    /// A stored event with its data already decoded and upcast (what `EventDraft.validate()`
+    /// returned for it).
+    public init(_ stored: StoredEvent, data: EventData) {
         position = stored.position
         version = stored.version
         recordedAt = stored.recordedAt

@@ -143,25 +143,7 @@ extension ProjectionEngine {
             return try storage.env.read { txn in
                 let head = try storage.head(txn)
                 let policyHash = try policyHash(txn)
-                let folds = models.map { $0.makeFold() }
-                let clock = ContinuousClock()
-                let start = clock.now
-                try txn.withCursor(storage.events) { cursor in
-                    var entry = try cursor.first()
-                    while let current = entry, let position = LogSchema.integer(current.key), position <= head {
-                        if let type = EventRecord.type(ofRecord: current.value), eventTypes.contains(type) {
-                            let event = try RecordedEvent(try EventRecord.decode(current.value, position: position))
-                            for (model, fold) in zip(models, folds) where model.eventTypes.contains(type) {
-                                try fold.apply(event) { _ in nil }
-                            }
-                        }
-                        if position & 0xFFFF == 0 {
-                            let seconds = (clock.now - start).seconds
-                            progress(RebuildProgress(phase: .folding, done: position, total: head, perSecond: seconds > 0 ? Double(position) / seconds : 0))
-                        }
-                        entry = try cursor.next()
-                    }
-                }
+                let folds = try foldLog(models, through: head, txn, progress: progress)
                 var problems: [ModelProblem] = []
                 for (model, fold) in zip(models, folds) {
                     guard let served = try storage.served(model.name, txn) else {

@@ -143,16 +143,19 @@ struct ModelStorage: Sendable {
         try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } ?? 0 }
     }
 
-    /// The events after `after` up to `through`, decoded for the projections, in position
-    /// order; `body` gets each one that some model reads.
+    /// The events after `after` up to `through`, in position order: `body` gets each one whose
+    /// type is in `types`, decoded (the others are skipped on their type alone); `tick` gets the
+    /// position every 65,536 events, for progress reports.
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
-                      _ body: (RecordedEvent) throws -> Void) throws {
+                      tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
         try txn.withCursor(events) { cursor in
             var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
             while let current = entry, let position = LogSchema.integer(current.key), position <= through {
-                let stored = try EventRecord.decode(current.value, position: position)
-                if types.contains(stored.type) { try body(try RecordedEvent(stored)) }
+                if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
+                    try body(try RecordedEvent(try EventRecord.decode(current.value, position: position)))
+                }
+                if position & 0xFFFF == 0 { tick(position) }
                 entry = try cursor.next()
             }
         }

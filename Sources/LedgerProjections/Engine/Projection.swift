@@ -100,7 +100,6 @@ public struct StateWriter: Sendable {
     }
 
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
-    public mutating func write(_ value: Int) { write(Int64(value)) }
     public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
     public mutating func write(_ value: UInt8) { bytes.append(value) }
     public mutating func write(_ value: Timestamp) { write(value.milliseconds) }
@@ -201,7 +200,7 @@ public struct StateReader {
         return values
     }
 
-    /// A raw-value enum stored as its byte.
+    /// A string raw-value enum, stored as its raw value.
     public mutating func choice<T: RawRepresentable>(_ type: T.Type) throws(Damaged) -> T where T.RawValue == String {
         let text = try string()
         guard let value = T(rawValue: text) else { throw Damaged(what: "unknown value \(text)") }

@@ -141,10 +141,10 @@ final class InlineSession: CommitSession {
         self.active = active.map { (model: $0.0, generation: $0.1, fold: $0.2) }
     }
 
-    func written(_ event: StoredEvent, _ txn: borrowing Transaction) throws {
+    func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
         last = event.position
         guard engine.eventTypes.contains(event.type) else { return }
-        let recorded = try RecordedEvent(event)
+        let recorded = RecordedEvent(event, data: data)
         for entry in active where entry.model.eventTypes.contains(event.type) {
             let generation = entry.generation.id
             try entry.fold.apply(recorded) { key in try engine.storage.state(generation, key, txn) }

@@ -115,6 +115,7 @@ extension ProjectionEngine {
     ///
     /// A crash before the swap leaves the served generation as it was; the next rebuild discards
     /// the abandoned shadow.
+    @discardableResult
     public func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         compare: Bool = true, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
         let chosen = try choose(names)
@@ -168,31 +169,9 @@ extension ProjectionEngine {
             let head = try storage.head(txn)
             let served = try self.policy(txn)
             let policy = newPolicy ?? served
-            let folds = chosen.map { $0.makeFold() }
-            let types = chosen.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
             let clock = ContinuousClock()
             let start = clock.now
-            var done: UInt64 = 0
-            func report() {
-                let seconds = (clock.now - start).seconds
-                progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
-            }
-            report()
-            try txn.withCursor(storage.events) { cursor in
-                var entry = try cursor.first()
-                while let current = entry, let position = LogSchema.integer(current.key), position <= head {
-                    done = position
-                    if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
-                        let event = try RecordedEvent(try EventRecord.decode(current.value, position: position))
-                        for (model, fold) in zip(chosen, folds) where model.eventTypes.contains(type) {
-                            try fold.apply(event) { _ in nil }
-                        }
-                    }
-                    if position & 0xFFFF == 0 { report() }
-                    entry = try cursor.next()
-                }
-            }
-            report()
+            let folds = try foldLog(chosen, through: head, txn, progress: progress)
             let foldSeconds = (clock.now - start).seconds
             var changes: [ViewChange] = []
             if compare {
@@ -210,6 +189,28 @@ extension ProjectionEngine {
                                        changes: changes, events: head, caughtUp: 0, foldSeconds: foldSeconds)
             return Folded(report: report, folds: folds, snapshot: head)
         }
+    }
+
+    /// Folds the whole log through `head` in memory, one fold per model, decoding each event
+    /// once for every model that reads it. Reports `.folding` progress.
+    func foldLog(_ chosen: [ModelRunner], through head: UInt64, _ txn: borrowing Transaction,
+                 progress: (RebuildProgress) -> Void) throws -> [any StateFold] {
+        let folds = chosen.map { $0.makeFold() }
+        let types = chosen.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
+        let clock = ContinuousClock()
+        let start = clock.now
+        func report(_ done: UInt64) {
+            let seconds = (clock.now - start).seconds
+            progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
+        }
+        report(0)
+        try storage.forEachEvent(after: 0, through: head, types: types, txn, tick: report) { event in
+            for (model, fold) in zip(chosen, folds) where model.eventTypes.contains(event.type) {
+                try fold.apply(event) { _ in nil }
+            }
+        }
+        report(head)
+        return folds
     }
 
     /// Field by field, the views at `at` of the served generation and of the fold.

@@ -24,6 +24,12 @@ public struct SubscriptionFacts: Sendable, Equatable {
         public var transactionId: String
     }
 
+    /// A renewal date extension of one transaction: its new expiresAt.
+    public struct Extension: Sendable, Equatable {
+        public var transactionId: String
+        public var expiresAt: Timestamp
+    }
+
     /// A failed renewal.
     public struct Failure: Sendable, Equatable {
         public var originalId: String
@@ -44,8 +50,8 @@ public struct SubscriptionFacts: Sendable, Equatable {
     }
 
     public var transactions: [Dated<Transaction>] = []
-    /// transactionId → new expiresAt (`subscription.renewal_extended`).
-    public var extensions: [Dated<Transaction.ID>] = []
+    /// Renewal date extensions (`subscription.renewal_extended`).
+    public var extensions: [Dated<Extension>] = []
     public var marks: [Dated<Mark>] = []
     public var failures: [Dated<Failure>] = []
     public var ends: [Dated<End>] = []
@@ -80,7 +86,7 @@ public struct SubscriptionFacts: Sendable, Equatable {
                 purchasedAt: purchasedAt, expiresAt: expiresAt, isTrial: false)))
             upgrades.insertDated(Dated(at: at, position: position, value: Upgrade(originalId: c.originalTransactionId, newTransactionId: id, startsAt: purchasedAt)))
         case .subscriptionRenewalExtended(let e):
-            extensions.insertDated(Dated(at: at, position: position, value: Transaction.ID(transactionId: e.transactionId, expiresAt: e.expiresAt)))
+            extensions.insertDated(Dated(at: at, position: position, value: Extension(transactionId: e.transactionId, expiresAt: e.expiresAt)))
         case .subscriptionRefunded(let r):
             marks.insertDated(Dated(at: at, position: position, value: Mark(kind: .refund, transactionId: r.transactionId)))
         case .subscriptionRefundReversed(let r):
@@ -109,13 +115,6 @@ public struct SubscriptionFacts: Sendable, Equatable {
     ]
 }
 
-extension SubscriptionFacts.Transaction {
-    /// A renewal date extension of one transaction.
-    public struct ID: Sendable, Equatable {
-        public var transactionId: String
-        public var expiresAt: Timestamp
-    }
-}
 
 // MARK: Rules (SPEC §4)
 
@@ -255,7 +254,7 @@ extension SubscriptionFacts {
             return Transaction(kind: kind, id: try r.string(), originalId: try r.string(), productId: try r.string(),
                                purchasedAt: try r.timestamp(), expiresAt: try r.timestamp(), isTrial: try r.bool())
         }
-        extensions = try reader.dated { r throws(StateReader.Damaged) in Transaction.ID(transactionId: try r.string(), expiresAt: try r.timestamp()) }
+        extensions = try reader.dated { r throws(StateReader.Damaged) in Extension(transactionId: try r.string(), expiresAt: try r.timestamp()) }
         marks = try reader.dated { r throws(StateReader.Damaged) in
             guard let kind = Mark.Kind(rawValue: try r.byte()) else { throw StateReader.Damaged(what: "bad mark kind") }
             return Mark(kind: kind, transactionId: try r.string())
