@@ -80,5 +80,5 @@ public final class Ledger: Sendable {
 
 /// The read models this package ships, in the order `status` shows them.
 public enum ReadModels {
-    public static let all: [any Projection.Type] = [EntitlementProjection.self]
+    public static let all: [any Projection.Type] = [EntitlementProjection.self, RetentionProjection.self, BadgeProjection.self]
 }

@@ -14,7 +14,7 @@ struct LedgerCommand: ParsableCommand {
             The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb.
             Exit codes: 0 ok, 1 failure, 2 usage or input error.
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, RebuildCommand.self,
+        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, AuditCommand.self, RebuildCommand.self,
                       VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self, BenchCommand.self]
     )
 

@@ -9,7 +9,11 @@ struct ModelRunner: Sendable {
     /// The view of a stored state (`nil`: the key has none) as JSON.
     let viewJSON: @Sendable (UnsafeRawBufferPointer?, Timestamp, Policy) throws(StateReader.Damaged) -> JSONObject
 
+    /// A fresh in-memory fold of one subject's history, as the audit steps through it.
+    let makeTimeline: @Sendable () -> any SubjectTimeline
+
     init<P: Projection>(_ projection: P.Type) {
+        makeTimeline = { TypedTimeline<P>() }
         name = P.name
         codeVersion = P.codeVersion
         eventTypes = P.eventTypes
@@ -63,4 +67,35 @@ final class TypedFold<P: Projection>: StateFold {
     }
 
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+}
+
+/// One model folding one subject's events in business-time order, viewed between them.
+protocol SubjectTimeline: AnyObject {
+    func apply(_ event: RecordedEvent)
+    /// The times its view may change with no new event (see `Projection.changeTimes`).
+    func changeTimes(policy: Policy) -> [Timestamp]
+    /// The view's leaves at `t`, each with the rule that decides it; restated fields left out.
+    func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)]
+    /// See `ProjectionView.timeChangesCiteEndingRule`.
+    var timeChangesCiteEndingRule: Bool { get }
+}
+
+final class TypedTimeline<P: Projection>: SubjectTimeline {
+    private var state = P.State()
+
+    func apply(_ event: RecordedEvent) {
+        guard P.eventTypes.contains(event.type) else { return }
+        P.apply(event, to: &state)
+    }
+
+    func changeTimes(policy: Policy) -> [Timestamp] { P.changeTimes(of: state, policy: policy) }
+
+    var timeChangesCiteEndingRule: Bool { P.View.timeChangesCiteEndingRule }
+
+    func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)] {
+        let view = P.view(of: state, at: t, policy: policy)
+        return ProjectionEngine.flatten(view.json).pairs
+            .filter { !P.View.restatedFields.contains($0.0) }
+            .map { (field: $0.0, value: $0.1, rule: view.rule(for: $0.0)) }
+    }
 }

@@ -42,10 +42,15 @@ public protocol Projection: Sendable {
     static func apply(_ event: RecordedEvent, to state: inout State)
     /// The model's answer at `t` under `policy`. Pure.
     static func view(of state: State, at t: Timestamp, policy: Policy) -> View
+    /// Times at which the view may change with no new event — a period running out, a grace
+    /// ending, a day boundary — as a superset: the audit evaluates the view at each and lists
+    /// those where something changed. Unsorted, duplicates allowed. Default: none.
+    static func changeTimes(of state: State, policy: Policy) -> [Timestamp]
 }
 
 extension Projection {
     public static func key(for event: RecordedEvent) -> String? { event.subject }
+    public static func changeTimes(of state: State, policy: Policy) -> [Timestamp] { [] }
 }
 
 /// A projection's per-key state: empty to start with, and a compact, deterministic encoding
@@ -64,6 +69,23 @@ public protocol ProjectionState: Sendable, Equatable {
 /// (`null` for no value). Dry runs compare views member by member.
 public protocol ProjectionView: Sendable, Equatable {
     var json: JSONObject { get }
+    /// The rule that decides a field (its dotted path in `json`), as the audit names it when the
+    /// field changes; `nil` when the field follows from the model's other fields (the audit
+    /// then cites the rule of the other fields that changed with it).
+    func rule(for field: String) -> String?
+    /// Fields the audit does not list as changes because they restate others (`reason.rule`
+    /// is the change's `rule`; `enteredAt` moves with the tier).
+    static var restatedFields: Set<String> { get }
+    /// Whether a change with no event is cited by the rule in force *before* it (a period or
+    /// grace that ran out: entitlement) rather than after it (a day count that reached a
+    /// policy boundary: retention).
+    static var timeChangesCiteEndingRule: Bool { get }
+}
+
+extension ProjectionView {
+    public func rule(for field: String) -> String? { nil }
+    public static var restatedFields: Set<String> { [] }
+    public static var timeChangesCiteEndingRule: Bool { false }
 }
 
 extension ProjectionState {

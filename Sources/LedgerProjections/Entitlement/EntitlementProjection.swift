@@ -104,4 +104,8 @@ public enum EntitlementProjection: Projection {
     public static func view(of state: State, at t: Timestamp, policy: Policy) -> EntitlementView {
         EntitlementRules.view(of: state, at: t, policy: policy.subscription)
     }
+
+    public static func changeTimes(of state: State, policy: Policy) -> [Timestamp] {
+        EntitlementRules.changeTimes(of: state, policy: policy.subscription)
+    }
 }

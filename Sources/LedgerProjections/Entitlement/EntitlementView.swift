@@ -47,6 +47,21 @@ public struct EntitlementView: ProjectionView, Hashable {
         self.reason = reason
     }
 
+    public func rule(for field: String) -> String? {
+        switch field {
+        case "billingIssue": "billingIssue"
+        case "trialEligible": "trialEligible"
+        case "autoRenew": "autoRenew"
+        case "purchasePending": "purchasePending"
+        case "banners" where billingIssue && !banners.contains("cantVerify") && !banners.contains("checkingStatus"): "billingIssue"
+        default: reason.rule
+        }
+    }
+
+    public static var restatedFields: Set<String> { ["reason.rule", "reason.policyKey", "reason.position"] }
+    /// A plan changes by itself only when what gave it runs out: the trial, the period, the grace.
+    public static var timeChangesCiteEndingRule: Bool { true }
+
     public var json: JSONObject {
         [
             "planState": .string(planState.rawValue),
@@ -131,6 +146,22 @@ enum EntitlementRules {
             view.reason = .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position)
         }
         return view
+    }
+
+    /// Rule by rule, the times the view may change with no new event (see
+    /// `Projection.changeTimes`): store periods and billing windows, grant ends, and each
+    /// device snapshot's verification and offline windows.
+    static func changeTimes(of state: EntitlementProjection.State, policy: Policy.Subscription) -> [Timestamp] {
+        var times = state.subscription.changeTimes(policy: policy)
+        for g in state.grants { times += [g.at, g.value] }
+        for s in state.snapshots {
+            times.append(s.at)
+            guard case .verified(_, let expiresAt) = s.value else { continue }
+            times += [s.at.adding(seconds: policy.verificationIntervalHours * 3600), s.at.adding(seconds: policy.offlineGraceHours * 3600)]
+            if let expiresAt { times.append(expiresAt) }
+        }
+        times += state.signIns.map(\.at) + state.deletions.map(\.at) + state.attempts.map(\.at)
+        return times
     }
 
     enum SnapshotOutcome {

@@ -144,22 +144,40 @@ extension SubscriptionFacts {
     /// The end of a transaction's coverage as known at `t`: its expiresAt as extended, cut at
     /// an immediate upgrade's start, at a refund not reversed, at a revocation.
     public func end(of transaction: Transaction, at t: Timestamp) -> Timestamp {
+        endWithCause(of: transaction, at: t).at
+    }
+
+    /// Why a transaction's coverage ends when it does.
+    public enum EndCause: String, Sendable {
+        /// Its expiresAt (as extended).
+        case expiry
+        /// An immediate product change started a new transaction.
+        case upgrade
+        case refund
+        case revocation
+    }
+
+    /// The end of a transaction's coverage as known at `t`, with its cause.
+    public func endWithCause(of transaction: Transaction, at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
         var end = transaction.expiresAt
+        var cause = EndCause.expiry
         for e in extensions.known(at: t) where e.value.transactionId == transaction.id { end = e.value.expiresAt }
         for u in upgrades.known(at: t) where u.value.originalId == transaction.originalId && u.value.newTransactionId != transaction.id
             && u.value.startsAt > transaction.purchasedAt && u.value.startsAt < end {
             end = u.value.startsAt
+            cause = .upgrade
         }
         var refundedAt: Timestamp?
         for m in marks.known(at: t) where m.value.transactionId == transaction.id {
             switch m.value.kind {
             case .refund: refundedAt = refundedAt ?? m.at
             case .reversal: refundedAt = nil
-            case .revoke: end = min(end, m.at)
+            case .revoke where m.at < end: (end, cause) = (m.at, .revocation)
+            case .revoke: break
             }
         }
-        if let refundedAt { end = min(end, refundedAt) }
-        return end
+        if let refundedAt, refundedAt < end { (end, cause) = (refundedAt, .refund) }
+        return (end, cause)
     }
 
     /// The transaction covering `t` (the latest purchased, if several), or `nil`.
@@ -231,6 +249,27 @@ extension SubscriptionFacts {
         guard let change else { return true }
         guard let purchase else { return change.value.enabled }
         return (purchase.at, purchase.position) > (change.at, change.position) ? true : change.value.enabled
+    }
+
+    /// Every time at which coverage, billing grace or the billing issue may change with no new
+    /// event (a superset; see `Projection.changeTimes`): the facts' own times, every period
+    /// start and end, and each failure's grace and issue ends as the facts known at any of
+    /// those times put them.
+    public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
+        var times: [Timestamp] = []
+        for t in transactions { times += [t.at, t.value.purchasedAt, t.value.expiresAt] }
+        for e in extensions { times += [e.at, e.value.expiresAt] }
+        for u in upgrades { times += [u.at, u.value.startsAt] }
+        times += marks.map(\.at) + ends.map(\.at) + autoRenew.map(\.at) + failures.map(\.at)
+        if let first = failures.first?.at {
+            // An episode's windows depend on the transactions known, so each time the facts
+            // change after the first failure may move them.
+            for known in Set(times) where known >= first {
+                guard let episode = billingEpisode(at: known, policy: policy) else { continue }
+                times += [episode.graceEnd, episode.issueEnd]
+            }
+        }
+        return times
     }
 
     // MARK: Encoding

@@ -1,0 +1,192 @@
+import LedgerCore
+import LedgerStore
+
+/// How much of the log an audit may use: what the ledger had recorded by a time, or up to a
+/// position (bitemporal: what we knew, against what was true).
+public enum KnownAt: Sendable, Hashable {
+    case time(Timestamp)
+    case position(UInt64)
+
+    /// Whether the ledger had recorded `event` by then.
+    public func includes(_ event: StoredEvent) -> Bool {
+        switch self {
+        case .time(let t): event.recordedAt <= t
+        case .position(let p): event.position <= p
+        }
+    }
+
+    public var json: JSON {
+        switch self {
+        case .time(let t): .string(t.description)
+        case .position(let p): .integer(Int64(p))
+        }
+    }
+}
+
+/// One field of one read model that an audit entry changed.
+public struct AuditChange: Sendable, Hashable {
+    public var model: String
+    /// The dotted path in the model's view (`planState`, `capabilities.upload`).
+    public var field: String
+    public var from: JSON
+    public var to: JSON
+    /// The rule that made the change (`storeCoverage`, `graceDays`, `billingIssue`…).
+    public var rule: String
+
+    public var json: JSON {
+        ["model": .string(model), "field": .string(field), "from": from, "to": to, "rule": .string(rule)]
+    }
+}
+
+/// One line of a subject's timeline: an event, or a time at which a view changed by itself
+/// (`type` `"time"`, no position).
+public struct AuditEntry: Sendable, Hashable {
+    public var position: UInt64?
+    public var type: String
+    public var occurredAt: Timestamp
+    public var recordedAt: Timestamp?
+    public var source: String?
+    public var summary: String
+    public var changes: [AuditChange]
+
+    public var json: JSON {
+        [
+            "position": position.map { .integer(Int64($0)) } ?? .null,
+            "type": .string(type),
+            "occurredAt": .string(occurredAt.description),
+            "recordedAt": recordedAt.map { .string($0.description) } ?? .null,
+            "source": source.map(JSON.string) ?? .null,
+            "summary": .string(summary),
+            "changes": .array(changes.map(\.json)),
+        ]
+    }
+}
+
+/// A subject's audit (SPEC §4): every event at or before `at` in business-time order, with
+/// what each changed in each read model and why, and the changes time made by itself.
+public struct AuditReport: Sendable, Hashable {
+    public var subject: String
+    public var at: Timestamp
+    public var knownAt: KnownAt?
+    public var entries: [AuditEntry]
+    /// Events recorded by `knownAt` that occurred after `at`, left out of the timeline.
+    public var laterEvents: Int
+
+    public var json: JSON {
+        ["subject": .string(subject), "at": .string(at.description), "knownAt": knownAt?.json ?? .null,
+         "entries": .array(entries.map(\.json))]
+    }
+}
+
+extension Ledger {
+    /// The audit of `subject` at `t` (default now), from the events recorded by `knownAt`
+    /// (default: all), under the store's policy. A subject with no events has an empty timeline.
+    public func audit(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> AuditReport {
+        let stored = try log.events(subject: subject).collect().filter { knownAt?.includes($0) ?? true }
+        let events = try stored.map { event throws(LedgerError) in try RecordedEvent(event) }
+        return Audit.report(subject: subject, events: events, at: t, knownAt: knownAt, models: engine.models, policy: try policy())
+    }
+}
+
+/// The audit's walk through one subject's history, as a pure function of the events.
+enum Audit {
+    static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
+                       models: [ModelRunner], policy: Policy) -> AuditReport {
+        let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+        let folds = models.map { (name: $0.name, fold: $0.makeTimeline()) }
+        var entries: [AuditEntry] = []
+        let start = timeline.first?.occurredAt ?? t
+        var previous = folds.map { $0.fold.fields(at: start, policy: policy) }
+
+        /// The views at `time` and how they differ from the previous ones.
+        func step(to time: Timestamp, byTime: Bool) -> [AuditChange] {
+            let current = folds.map { $0.fold.fields(at: time, policy: policy) }
+            var changes: [AuditChange] = []
+            for (index, model) in folds.enumerated() {
+                changes += diff(model: model.name, from: previous[index], to: current[index],
+                                citingEndingRule: byTime && model.fold.timeChangesCiteEndingRule)
+            }
+            previous = current
+            return changes
+        }
+
+        /// Time entries for the changes strictly between `after` and `before` (or through `t`).
+        func timeEntries(after: Timestamp, before: Timestamp?) {
+            let candidates = Set(folds.flatMap { $0.fold.changeTimes(policy: policy) })
+                .filter { time in time > after && (before.map { time < $0 } ?? (time <= t)) }
+                .sorted()
+            for time in candidates {
+                let changes = step(to: time, byTime: true)
+                guard !changes.isEmpty else { continue }
+                entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
+                                          summary: timeSummary(changes), changes: changes))
+            }
+        }
+
+        var last: Timestamp?
+        for event in timeline {
+            if let last { timeEntries(after: last, before: event.occurredAt) }
+            for model in folds { model.fold.apply(event) }
+            entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
+                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt, byTime: false)))
+            last = event.occurredAt
+        }
+        if let last { timeEntries(after: last, before: nil) }
+        return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count)
+    }
+
+    /// The fields of one model that differ, each with its rule: the rule after the change, or
+    /// with `citingEndingRule` the one before it (a field with none takes the rule of the
+    /// others that changed with it).
+    static func diff(model: String, from old: [(field: String, value: JSON, rule: String?)],
+                     to new: [(field: String, value: JSON, rule: String?)], citingEndingRule: Bool) -> [AuditChange] {
+        var before: [String: (value: JSON, rule: String?)] = [:]
+        for leaf in old { before[leaf.field] = (leaf.value, leaf.rule) }
+        let changed = new.filter { before[$0.field]?.value != $0.value }
+            .map { (field: $0.field, to: $0.value, rule: citingEndingRule ? before[$0.field]?.rule ?? $0.rule : $0.rule) }
+        let fallback = changed.lazy.compactMap(\.rule).first ?? model
+        return changed.map { AuditChange(model: model, field: $0.field, from: before[$0.field]?.value ?? .null, to: $0.to, rule: $0.rule ?? fallback) }
+    }
+
+    /// What happened at a time entry, from the rules of its changes.
+    static func timeSummary(_ changes: [AuditChange]) -> String {
+        var parts: [String] = []
+        for change in changes {
+            let sentence: String?
+            switch (change.model, change.field) {
+            case ("entitlement", "planState"):
+                let what: String
+                switch change.rule {
+                case "storeCoverage":
+                    what = change.from == .string("trial") ? "the trial ran out" : "the paid period ended"
+                case "billingGrace": what = "billing grace ended"
+                case "supportGrant": what = "the support grant ended"
+                case "deviceVerified": what = "the device's verification is due again"
+                case "offlineGrace": what = "the offline grace ended"
+                default: what = "the plan changed"
+                }
+                sentence = "\(what): \(label(change.from)) → \(label(change.to))"
+            case ("entitlement", "billingIssue") where change.to == .bool(false):
+                sentence = "the billing retry window closed"
+            case ("retention", "tier"):
+                sentence = "retention \(label(change.from)) → \(label(change.to))"
+            case ("retention", "capabilities.downloadOriginals") where change.rule == "recoveryPass":
+                sentence = change.to == .bool(true) ? "a recovery pass opened downloads" : "the recovery pass ran out"
+            case ("badge", "maintenanceDueToday"):
+                sentence = change.to == .bool(true) ? "a maintenance task is due today" : "the maintenance due date passed"
+            default:
+                sentence = nil
+            }
+            if let sentence, !parts.contains(sentence) { parts.append(sentence) }
+        }
+        if parts.isEmpty, let first = changes.first {
+            parts.append("\(first.model).\(first.field) \(label(first.from)) → \(label(first.to))")
+        }
+        return parts.joined(separator: "; ")
+    }
+
+    static func label(_ value: JSON) -> String {
+        if case .string(let text) = value { return text }
+        return value.serialized()
+    }
+}

@@ -1,0 +1,81 @@
+import LedgerCore
+
+/// The badge of one subject at a time (SPEC §4–§5).
+public struct BadgeView: ProjectionView, Hashable {
+    /// unreadInbox + maintenanceDueToday + billingIssue + securityFlag.
+    public var count: Int64
+    public var unreadInbox: Int64
+    public var maintenanceDueToday: Bool
+    public var billingIssue: Bool
+    public var securityFlag: Bool
+
+    public init(unreadInbox: Int64, maintenanceDueToday: Bool, billingIssue: Bool, securityFlag: Bool) {
+        self.unreadInbox = unreadInbox
+        self.maintenanceDueToday = maintenanceDueToday
+        self.billingIssue = billingIssue
+        self.securityFlag = securityFlag
+        count = unreadInbox + (maintenanceDueToday ? 1 : 0) + (billingIssue ? 1 : 0) + (securityFlag ? 1 : 0)
+    }
+
+    public var json: JSONObject {
+        ["count": .integer(count), "unreadInbox": .integer(unreadInbox), "maintenanceDueToday": .bool(maintenanceDueToday),
+         "billingIssue": .bool(billingIssue), "securityFlag": .bool(securityFlag)]
+    }
+
+    /// Each component is its own rule; the count follows from them.
+    public func rule(for field: String) -> String? { field == "count" ? nil : field }
+}
+
+/// The badge formula of 004 CH27 L229 and its components, as pure functions.
+enum BadgeRules {
+    static func view(of state: BadgeProjection.State, at t: Timestamp, policy: Policy) -> BadgeView {
+        BadgeView(unreadInbox: unreadInbox(state, at: t), maintenanceDueToday: maintenanceDueToday(state, at: t),
+                  billingIssue: state.subscription.billingIssue(at: t, policy: policy.subscription),
+                  securityFlag: securityFlag(state, at: t))
+    }
+
+    /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
+    static func unreadInbox(_ state: BadgeProjection.State, at t: Timestamp) -> Int64 {
+        let read = Set(state.read.known(at: t).map(\.value))
+        return Int64(Set(state.delivered.known(at: t).map(\.value)).subtracting(read).count)
+    }
+
+    /// The zone of the latest session start at or before `t` (UTC with none).
+    static func zone(_ state: BadgeProjection.State, at t: Timestamp) -> String {
+        state.zones.known(at: t).last?.value ?? "UTC"
+    }
+
+    /// A scheduled, not completed task whose due date is the subject's local date at `t`.
+    static func maintenanceDueToday(_ state: BadgeProjection.State, at t: Timestamp) -> Bool {
+        let scheduled = state.scheduled.known(at: t)
+        guard !scheduled.isEmpty else { return false }
+        let today = LocalTime.day(at: t, in: LocalTime.zone(zone(state, at: t)))
+        let done = Set(state.completed.known(at: t).map(\.value))
+        // A rescheduled task is due on its latest date.
+        var due: [String: Int64] = [:]
+        for task in scheduled { due[task.value.id] = task.value.dueDay }
+        return due.contains { $0.value == today && !done.contains($0.key) }
+    }
+
+    /// A flag raised and not cleared since.
+    static func securityFlag(_ state: BadgeProjection.State, at t: Timestamp) -> Bool {
+        var raised: [String: Bool] = [:]
+        for flag in state.flags.known(at: t) { raised[flag.value.name] = flag.value.raised }
+        return raised.values.contains(true)
+    }
+
+    /// Fact times, the billing windows, and the local midnights that begin and end each due
+    /// date in every zone the subject has started a session in.
+    static func changeTimes(of state: BadgeProjection.State, policy: Policy) -> [Timestamp] {
+        var times = state.subscription.changeTimes(policy: policy.subscription)
+        times += state.delivered.map(\.at) + state.read.map(\.at) + state.completed.map(\.at) + state.zones.map(\.at) + state.flags.map(\.at)
+        let zones = Set(state.zones.map(\.value)).union(["UTC"]).map(LocalTime.zone)
+        for task in state.scheduled {
+            times.append(task.at)
+            for zone in zones {
+                times += [LocalTime.start(ofDay: task.value.dueDay, in: zone), LocalTime.start(ofDay: task.value.dueDay + 1, in: zone)]
+            }
+        }
+        return times
+    }
+}

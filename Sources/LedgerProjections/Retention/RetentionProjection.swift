@@ -1,0 +1,55 @@
+import LedgerCore
+
+/// Retention (SPEC §4, seed 000): what happens to a subject's data once paid access ends —
+/// the tier, its capabilities, and what reactivating costs.
+///
+/// The tier depends on the plan, so the state keeps the same facts the entitlement model keeps
+/// (folded by the same reducer, into this model's own copy: no model reads another's state)
+/// plus recovery passes and family organizers' cancellations.
+public enum RetentionProjection: Projection {
+    public static let name = "retention"
+    public static let codeVersion: UInt32 = 1
+    public static let eventTypes: Set<String> = EntitlementProjection.eventTypes.union(["oneoff.purchased", "family.organizer_cancelled"])
+
+    public struct State: ProjectionState {
+        /// The facts the plan is decided from.
+        public var access = EntitlementProjection.State()
+        /// Recovery passes bought (their transaction ids).
+        public var recoveryPasses: [Dated<String>] = []
+        /// Family organizers who cancelled the plan this subject shared.
+        public var organizerCancellations: [Dated<String>] = []
+
+        public init() {}
+
+        public func encode(to writer: inout StateWriter) {
+            access.encode(to: &writer)
+            writer.write(recoveryPasses) { $0.write($1) }
+            writer.write(organizerCancellations) { $0.write($1) }
+        }
+
+        public init(from reader: inout StateReader) throws(StateReader.Damaged) {
+            access = try EntitlementProjection.State(from: &reader)
+            recoveryPasses = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            organizerCancellations = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+        }
+    }
+
+    public static func apply(_ event: RecordedEvent, to state: inout State) {
+        switch event.data {
+        case .oneOffPurchased(let p) where p.kind == .recoveryPass:
+            state.recoveryPasses.insertDated(Dated(at: event.occurredAt, position: event.position, value: p.transactionId))
+        case .familyOrganizerCancelled(let c):
+            state.organizerCancellations.insertDated(Dated(at: event.occurredAt, position: event.position, value: c.organizer))
+        default:
+            EntitlementProjection.apply(event, to: &state.access)
+        }
+    }
+
+    public static func view(of state: State, at t: Timestamp, policy: Policy) -> RetentionView {
+        RetentionRules.view(of: state, at: t, policy: policy)
+    }
+
+    public static func changeTimes(of state: State, policy: Policy) -> [Timestamp] {
+        RetentionRules.changeTimes(of: state, policy: policy)
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerProjections
+
+struct AuditCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "One subject's timeline: every event in business-time order, what it changed in each read model, and why.",
+        discussion: """
+            Entries are in occurredAt order (position breaks ties). Each lists the read-model fields it \
+            changed with the rule that changed them. Changes that need no event — a trial running out, a \
+            grace ending, a retention boundary — appear as "time" entries with no position.
+
+            --at T shows the timeline up to T (default now). --known-at T|POS uses only what the ledger had \
+            recorded by time T or up to position POS: what support could have seen then, against what \
+            turned out to be true.
+
+            Examples:
+              ledger audit user-42
+              ledger audit user-42 --at 2026-03-05T00:00:00Z --known-at 2026-03-05T00:00:00Z
+              ledger audit user-42 --known-at 1200 --json
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The subject (account) to audit.")
+    var subject: String
+
+    @Option(help: "Show the timeline up to this time (RFC 3339; default: now).")
+    var at: String?
+
+    @Option(name: .customLong("known-at"), help: "Use only the events recorded by this time (RFC 3339) or up to this position.")
+    var knownAt: String?
+
+    func validate() throws {
+        if let at { _ = try parseTime(at, option: "--at") }
+        if let knownAt { _ = try parseKnownAt(knownAt) }
+        if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
+    }
+
+    func parseKnownAt(_ text: String) throws -> KnownAt {
+        if let position = UInt64(text) { return .position(position) }
+        guard let t = Timestamp(rfc3339: text) else {
+            throw ValidationError("--known-at: expected an RFC 3339 time with a zone or a log position, got \(text)")
+        }
+        return .time(t)
+    }
+
+    func run() throws {
+        let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        let known = try knownAt.map(parseKnownAt)
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let report = try ledger.audit(of: subject, at: t, knownAt: known)
+        if global.json {
+            print(report.json.serialized())
+            return
+        }
+        print(Self.render(report))
+    }
+
+    /// The timeline for people: one block per entry, the changes indented under it.
+    static func render(_ report: AuditReport) -> String {
+        var lines: [String] = []
+        let scope: String
+        switch report.knownAt {
+        case .time(let t): scope = "as recorded by \(t)"
+        case .position(let p): scope = "as recorded up to position \(p)"
+        case nil: scope = "everything recorded"
+        }
+        lines.append("\(report.subject): audit at \(report.at), \(scope)")
+        if report.entries.isEmpty { lines.append("no events") }
+        for entry in report.entries {
+            lines.append("")
+            let head = entry.position.map { "#\($0)" } ?? "time"
+            var first = "\(entry.occurredAt)  \(head.padding(toLength: 6, withPad: " ", startingAt: 0)) "
+            first += entry.type == "time" ? entry.summary : "\(entry.type) [\(entry.source ?? "?")]"
+            lines.append(first)
+            if entry.type != "time" { lines.append("    \(entry.summary)") }
+            if let recorded = entry.recordedAt, recorded.milliseconds - entry.occurredAt.milliseconds > 3_600_000 {
+                lines.append("    recorded \(recorded), \(Self.delay(recorded.milliseconds - entry.occurredAt.milliseconds)) after it happened")
+            }
+            let width = entry.changes.map { $0.model.count + $0.field.count + 1 }.max() ?? 0
+            for change in entry.changes {
+                let name = "\(change.model).\(change.field)".padding(toLength: width, withPad: " ", startingAt: 0)
+                lines.append("    \(name)  \(label(change.from)) → \(label(change.to))   (\(change.rule))")
+            }
+        }
+        if report.laterEvents > 0 {
+            lines.append("")
+            lines.append("\(report.laterEvents) later event(s) occurred after \(report.at) and are not shown.")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func label(_ value: JSON) -> String {
+        switch value {
+        case .null: return "–"
+        case .string(let text): return text
+        default: return value.serialized()
+        }
+    }
+
+    static func delay(_ milliseconds: Int64) -> String {
+        let hours = milliseconds / 3_600_000
+        return hours >= 48 ? "\(hours / 24) days" : "\(hours) hours"
+    }
+}
