@@ -20,13 +20,13 @@ import Testing
         return store
     }
 
-    @Test func statusPrintsEveryEntitlementKeyInOrder() throws {
+    @Test func statusPrintsEveryModelsKeysInOrder() throws {
         try withDirectory { dir in
             let store = try store(dir)
             let run = try Run(["status", "grace", "--store", store, "--at", "2026-01-15T00:00:00+02:00", "--json"])
             #expect(run.status == 0)
             #expect(run.stdout == #"""
-                {"subject":"grace","at":"2026-01-14T22:00:00.000Z","entitlement":{"planState":"pro","trialEligible":false,"expiresAt":"2026-01-31T00:00:00.000Z","renewsAt":"2026-01-31T00:00:00.000Z","autoRenew":true,"billingIssue":false,"purchasePending":false,"productId":"pro.monthly","banners":[],"reason":{"rule":"storeCoverage","policyKey":null,"position":2}}}
+                {"subject":"grace","at":"2026-01-14T22:00:00.000Z","entitlement":{"planState":"pro","trialEligible":false,"expiresAt":"2026-01-31T00:00:00.000Z","renewsAt":"2026-01-31T00:00:00.000Z","autoRenew":true,"billingIssue":false,"purchasePending":false,"productId":"pro.monthly","banners":[],"reason":{"rule":"storeCoverage","policyKey":null,"position":2}},"retention":{"tier":"active","enteredAt":"2026-01-01T00:00:00.000Z","nextTier":null,"nextTierAt":null,"capabilities":{"viewThumbnails":true,"downloadOriginals":true,"upload":true,"retrieveArchive":true,"earnCredits":true},"reactivation":{"available":false,"fee":null}},"badge":{"count":0,"unreadInbox":0,"maintenanceDueToday":false,"billingIssue":false,"securityFlag":false}}
 
                 """#)
         }
@@ -61,10 +61,12 @@ import Testing
             let json = try run.json()
             let policy = try #require(json["policy"] as? [String: Any])
             let models = try #require(json["models"] as? [String: [String: Any]])
-            #expect(models.keys.sorted() == ["entitlement"])
-            #expect(models["entitlement"]?["checkpoint"] as? Int == 4)
-            #expect(models["entitlement"]?["policyHash"] as? String == policy["hash"] as? String)
-            #expect(models["entitlement"]?["stale"] as? Bool == false)
+            #expect(models.keys.sorted() == ["badge", "entitlement", "retention"])
+            for model in models.values {
+                #expect(model["checkpoint"] as? Int == 4)
+                #expect(model["policyHash"] as? String == policy["hash"] as? String)
+                #expect(model["stale"] as? Bool == false)
+            }
         }
     }
 
@@ -80,10 +82,12 @@ import Testing
             #expect(report["dryRun"] as? Bool == true)
             #expect(report["at"] as? String == "2026-02-05T00:00:00.000Z")
             let changes = try #require(report["changes"] as? [[String: Any]])
-            #expect(changes.map { $0["subject"] as? String } == ["grace", "grace", "grace", "grace"])
+            // Photolala's 60-day billing grace: "grace" is pro again, so retention-active too.
+            #expect(Set(changes.map { $0["subject"] as? String }) == ["grace"])
             #expect(changes.first?["field"] as? String == "planState")
             let summary = try #require(report["summary"] as? [String: [String: Int]])
             #expect(summary["entitlement.planState"] == ["free→pro": 1])
+            #expect(summary["retention.tier"] == ["grace→active": 1])
             let hashes = try #require(report["policy"] as? [String: String])
             #expect(hashes["from"] == Policy.reference.hash)
 
@@ -100,7 +104,7 @@ import Testing
             #expect((stats["policy"] as? [String: Any])?["name"] as? String == "photolala")
             let verify = try Run(["verify", "--store", store])
             #expect(verify.status == 0)
-            #expect(verify.stdout.contains("read models (entitlement) equal a fresh rebuild"))
+            #expect(verify.stdout.contains("read models (entitlement, retention, badge) equal a fresh rebuild"))
         }
     }
 
@@ -109,7 +113,7 @@ import Testing
             let store = try store(dir)
             let run = try Run(["rebuild", "entitlements", "--store", store])
             #expect(run.status == 2)
-            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement\n")
+            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge\n")
         }
     }
 }

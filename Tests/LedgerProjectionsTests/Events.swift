@@ -79,4 +79,65 @@ enum Make {
         u.count = 1
         return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: u.eventData)
     }
+
+    static func deleted(_ subject: String, at: Timestamp) -> LedgerEvent {
+        LedgerEvent(subject: subject, occurredAt: at, source: .system, data: AccountDeleted().eventData)
+    }
+
+    static func recoveryPass(_ subject: String, at: Timestamp, txn: String = "pass-1") -> LedgerEvent {
+        var p = OneOffPurchased()
+        p.productId = "recovery.pass"
+        p.transactionId = txn
+        p.kind = .recoveryPass
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: p.eventData)
+    }
+
+    static func organizerCancelled(_ subject: String, at: Timestamp, organizer: String = "organizer-1") -> LedgerEvent {
+        var c = FamilyOrganizerCancelled()
+        c.organizer = organizer
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: c.eventData)
+    }
+
+    static func session(_ subject: String, at: Timestamp, zone: String, device: String = "d1") -> LedgerEvent {
+        var s = SessionStarted()
+        s.deviceId = device
+        s.timeZone = zone
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: s.eventData)
+    }
+
+    static func delivered(_ subject: String, at: Timestamp, message: String) -> LedgerEvent {
+        var m = InboxMessageDelivered()
+        m.messageId = message
+        return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: m.eventData)
+    }
+
+    static func read(_ subject: String, at: Timestamp, message: String) -> LedgerEvent {
+        var m = InboxMessageRead()
+        m.messageId = message
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: m.eventData)
+    }
+
+    static func scheduled(_ subject: String, at: Timestamp, task: String, due: String) -> LedgerEvent {
+        var m = MaintenanceScheduled()
+        m.taskId = task
+        m.dueDate = due
+        return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: m.eventData)
+    }
+
+    static func completed(_ subject: String, at: Timestamp, task: String) -> LedgerEvent {
+        var m = MaintenanceCompleted()
+        m.taskId = task
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: m.eventData)
+    }
+
+    static func flag(_ subject: String, at: Timestamp, _ flag: String, raised: Bool) -> LedgerEvent {
+        if raised {
+            var f = SecurityFlagRaised()
+            f.flag = flag
+            return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: f.eventData)
+        }
+        var f = SecurityFlagCleared()
+        f.flag = flag
+        return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: f.eventData)
+    }
 }

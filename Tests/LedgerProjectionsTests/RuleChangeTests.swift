@@ -39,7 +39,7 @@ import Testing
             defer { ledger.close() }
             try seeded(ledger)
             let before = try ledger.engine.statuses()
-            let report = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
+            let report = try ledger.engine.rebuild(["entitlement"], policy: longerGrace, dryRun: true, at: feb5)
             #expect(report.changes == [
                 ViewChange(subject: "grace", model: "entitlement", field: "planState", from: "free", to: "pro"),
                 ViewChange(subject: "grace", model: "entitlement", field: "reason.rule", from: "signedIn", to: "billingGrace"),
@@ -68,7 +68,11 @@ import Testing
             try seeded(ledger)
             let report = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
             #expect(report.dryRun == false)
-            #expect(Set(report.changes.map(\.subject)) == ["grace"])
+            // "grace" is pro again; "old"'s retention day 0 (the end of its billing grace) moves
+            // a week later, from archived (day 93) back to browseOnly (day 86).
+            #expect(Set(report.changes.map(\.subject)) == ["grace", "old"])
+            #expect(report.changes.contains(ViewChange(subject: "old", model: "retention", field: "tier", from: "archived", to: "browseOnly")))
+            #expect(report.changes.contains(ViewChange(subject: "grace", model: "retention", field: "tier", from: "grace", to: "active")))
             #expect(try ledger.policy() == longerGrace)
             #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
             let status = try #require(try ledger.engine.statuses().first)

@@ -33,6 +33,14 @@ public struct AuditChange: Sendable, Hashable {
     /// The rule that made the change (`storeCoverage`, `graceDays`, `billingIssue`…).
     public var rule: String
 
+    public init(model: String, field: String, from: JSON, to: JSON, rule: String) {
+        self.model = model
+        self.field = field
+        self.from = from
+        self.to = to
+        self.rule = rule
+    }
+
     public var json: JSON {
         ["model": .string(model), "field": .string(field), "from": from, "to": to, "rule": .string(rule)]
     }

@@ -1,0 +1,115 @@
+import Foundation
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// The audit of SPEC §4: entries in business-time order with what each changed and why, time
+/// entries, `--at` and `--known-at`.
+@Suite struct AuditTests {
+    let mar1 = ts("2026-03-01T09:30:00Z")
+    let mar8 = ts("2026-03-08T09:30:00Z")
+
+    func audit(_ batches: [[LedgerEvent]], at t: Timestamp, knownAt: KnownAt? = nil, policy: Policy = .reference) throws -> AuditReport {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, policy: policy)
+            defer { ledger.close() }
+            for batch in batches { try ledger.append(batch) }
+            return try ledger.audit(of: "u", at: t, knownAt: knownAt)
+        }
+    }
+
+    func change(_ model: String, _ field: String, _ from: JSON, _ to: JSON, _ rule: String) -> AuditChange {
+        AuditChange(model: model, field: field, from: from, to: to, rule: rule)
+    }
+
+    /// Entries follow occurredAt, not append order; each lists every field it changed in each
+    /// model with the rule that changed it.
+    @Test func entriesAreInBusinessTimeOrderWithWhatTheyChanged() throws {
+        let purchase = Make.purchase("u", at: mar1, txn: "t1", expires: mar8, trial: true)
+        let created = Make.created("u", at: mar1.adding(seconds: -60))
+        let report = try audit([[purchase], [created]], at: days(1, after: mar1))
+        #expect(report.entries.map(\.type) == ["account.created", "subscription.purchased"])
+        #expect(report.entries.map(\.position) == [2, 1])
+        let bought = try #require(report.entries.last)
+        #expect(bought.summary == "purchased pro.monthly with a free trial, transaction t1, until 2026-03-08T09:30:00.000Z")
+        #expect(bought.source == "appstore")
+        #expect(bought.changes.filter { $0.model == "entitlement" } == [
+            change("entitlement", "planState", "free", "trial", "storeCoverage"),
+            change("entitlement", "trialEligible", true, false, "trialEligible"),
+            change("entitlement", "expiresAt", nil, "2026-03-08T09:30:00.000Z", "storeCoverage"),
+            change("entitlement", "renewsAt", nil, "2026-03-08T09:30:00.000Z", "storeCoverage"),
+            change("entitlement", "autoRenew", nil, true, "autoRenew"),
+            change("entitlement", "productId", nil, "pro.monthly", "storeCoverage"),
+        ])
+        #expect(bought.changes.filter { $0.model == "retention" }.first == change("retention", "tier", "free", "active", "storeCoverage"))
+        #expect(bought.changes.filter { $0.model == "badge" } == [])
+    }
+
+    /// A trial that runs out with no event is a time entry at its end, with no position,
+    /// citing the rule whose window closed.
+    @Test func aTrialRunningOutIsATimeEntry() throws {
+        let events = [Make.created("u", at: mar1.adding(seconds: -60)), Make.purchase("u", at: mar1, txn: "t1", expires: mar8, trial: true),
+                      Make.autoRenew("u", at: days(2, after: mar1), original: "t1", enabled: false)]
+        let report = try audit([events], at: days(2, after: mar8))
+        let last = try #require(report.entries.last)
+        #expect(last.type == "time")
+        #expect(last.position == nil)
+        #expect(last.recordedAt == nil)
+        #expect(last.occurredAt == mar8)
+        #expect(last.summary == "the trial ran out: trial → free; retention active → free")
+        #expect(last.changes.filter { $0.model == "entitlement" } == [change("entitlement", "planState", "trial", "free", "storeCoverage")])
+        #expect(last.changes.first { $0.model == "retention" } == change("retention", "tier", "active", "free", "neverPaid"))
+        #expect(report.json.serialized().contains(#""position":null,"type":"time","occurredAt":"2026-03-08T09:30:00.000Z","recordedAt":null,"source":null"#))
+    }
+
+    /// Retention boundaries are time entries on the day the policy says: day 0, 31 and 91.
+    @Test func retentionBoundariesAreTimeEntries() throws {
+        let jan1 = ts("2026-01-01T00:00:00Z"), feb1 = ts("2026-02-01T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.autoRenew("u", at: ts("2026-01-15T00:00:00Z"), original: "t1", enabled: false)]
+        let report = try audit([events], at: days(100, after: feb1))
+        let tiers = report.entries.filter { $0.type == "time" }.compactMap { entry in
+            entry.changes.first { $0.model == "retention" && $0.field == "tier" }.map { (entry.occurredAt, $0.to, $0.rule) }
+        }
+        #expect(tiers.map(\.0) == [feb1, days(31, after: feb1), days(91, after: feb1)])
+        #expect(tiers.map(\.1) == ["grace", "browseOnly", "archived"])
+        #expect(tiers.map(\.2) == ["expiry", "graceDays", "browseOnlyUntilDay"])
+    }
+
+    /// `--at` cuts the timeline: later events and later time entries are left out.
+    @Test func atLeavesOutWhatHappenedLater() throws {
+        let events = [Make.created("u", at: mar1.adding(seconds: -60)), Make.purchase("u", at: mar1, txn: "t1", expires: mar8, trial: true),
+                      Make.renewal("u", at: mar8, txn: "t2", original: "t1", expires: ts("2026-04-08T09:30:00Z"))]
+        let report = try audit([events], at: days(1, after: mar1))
+        #expect(report.entries.map(\.type) == ["account.created", "subscription.purchased"])
+        #expect(report.laterEvents == 1)
+    }
+
+    /// Bitemporal: a refund that happened on Mar 20 but was recorded (appended) later. Known at
+    /// the position before it, the audit at Mar 25 shows pro and no refund; with everything
+    /// recorded it shows the refund at Mar 20, where it happened, ending pro.
+    @Test func knownAtShowsWhatTheLedgerHadRecordedThen() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), mar20 = ts("2026-03-20T09:30:00Z"), mar25 = ts("2026-03-25T09:30:00Z")
+        let first = [Make.created("u", at: mar1.adding(seconds: -60)), Make.purchase("u", at: mar1, txn: "t1", expires: apr1)]
+        let refund = [Make.refund("u", at: mar20, txn: "t1", original: "t1")]
+        let then = try audit([first, refund], at: mar25, knownAt: .position(2))
+        #expect(then.entries.map(\.type) == ["account.created", "subscription.purchased"])
+        #expect(then.knownAt == .position(2))
+        #expect(then.json.serialized().contains(#""knownAt":2"#))
+        let now = try audit([first, refund], at: mar25)
+        let refunded = try #require(now.entries.last)
+        #expect(refunded.type == "subscription.refunded")
+        #expect(refunded.occurredAt == mar20)
+        #expect(refunded.changes.first == change("entitlement", "planState", "pro", "free", "signedIn"))
+        #expect(refunded.changes.contains(change("retention", "tier", "active", "grace", "refund")))
+    }
+
+    /// A subject the store has never seen has an empty timeline, not an error.
+    @Test func anUnknownSubjectHasAnEmptyTimeline() throws {
+        let report = try audit([[Make.created("someone-else", at: mar1)]], at: mar8)
+        #expect(report.entries == [])
+        #expect(report.json.serialized() == #"{"subject":"u","at":"2026-03-08T09:30:00.000Z","knownAt":null,"entries":[]}"#)
+    }
+}

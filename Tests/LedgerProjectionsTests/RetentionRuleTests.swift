@@ -1,0 +1,171 @@
+import LedgerCore
+import LedgerProjections
+import LedgerTestSupport
+import Testing
+
+/// Retention rules of SPEC §4 (seed 000), one rule per test, each asserting complete views.
+@Suite struct RetentionRuleTests {
+    let jan1 = ts("2026-01-01T00:00:00Z")
+    let jan15 = ts("2026-01-15T00:00:00Z")
+    let feb1 = ts("2026-02-01T00:00:00Z")
+
+    /// Views of `subject` at each time after appending `events` to a fresh store.
+    func views(_ events: [LedgerEvent], of subject: String = "u", at times: [Timestamp], policy: Policy = .reference) throws -> [RetentionView] {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, policy: policy)
+            defer { ledger.close() }
+            try ledger.append(events)
+            return try times.map { t in try ledger.view(RetentionProjection.self, of: subject, at: t) }
+        }
+    }
+
+    /// A paying subscriber (Jan 1 → Feb 1) who cancelled on Jan 15: paid access ends Feb 1.
+    func cancelled() -> [LedgerEvent] {
+        [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+         Make.autoRenew("u", at: jan15, original: "t1", enabled: false)]
+    }
+
+    /// The time `n` days after day 0 (Feb 1), less `ms` milliseconds.
+    func day(_ n: Int64, less ms: Int64 = 0) -> Timestamp { Timestamp(milliseconds: days(n, after: feb1).milliseconds - ms) }
+
+    func grace(day d: Int64, since: Timestamp, zero: Timestamp, rule: String, next: Timestamp) -> RetentionView {
+        RetentionView(tier: .grace, enteredAt: since, nextTier: .browseOnly, nextTierAt: next, capabilities: .readOnly,
+                      reactivationAvailable: true, reactivationFee: nil, rule: rule, dayZero: zero, day: d)
+    }
+
+    func browseOnly(day d: Int64, rule: String = "graceDays") -> RetentionView {
+        RetentionView(tier: .browseOnly, enteredAt: day(31), nextTier: .archived, nextTierAt: day(91), capabilities: .thumbnails,
+                      reactivationAvailable: true, reactivationFee: nil, rule: rule, dayZero: feb1, day: d)
+    }
+
+    func archived(day d: Int64) -> RetentionView {
+        RetentionView(tier: .archived, enteredAt: day(91), nextTier: .pendingDeletion, nextTierAt: day(365), capabilities: .thumbnails,
+                      reactivationAvailable: true, reactivationFee: Policy.reference.retention?.reactivationFee, rule: "browseOnlyUntilDay",
+                      dayZero: feb1, day: d)
+    }
+
+    /// 000 "Day 0": the flow counts from when paid access ends; until then the subject is active
+    /// and the grace tier is what comes next (the period was cancelled, so no renewal is due).
+    @Test func dayZeroIsWhenPaidAccessEnds() throws {
+        #expect(try views(cancelled(), at: [day(0, less: 1), day(0)]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: feb1, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "storeCoverage"),
+            grace(day: 0, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+        ])
+    }
+
+    /// 000 "0-30 days: Full access (grace period)": day 30 is still grace, day 31 browse only.
+    @Test func graceLastsThroughDay30() throws {
+        #expect(try views(cancelled(), at: [day(31, less: 1), day(31)]) == [
+            grace(day: 30, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+            browseOnly(day: 31),
+        ])
+    }
+
+    /// 000 "31-90 days: Browse only, can reactivate": day 90 is browse only, day 91 archived.
+    @Test func browseOnlyLastsThroughDay90() throws {
+        #expect(try views(cancelled(), at: [day(91, less: 1), day(91)]) == [browseOnly(day: 90), archived(day: 91)])
+    }
+
+    /// 000 "365+ days: Data queued for deletion": day 364 is archived, day 365 pending deletion.
+    @Test func pendingDeletionFromDay365() throws {
+        #expect(try views(cancelled(), at: [day(365, less: 1), day(365)]) == [
+            archived(day: 364),
+            RetentionView(tier: .pendingDeletion, enteredAt: day(365), nextTier: nil, nextTierAt: nil, capabilities: .thumbnails,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "pendingDeletionFromDay", dayZero: feb1, day: 365),
+        ])
+    }
+
+    /// 000 "Recovery Options": reactivation is free through day 90, costs the fee through day
+    /// 364, and is gone from day 365.
+    @Test func theReactivationFeeByDay() throws {
+        let fee = Policy.reference.retention?.reactivationFee
+        let seen = try views(cancelled(), at: [day(0), day(90), day(91), day(364), day(365)]).map { [$0.reactivationAvailable ? "yes" : "no", $0.reactivationFee?.amount ?? "free"] }
+        #expect(fee?.amount == "19.99")
+        #expect(seen == [["yes", "free"], ["yes", "free"], ["yes", "19.99"], ["yes", "19.99"], ["no", "free"]])
+    }
+
+    /// 000 "Recovery Pass: 7 days full access … no uploads, no new credits": downloads and
+    /// archive retrieval open for recoveryPassDays after buying one, then close again.
+    @Test func aRecoveryPassOpensDownloadsForSevenDays() throws {
+        let events = cancelled() + [Make.recoveryPass("u", at: day(40))]
+        var open = browseOnly(day: 46)
+        open.capabilities = .readOnly
+        open.recoveryPassUntil = day(47)
+        #expect(try views(events, at: [day(47, less: 1), day(47)]) == [open, browseOnly(day: 47)])
+    }
+
+    /// 000 "Shared/Family Plans: 60-day grace period for members": a member whose organizer
+    /// cancelled stays in grace through day 60.
+    @Test func aFamilyMemberWhoseOrganizerCancelledHasSixtyDaysOfGrace() throws {
+        let events = cancelled() + [Make.organizerCancelled("u", at: jan15.adding(seconds: 60))]
+        var afterGrace = browseOnly(day: 61, rule: "familyMemberGraceDays")
+        afterGrace.enteredAt = day(61)
+        #expect(try views(events, at: [day(61, less: 1), day(61)]) == [
+            grace(day: 60, since: feb1, zero: feb1, rule: "expiry", next: day(61)),
+            afterGrace,
+        ])
+    }
+
+    /// SPEC §4: a refund ends paid access at once, and the flow counts from the refund.
+    @Test func aRefundStartsTheFlowAtTheRefund() throws {
+        let jan10 = ts("2026-01-10T12:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.refund("u", at: jan10, txn: "t1", original: "t1")]
+        #expect(try views(events, at: [days(1, after: jan10)]) == [
+            grace(day: 1, since: jan10, zero: jan10, rule: "refund", next: days(31, after: jan10)),
+        ])
+    }
+
+    /// 000 "Day 61+: Subscription terminated — enters same flow": after a failed payment the
+    /// subject stays active through the billing grace, and day 0 is the grace's end.
+    @Test func aFailedPaymentEntersTheFlowWhenBillingGraceEnds() throws {
+        let graceEnd = days(3, after: feb1)
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.renewalFailed("u", at: feb1, original: "t1")]
+        #expect(try views(events, at: [graceEnd.adding(seconds: -1), graceEnd]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: graceEnd, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "billingGrace"),
+            grace(day: 0, since: graceEnd, zero: graceEnd, rule: "billingGrace", next: days(31, after: graceEnd)),
+        ])
+    }
+
+    /// Photolala's pack (000 "Day 0: User cancels subscription"): with startsAt = cancellation
+    /// the flow counts from turning auto-renew off, while the paid period still runs.
+    @Test func withStartsAtCancellationDayZeroIsTheCancellation() throws {
+        var policy = Policy.reference
+        policy.retention?.startsAt = .cancellation
+        #expect(try views(cancelled(), at: [days(5, after: jan15)], policy: policy) == [
+            grace(day: 5, since: jan15, zero: jan15, rule: "cancellation", next: days(31, after: jan15)),
+        ])
+    }
+
+    /// SPEC §4: "a trial-only history counts as never paid" — the subject is free, not in the flow.
+    @Test func aTrialOnlyHistoryIsFree() throws {
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)),
+                      Make.purchase("u", at: jan1, txn: "t1", expires: days(7, after: jan1), trial: true),
+                      Make.autoRenew("u", at: days(2, after: jan1), original: "t1", enabled: false)]
+        #expect(try views(events, at: [days(10, after: jan1)]) == [
+            RetentionView(tier: .free, enteredAt: nil, nextTier: nil, nextTierAt: nil, capabilities: .thumbnails,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "neverPaid"),
+        ])
+    }
+
+    /// SPEC §4: `deleted` after account.deleted, with no capability left.
+    @Test func aDeletedAccountHasNothingLeft() throws {
+        let gone = days(3, after: feb1)
+        #expect(try views(cancelled() + [Make.deleted("u", at: gone)], at: [days(1, after: gone)]) == [
+            RetentionView(tier: .deleted, enteredAt: gone, nextTier: nil, nextTierAt: nil, capabilities: .none,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "deleted"),
+        ])
+    }
+
+    /// A subscription that renews by itself has no tier change ahead: the renewal decides, not the clock.
+    @Test func anAutoRenewingSubscriberHasNoTierAhead() throws {
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1)]
+        #expect(try views(events, at: [jan15]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: nil, nextTierAt: nil, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "storeCoverage"),
+        ])
+    }
+}
