@@ -4,7 +4,9 @@ import LedgerTestSupport
 /// Random but plausible subscription histories for property tests: purchases (some trials),
 /// renewals, failures with and without the store's grace date, recoveries, expiries,
 /// cancellations and un-cancels, refunds and reversals, extensions, upgrades, support grants,
-/// device snapshots, sign-ins and outs, deletions and some events no model reads.
+/// device snapshots, sign-ins and outs, deletions, recovery passes, family cancellations,
+/// sessions in several zones, inbox messages, maintenance tasks, security flags and some
+/// events no model reads.
 ///
 /// Every event of a subject gets its own minute, so no two facts of one subject share a
 /// millisecond (where positions would break the tie, SPEC §2.1's order-independence holds).
@@ -32,7 +34,7 @@ struct RandomHistory {
         for i in 0..<count {
             let at = time()
             let period = Int64(random.bool() ? 7 : 30)
-            switch random.int(0...15) {
+            switch random.int(0...21) {
             case 0, 1:
                 if random.int(0...3) == 0 { original = "\(subject)-o\(i)" }
                 let id = "\(subject)-t\(i)"
@@ -93,6 +95,20 @@ struct RandomHistory {
             case 14:
                 events.append(random.bool() ? Make.created(subject, at: at, signedIn: random.bool())
                     : LedgerEvent(subject: subject, occurredAt: at, source: .app, data: random.bool() ? AccountSignedIn().eventData : AccountSignedOut().eventData))
+            case 16:
+                events.append(random.bool() ? Make.recoveryPass(subject, at: at, txn: "\(subject)-p\(i)") : Make.organizerCancelled(subject, at: at))
+            case 17:
+                events.append(Make.session(subject, at: at, zone: ["Europe/Berlin", "America/Los_Angeles", "Asia/Tokyo", "UTC", "Nowhere/Unknown"][random.int(0...4)]))
+            case 18:
+                let message = "m\(random.int(0...3))"
+                events.append(random.bool() ? Make.delivered(subject, at: at, message: message) : Make.read(subject, at: at, message: message))
+            case 19:
+                let task = "task\(random.int(0...2))"
+                let (y, m, d) = CivilDate.fromDays(at.milliseconds / 86_400_000 + Int64(random.int(0...3)))
+                let due = "\(y)-\(m < 10 ? "0" : "")\(m)-\(d < 10 ? "0" : "")\(d)"
+                events.append(random.int(0...2) == 0 ? Make.completed(subject, at: at, task: task) : Make.scheduled(subject, at: at, task: task, due: due))
+            case 20:
+                events.append(Make.flag(subject, at: at, ["newDevice", "passwordLeak"][random.int(0...1)], raised: random.bool()))
             default:
                 if random.int(0...9) == 0 {
                     events.append(LedgerEvent(subject: subject, occurredAt: at, source: .system, data: AccountDeleted().eventData))
