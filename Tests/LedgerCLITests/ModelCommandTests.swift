@@ -117,3 +117,80 @@ import Testing
         }
     }
 }
+
+/// `ledger audit` through the built binary, on the README's example subject: a trial, a
+/// conversion, a failed renewal, a recovery, and a refund recorded a week after it happened.
+@Suite struct AuditCommandTests {
+    func store(_ dir: String) throws -> String {
+        let store = dir + "/alex.lmdb"
+        let example = FileManager.default.currentDirectoryPath + "/Schemas/examples/alex.jsonl"
+        let restored = try Run(["append", "--store", store, "--restore", example])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        return store
+    }
+
+    @Test func auditJSONHasEveryKeyOfTheSpec() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let run = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--json"])
+            #expect(run.status == 0, "\(run.stderr)")
+            let json = try run.json()
+            #expect(json["subject"] as? String == "alex")
+            #expect(json["at"] as? String == "2026-03-20T00:00:00.000Z")
+            #expect(json["knownAt"] is NSNull)
+            let entries = try #require(json["entries"] as? [[String: Any]])
+            #expect(entries.map { $0["position"] as? Int } == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+            for entry in entries {
+                #expect(Set(entry.keys) == ["position", "type", "occurredAt", "recordedAt", "source", "summary", "changes"])
+            }
+            let refund = try #require(entries.last)
+            #expect(refund["type"] as? String == "subscription.refunded")
+            #expect(refund["occurredAt"] as? String == "2026-03-02T10:00:00.000Z")
+            #expect(refund["recordedAt"] as? String == "2026-03-09T10:00:00.000Z")
+            let first = try #require((refund["changes"] as? [[String: Any]])?.first)
+            #expect(first["model"] as? String == "entitlement")
+            #expect(first["field"] as? String == "planState")
+            #expect(first["from"] as? String == "pro")
+            #expect(first["to"] as? String == "free")
+            #expect(first["rule"] as? String == "storeCoverage")
+        }
+    }
+
+    /// Known at Mar 5 (before the refund was recorded on Mar 9), the timeline ends with the
+    /// recovery and the subject is pro; the refund appears only once it was recorded.
+    @Test func knownAtLeavesOutTheRefundRecordedAWeekLate() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let then = try Run(["audit", "alex", "--store", store, "--at", "2026-03-05T00:00:00Z", "--known-at", "2026-03-05T00:00:00Z", "--json"])
+            #expect(then.status == 0, "\(then.stderr)")
+            let json = try then.json()
+            #expect(json["knownAt"] as? String == "2026-03-05T00:00:00.000Z")
+            let types = (json["entries"] as? [[String: Any]])?.map { $0["type"] as? String }
+            #expect(types?.contains("subscription.refunded") == false)
+            #expect(types?.last == "inbox.message_read")
+            let byPosition = try Run(["audit", "alex", "--store", store, "--at", "2026-03-05T00:00:00Z", "--known-at", "9", "--json"]).json()
+            #expect((byPosition["entries"] as? [[String: Any]])?.last?["type"] as? String == "subscription.refunded")
+            #expect(byPosition["knownAt"] as? Int == 9)
+        }
+    }
+
+    @Test func theHumanTimelineShowsChangesAndLateRecording() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let run = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z"])
+            #expect(run.status == 0)
+            #expect(run.stdout.hasPrefix("alex: audit at 2026-03-20T00:00:00.000Z, everything recorded\n"))
+            #expect(run.stdout.contains("2026-03-02T10:00:00.000Z  #9     subscription.refunded [appstore]\n    transaction t3 refunded\n    recorded 2026-03-09T10:00:00.000Z, 7 days after it happened\n"))
+            #expect(run.stdout.contains("    retention.tier                      active → grace   (refund)\n"))
+        }
+    }
+
+    @Test func aBadKnownAtIsAUsageError() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let run = try Run(["audit", "alex", "--store", store, "--known-at", "last tuesday"])
+            #expect(run.status == 2)
+            #expect(run.stderr.contains("--known-at: expected an RFC 3339 time with a zone or a log position, got last tuesday"))
+        }
+    }
+}

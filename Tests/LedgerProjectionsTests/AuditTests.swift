@@ -102,7 +102,7 @@ import Testing
         let refunded = try #require(now.entries.last)
         #expect(refunded.type == "subscription.refunded")
         #expect(refunded.occurredAt == mar20)
-        #expect(refunded.changes.first == change("entitlement", "planState", "pro", "free", "signedIn"))
+        #expect(refunded.changes.first == change("entitlement", "planState", "pro", "free", "storeCoverage"))
         #expect(refunded.changes.contains(change("retention", "tier", "active", "grace", "refund")))
     }
 

@@ -107,12 +107,11 @@ enum Audit {
         var previous = folds.map { $0.fold.fields(at: start, policy: policy) }
 
         /// The views at `time` and how they differ from the previous ones.
-        func step(to time: Timestamp, byTime: Bool) -> [AuditChange] {
+        func step(to time: Timestamp) -> [AuditChange] {
             let current = folds.map { $0.fold.fields(at: time, policy: policy) }
             var changes: [AuditChange] = []
             for (index, model) in folds.enumerated() {
-                changes += diff(model: model.name, from: previous[index], to: current[index],
-                                citingEndingRule: byTime && model.fold.timeChangesCiteEndingRule)
+                changes += diff(model: model.name, from: previous[index], to: current[index])
             }
             previous = current
             return changes
@@ -124,7 +123,7 @@ enum Audit {
                 .filter { time in time > after && (before.map { time < $0 } ?? (time <= t)) }
                 .sorted()
             for time in candidates {
-                let changes = step(to: time, byTime: true)
+                let changes = step(to: time)
                 guard !changes.isEmpty else { continue }
                 entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
                                           summary: timeSummary(changes), changes: changes))
@@ -136,24 +135,22 @@ enum Audit {
             if let last { timeEntries(after: last, before: event.occurredAt) }
             for model in folds { model.fold.apply(event) }
             entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
-                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt, byTime: false)))
+                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt)))
             last = event.occurredAt
         }
         if let last { timeEntries(after: last, before: nil) }
         return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count)
     }
 
-    /// The fields of one model that differ, each with its rule: the rule after the change, or
-    /// with `citingEndingRule` the one before it (a field with none takes the rule of the
-    /// others that changed with it).
+    /// The fields of one model that differ, each with its rule (a field with none takes the
+    /// rule of the others that changed with it).
     static func diff(model: String, from old: [(field: String, value: JSON, rule: String?)],
-                     to new: [(field: String, value: JSON, rule: String?)], citingEndingRule: Bool) -> [AuditChange] {
-        var before: [String: (value: JSON, rule: String?)] = [:]
-        for leaf in old { before[leaf.field] = (leaf.value, leaf.rule) }
-        let changed = new.filter { before[$0.field]?.value != $0.value }
-            .map { (field: $0.field, to: $0.value, rule: citingEndingRule ? before[$0.field]?.rule ?? $0.rule : $0.rule) }
+                     to new: [(field: String, value: JSON, rule: String?)]) -> [AuditChange] {
+        var before: [String: JSON] = [:]
+        for leaf in old { before[leaf.field] = leaf.value }
+        let changed = new.filter { before[$0.field] != $0.value }
         let fallback = changed.lazy.compactMap(\.rule).first ?? model
-        return changed.map { AuditChange(model: model, field: $0.field, from: before[$0.field]?.value ?? .null, to: $0.to, rule: $0.rule ?? fallback) }
+        return changed.map { AuditChange(model: model, field: $0.field, from: before[$0.field] ?? .null, to: $0.value, rule: $0.rule ?? fallback) }
     }
 
     /// What happened at a time entry, from the rules of its changes.

@@ -75,13 +75,14 @@ protocol SubjectTimeline: AnyObject {
     /// The times its view may change with no new event (see `Projection.changeTimes`).
     func changeTimes(policy: Policy) -> [Timestamp]
     /// The view's leaves at `t`, each with the rule that decides it; restated fields left out.
+    /// The view's leaves at `t`, each with the rule behind its change since the view this
+    /// method returned last (see `ProjectionView.rule(for:since:)`); restated fields left out.
     func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)]
-    /// See `ProjectionView.timeChangesCiteEndingRule`.
-    var timeChangesCiteEndingRule: Bool { get }
 }
 
 final class TypedTimeline<P: Projection>: SubjectTimeline {
     private var state = P.State()
+    private var last: P.View?
 
     func apply(_ event: RecordedEvent) {
         guard P.eventTypes.contains(event.type) else { return }
@@ -90,12 +91,12 @@ final class TypedTimeline<P: Projection>: SubjectTimeline {
 
     func changeTimes(policy: Policy) -> [Timestamp] { P.changeTimes(of: state, policy: policy) }
 
-    var timeChangesCiteEndingRule: Bool { P.View.timeChangesCiteEndingRule }
-
     func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)] {
         let view = P.view(of: state, at: t, policy: policy)
+        let previous = last
+        last = view
         return ProjectionEngine.flatten(view.json).pairs
             .filter { !P.View.restatedFields.contains($0.0) }
-            .map { (field: $0.0, value: $0.1, rule: view.rule(for: $0.0)) }
+            .map { leaf in (field: leaf.0, value: leaf.1, rule: previous.map { view.rule(for: leaf.0, since: $0) } ?? view.rule(for: leaf.0)) }
     }
 }

@@ -73,19 +73,18 @@ public protocol ProjectionView: Sendable, Equatable {
     /// field changes; `nil` when the field follows from the model's other fields (the audit
     /// then cites the rule of the other fields that changed with it).
     func rule(for field: String) -> String?
+    /// The rule behind a field's change from `previous` to this view. Default: `rule(for:)`.
+    /// A model may cite what ended instead (entitlement: a plan lost cites the rule that gave it).
+    func rule(for field: String, since previous: Self) -> String?
     /// Fields the audit does not list as changes because they restate others (`reason.rule`
     /// is the change's `rule`; `enteredAt` moves with the tier).
     static var restatedFields: Set<String> { get }
-    /// Whether a change with no event is cited by the rule in force *before* it (a period or
-    /// grace that ran out: entitlement) rather than after it (a day count that reached a
-    /// policy boundary: retention).
-    static var timeChangesCiteEndingRule: Bool { get }
 }
 
 extension ProjectionView {
     public func rule(for field: String) -> String? { nil }
+    public func rule(for field: String, since previous: Self) -> String? { rule(for: field) }
     public static var restatedFields: Set<String> { [] }
-    public static var timeChangesCiteEndingRule: Bool { false }
 }
 
 extension ProjectionState {

@@ -53,14 +53,34 @@ public struct EntitlementView: ProjectionView, Hashable {
         case "trialEligible": "trialEligible"
         case "autoRenew": "autoRenew"
         case "purchasePending": "purchasePending"
-        case "banners" where billingIssue && !banners.contains("cantVerify") && !banners.contains("checkingStatus"): "billingIssue"
         default: reason.rule
         }
     }
 
+    /// A plan given by a rule of higher precedence and now decided by a lower one was lost:
+    /// the change cites the rule that gave it (the period a refund cut short, the trial or the
+    /// billing grace that ran out), not the fallback that decides now. The billing-issue
+    /// banner's changes cite `billingIssue`.
+    public func rule(for field: String, since previous: EntitlementView) -> String? {
+        if field == "banners" && previous.billingIssue != billingIssue { return "billingIssue" }
+        let own = rule(for: field)
+        guard own == reason.rule, Self.precedence(reason.rule) > Self.precedence(previous.reason.rule) else { return own }
+        return previous.reason.rule
+    }
+
+    /// SPEC §4's step number of a rule.
+    static func precedence(_ rule: String) -> Int {
+        switch rule {
+        case "deleted": 1
+        case "storeCoverage": 2
+        case "billingGrace": 3
+        case "supportGrant": 4
+        case "deviceVerified", "offlineGrace": 5
+        default: 6
+        }
+    }
+
     public static var restatedFields: Set<String> { ["reason.rule", "reason.policyKey", "reason.position"] }
-    /// A plan changes by itself only when what gave it runs out: the trial, the period, the grace.
-    public static var timeChangesCiteEndingRule: Bool { true }
 
     public var json: JSONObject {
         [
