@@ -55,8 +55,51 @@ struct StatusCommand: ParsableCommand {
         print("\(subject) at \(t)")
         for (model, view) in views {
             print("")
-            print(model)
-            printTable(view.members.map { ["  " + $0.key, human($0.value)] })
+            print(headline(model, view))
+            printTable(details(model, view).map { ["  " + $0.0, $0.1] })
+        }
+    }
+
+    /// A model's answer in one line: the plan and why, the tier and what comes next, the count.
+    func headline(_ model: String, _ view: JSONObject) -> String {
+        switch model {
+        case "entitlement":
+            let reason = view["reason"].flatMap { if case .object(let r) = $0 { r } else { nil } }
+            let position = reason?["position"].map(human) ?? "–"
+            return "entitlement: \(human(view["planState"] ?? .null)) (rule \(human(reason?["rule"] ?? .null))\(position == "–" ? "" : ", event #\(position)"))"
+        case "retention":
+            var line = "retention: \(human(view["tier"] ?? .null))"
+            if let since = view["enteredAt"], since != .null { line += " since \(human(since))" }
+            if let next = view["nextTier"], next != .null { line += "; \(human(next)) from \(human(view["nextTierAt"] ?? .null))" }
+            return line
+        case "badge":
+            return "badge: \(human(view["count"] ?? .null))"
+        default:
+            return model
+        }
+    }
+
+    /// The rest of a model's view, one field per row, in the view's order.
+    func details(_ model: String, _ view: JSONObject) -> [(String, String)] {
+        let shown: Set<String> = switch model {
+        case "entitlement": ["planState", "reason"]
+        case "retention": ["tier", "enteredAt", "nextTier", "nextTierAt"]
+        case "badge": ["count"]
+        default: []
+        }
+        return view.members.filter { !shown.contains($0.key) }.map { member in
+            switch (model, member.key, member.value) {
+            case ("retention", "capabilities", .object(let capabilities)):
+                let can = capabilities.members.filter { $0.value == .bool(true) }.map(\.key)
+                let cannot = capabilities.members.filter { $0.value != .bool(true) }.map(\.key)
+                return ("capabilities", "can " + (can.isEmpty ? "nothing" : can.joined(separator: ", ")) + (cannot.isEmpty ? "" : "; not " + cannot.joined(separator: ", ")))
+            case ("retention", "reactivation", .object(let reactivation)):
+                guard reactivation["available"] == .bool(true) else { return ("reactivation", "not available") }
+                guard case .object(let fee)? = reactivation["fee"] else { return ("reactivation", "available, free") }
+                return ("reactivation", "available for \(human(fee["amount"] ?? .null)) \(human(fee["currency"] ?? .null))")
+            default:
+                return (member.key, human(member.value))
+            }
         }
     }
 

@@ -48,9 +48,12 @@ import Testing
             let store = try store(dir)
             let run = try Run(["status", "grace", "--store", store, "--at", "2026-02-05T00:00:00Z"])
             #expect(run.status == 0)
-            #expect(run.stdout.hasPrefix("grace at 2026-02-05T00:00:00.000Z\n\nentitlement\n  planState        free\n"))
+            #expect(run.stdout.hasPrefix("grace at 2026-02-05T00:00:00.000Z\n\nentitlement: free (rule signedIn, event #1)\n  trialEligible    false\n"))
             #expect(run.stdout.contains("  billingIssue     true\n"))
-            #expect(run.stdout.contains("  reason           rule=signedIn policyKey=– position=1\n"))
+            #expect(run.stdout.contains("\nretention: grace since 2026-02-03T00:00:00.000Z; browseOnly from 2026-03-06T00:00:00.000Z\n"))
+            #expect(run.stdout.contains("  capabilities  can viewThumbnails, downloadOriginals, retrieveArchive; not upload, earnCredits\n"))
+            #expect(run.stdout.contains("  reactivation  available, free\n"))
+            #expect(run.stdout.contains("\nbadge: 1\n"))
         }
     }
 

@@ -146,11 +146,11 @@ enum Audit {
     /// rule of the others that changed with it).
     static func diff(model: String, from old: [(field: String, value: JSON, rule: String?)],
                      to new: [(field: String, value: JSON, rule: String?)]) -> [AuditChange] {
-        var before: [String: JSON] = [:]
-        for leaf in old { before[leaf.field] = leaf.value }
-        let changed = new.filter { before[$0.field] != $0.value }
-        let fallback = changed.lazy.compactMap(\.rule).first ?? model
-        return changed.map { AuditChange(model: model, field: $0.field, from: before[$0.field] ?? .null, to: $0.value, rule: $0.rule ?? fallback) }
+        var rules: [String: String?] = [:]
+        for leaf in new { rules[leaf.field] = leaf.rule }
+        let changed = FlatView(pairs: new.map { ($0.field, $0.value) }).changes(since: FlatView(pairs: old.map { ($0.field, $0.value) }))
+        let fallback = changed.lazy.compactMap { rules[$0.field] ?? nil }.first ?? model
+        return changed.map { AuditChange(model: model, field: $0.field, from: $0.from, to: $0.to, rule: (rules[$0.field] ?? nil) ?? fallback) }
     }
 
     /// What happened at a time entry, from the rules of its changes.

@@ -77,14 +77,30 @@ public struct RebuildReport: Sendable {
     public var foldSeconds: Double
 
     /// Per `model.field`, how many subjects went from each value to each other (`free→pro`).
-    /// Fields that cite an event's position (`reason.position`) are left out: a position names
-    /// one subject's event, not a state shared by many; `changes` lists them.
+    /// A time moves `earlier` or `later`, or goes `null→time` or `time→null`: each subject's
+    /// times differ, so counting them one by one would say nothing. Fields that cite an event's
+    /// position (`reason.position`) are left out: a position names one subject's event, not a
+    /// state shared by many; `changes` lists them.
     public var summary: [String: [String: Int]] {
         var summary: [String: [String: Int]] = [:]
         for change in changes where !change.field.hasSuffix("position") {
-            summary["\(change.model).\(change.field)", default: [:]]["\(ViewChange.label(change.from))→\(ViewChange.label(change.to))", default: 0] += 1
+            summary["\(change.model).\(change.field)", default: [:]][Self.transition(change.from, change.to), default: 0] += 1
         }
         return summary
+    }
+
+    /// `from→to`, or for times `earlier`, `later`, `null→time`, `time→null`.
+    static func transition(_ from: JSON, _ to: JSON) -> String {
+        func time(_ value: JSON) -> Timestamp? {
+            if case .string(let text) = value { return Timestamp(rfc3339: text) }
+            return nil
+        }
+        switch (time(from), time(to)) {
+        case (let a?, let b?): return a < b ? "later" : "earlier"
+        case (nil, _?) where from == .null: return "null→time"
+        case (_?, nil) where to == .null: return "time→null"
+        default: return "\(ViewChange.label(from))→\(ViewChange.label(to))"
+        }
     }
 
     /// The `rebuild --json` shape of SPEC §5.
@@ -238,9 +254,8 @@ extension ProjectionEngine {
             let new: JSONObject = try encoded.map { bytes in
                 try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
             } ?? (try model.viewJSON(nil, at, newPolicy))
-            let before = Self.flatten(old)
-            for (field, value) in Self.flatten(new) where before[field] != value {
-                changes.append(ViewChange(subject: key, model: model.name, field: field, from: before[field] ?? .null, to: value))
+            for (field, from, to) in Self.flatten(new).changes(since: Self.flatten(old)) {
+                changes.append(ViewChange(subject: key, model: model.name, field: field, from: from, to: to))
             }
         }
         return changes
@@ -356,6 +371,24 @@ struct FlatView: Sequence {
     var pairs: [(String, JSON)]
 
     subscript(field: String) -> JSON? { pairs.first { $0.0 == field }?.1 }
+
+    /// The fields that differ from `old`, in this view's order then `old`'s: a field one side
+    /// lacks (an object that became `null`, or the reverse) counts as `null` there.
+    func changes(since old: FlatView) -> [(field: String, from: JSON, to: JSON)] {
+        var before: [String: JSON] = [:]
+        for (field, value) in old.pairs { before[field] = value }
+        var out: [(field: String, from: JSON, to: JSON)] = []
+        var seen: Set<String> = []
+        for (field, value) in pairs {
+            seen.insert(field)
+            let from = before[field] ?? .null
+            if from != value { out.append((field, from, value)) }
+        }
+        for (field, value) in old.pairs where !seen.contains(field) && value != .null {
+            out.append((field, value, .null))
+        }
+        return out
+    }
 
     func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
 }
