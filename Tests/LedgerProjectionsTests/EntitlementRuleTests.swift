@@ -74,6 +74,17 @@ import Testing
         #expect(try view(events, at: days(60, after: mar8)).billingIssue == false)
     }
 
+    /// SPEC §4 (000 "Days 1-60: Apple retries"): the billing issue ends when the retry window
+    /// (billingRetryDays after the last covered period end) closes, with no renewal.
+    @Test func theRetryWindowEndsTheBillingIssue() throws {
+        let events = trial() + [Make.renewalFailed("u", at: mar8, original: "t1")]
+        let windowEnd = days(60, after: mar8)
+        #expect(try view(events, at: windowEnd.adding(seconds: -1)).banners == ["billingIssue"])
+        #expect(try view(events, at: windowEnd) == EntitlementView(
+            planState: .free, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: false,
+            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1)))
+    }
+
     /// 004 SK-D01: the store's gracePeriodExpiresAt wins over billingGraceDays (reference policy,
     /// billingGraceSource `store`).
     @Test func theStoresGracePeriodEndOverridesThePolicy() throws {

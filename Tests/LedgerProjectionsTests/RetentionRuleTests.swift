@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 import LedgerProjections
 import LedgerTestSupport
@@ -137,6 +138,22 @@ import Testing
         policy.retention?.startsAt = .cancellation
         #expect(try views(cancelled(), at: [days(5, after: jan15)], policy: policy) == [
             grace(day: 5, since: jan15, zero: jan15, rule: "cancellation", next: days(31, after: jan15)),
+        ])
+    }
+
+    /// SPEC §3: Photolala's own pack, as shipped: 60 days of billing grace (Apple's retry
+    /// window, 000) keep a failed payer active and out of the flow; day 0 is the grace's end.
+    @Test func photolalasPackKeepsAFailedPayerActiveForSixtyDays() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Schemas/policies/photolala.json")
+        let policy = try Policy.decode(Array(try String(contentsOf: file, encoding: .utf8).utf8)).get()
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.renewalFailed("u", at: feb1, original: "t1")]
+        let graceEnd = days(60, after: feb1)
+        #expect(try views(events, at: [days(59, after: feb1), graceEnd], policy: policy) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: graceEnd, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "billingGrace"),
+            grace(day: 0, since: graceEnd, zero: graceEnd, rule: "billingGrace", next: days(31, after: graceEnd)),
         ])
     }
 
