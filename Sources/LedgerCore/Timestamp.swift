@@ -116,7 +116,7 @@ private func pad(_ value: Int, _ width: Int) -> String {
 
 extension Int64 {
     /// Division rounding towards negative infinity, with a non-negative remainder.
-    func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+    public func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let q = self / divisor, r = self % divisor
         return r < 0 ? (q - 1, r + divisor) : (q, r)
     }

@@ -47,6 +47,15 @@ import Testing
         #expect(bought.changes.filter { $0.model == "badge" } == [])
     }
 
+    /// SPEC §4: events of the same occurredAt are in position order, whatever their types.
+    @Test func positionBreaksTiesBetweenEventsOfTheSameTime() throws {
+        let report = try audit([[Make.delivered("u", at: mar1, message: "m1")], [Make.created("u", at: mar1)],
+                                [Make.read("u", at: mar1, message: "m1")]], at: mar8)
+        #expect(report.entries.map(\.position) == [1, 2, 3])
+        #expect(report.entries.map(\.type) == ["inbox.message_delivered", "account.created", "inbox.message_read"])
+        #expect(report.entries.map { $0.changes.filter { $0.model == "badge" && $0.field == "unreadInbox" }.map(\.to) } == [[1], [], [0]])
+    }
+
     /// A trial that runs out with no event is a time entry at its end, with no position,
     /// citing the rule whose window closed.
     @Test func aTrialRunningOutIsATimeEntry() throws {
@@ -76,6 +85,25 @@ import Testing
         #expect(tiers.map(\.0) == [feb1, days(31, after: feb1), days(91, after: feb1)])
         #expect(tiers.map(\.1) == ["grace", "browseOnly", "archived"])
         #expect(tiers.map(\.2) == ["expiry", "graceDays", "browseOnlyUntilDay"])
+    }
+
+    /// A recovery pass running out is a time entry of its own, citing the pass.
+    @Test func aRecoveryPassRunningOutIsATimeEntry() throws {
+        let jan1 = ts("2026-01-01T00:00:00Z"), feb1 = ts("2026-02-01T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.autoRenew("u", at: ts("2026-01-15T00:00:00Z"), original: "t1", enabled: false),
+                      Make.recoveryPass("u", at: days(40, after: feb1))]
+        let report = try audit([events], at: days(50, after: feb1))
+        let last = try #require(report.entries.last)
+        #expect(last.type == "time")
+        #expect(last.occurredAt == days(47, after: feb1))
+        #expect(last.summary == "the recovery pass ran out")
+        #expect(last.changes == [
+            change("retention", "capabilities.downloadOriginals", true, false, "recoveryPass"),
+            change("retention", "capabilities.retrieveArchive", true, false, "recoveryPass"),
+        ])
+        let bought = try #require(report.entries.first { $0.type == "oneoff.purchased" })
+        #expect(bought.changes.map(\.rule) == ["recoveryPass", "recoveryPass"])
     }
 
     /// `--at` cuts the timeline: later events and later time entries are left out.

@@ -157,6 +157,22 @@ import Testing
         ])
     }
 
+    /// SPEC §4: `active` while the plan is trial, pro or pro_grace — a device's offline grace
+    /// (the verification failed, the 24 hours still run) keeps the subject active, and the tier
+    /// ahead is where the grace runs out.
+    @Test func proGraceIsActive() throws {
+        var verified = EntitlementVerified()
+        verified.plan = .pro
+        var failed = EntitlementVerificationFailed()
+        failed.reason = .network
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), LedgerEvent(subject: "u", occurredAt: jan1, source: .app, data: verified.eventData),
+                      LedgerEvent(subject: "u", occurredAt: jan1.adding(seconds: 3600), source: .app, data: failed.eventData)]
+        #expect(try views(events, at: [jan1.adding(seconds: 2 * 3600)]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .free, nextTierAt: jan1.adding(seconds: 24 * 3600), capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "offlineGrace"),
+        ])
+    }
+
     /// SPEC §4: "a trial-only history counts as never paid" — the subject is free, not in the flow.
     @Test func aTrialOnlyHistoryIsFree() throws {
         let events = [Make.created("u", at: jan1.adding(seconds: -60)),

@@ -104,17 +104,24 @@ enum Audit {
         let folds = models.map { (name: $0.name, fold: $0.makeTimeline()) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
-        var previous = folds.map { $0.fold.fields(at: start, policy: policy) }
+        var previous = folds.map { $0.fold.step(to: start, policy: policy) }
 
-        /// The views at `time` and how they differ from the previous ones.
-        func step(to time: Timestamp) -> [AuditChange] {
-            let current = folds.map { $0.fold.fields(at: time, policy: policy) }
+        /// The views at `time`, how they differ from the previous ones, and the models' words
+        /// for it (used when no event caused it).
+        func step(to time: Timestamp) -> (changes: [AuditChange], summary: String) {
+            let current = folds.map { $0.fold.step(to: time, policy: policy) }
             var changes: [AuditChange] = []
+            var sentences: [String] = []
             for (index, model) in folds.enumerated() {
-                changes += diff(model: model.name, from: previous[index], to: current[index])
+                let changed = diff(model: model.name, from: previous[index], to: current[index])
+                changes += changed
+                if !changed.isEmpty, let sentence = current[index].timeChange { sentences.append(sentence) }
             }
             previous = current
-            return changes
+            if sentences.isEmpty, let first = changes.first {
+                sentences.append("\(first.model).\(first.field) \(label(first.from)) → \(label(first.to))")
+            }
+            return (changes, sentences.joined(separator: "; "))
         }
 
         /// Time entries for the changes strictly between `after` and `before` (or through `t`).
@@ -123,10 +130,10 @@ enum Audit {
                 .filter { time in time > after && (before.map { time < $0 } ?? (time <= t)) }
                 .sorted()
             for time in candidates {
-                let changes = step(to: time)
+                let (changes, summary) = step(to: time)
                 guard !changes.isEmpty else { continue }
                 entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
-                                          summary: timeSummary(changes), changes: changes))
+                                          summary: summary, changes: changes))
             }
         }
 
@@ -135,7 +142,7 @@ enum Audit {
             if let last { timeEntries(after: last, before: event.occurredAt) }
             for model in folds { model.fold.apply(event) }
             entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
-                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt)))
+                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))
             last = event.occurredAt
         }
         if let last { timeEntries(after: last, before: nil) }
@@ -144,50 +151,10 @@ enum Audit {
 
     /// The fields of one model that differ, each with its rule (a field with none takes the
     /// rule of the others that changed with it).
-    static func diff(model: String, from old: [(field: String, value: JSON, rule: String?)],
-                     to new: [(field: String, value: JSON, rule: String?)]) -> [AuditChange] {
-        var rules: [String: String?] = [:]
-        for leaf in new { rules[leaf.field] = leaf.rule }
-        let changed = FlatView(pairs: new.map { ($0.field, $0.value) }).changes(since: FlatView(pairs: old.map { ($0.field, $0.value) }))
-        let fallback = changed.lazy.compactMap { rules[$0.field] ?? nil }.first ?? model
-        return changed.map { AuditChange(model: model, field: $0.field, from: $0.from, to: $0.to, rule: (rules[$0.field] ?? nil) ?? fallback) }
-    }
-
-    /// What happened at a time entry, from the rules of its changes.
-    static func timeSummary(_ changes: [AuditChange]) -> String {
-        var parts: [String] = []
-        for change in changes {
-            let sentence: String?
-            switch (change.model, change.field) {
-            case ("entitlement", "planState"):
-                let what: String
-                switch change.rule {
-                case "storeCoverage":
-                    what = change.from == .string("trial") ? "the trial ran out" : "the paid period ended"
-                case "billingGrace": what = "billing grace ended"
-                case "supportGrant": what = "the support grant ended"
-                case "deviceVerified": what = "the device's verification is due again"
-                case "offlineGrace": what = "the offline grace ended"
-                default: what = "the plan changed"
-                }
-                sentence = "\(what): \(label(change.from)) → \(label(change.to))"
-            case ("entitlement", "billingIssue") where change.to == .bool(false):
-                sentence = "the billing retry window closed"
-            case ("retention", "tier"):
-                sentence = "retention \(label(change.from)) → \(label(change.to))"
-            case ("retention", "capabilities.downloadOriginals") where change.rule == "recoveryPass":
-                sentence = change.to == .bool(true) ? "a recovery pass opened downloads" : "the recovery pass ran out"
-            case ("badge", "maintenanceDueToday"):
-                sentence = change.to == .bool(true) ? "a maintenance task is due today" : "the maintenance due date passed"
-            default:
-                sentence = nil
-            }
-            if let sentence, !parts.contains(sentence) { parts.append(sentence) }
-        }
-        if parts.isEmpty, let first = changes.first {
-            parts.append("\(first.model).\(first.field) \(label(first.from)) → \(label(first.to))")
-        }
-        return parts.joined(separator: "; ")
+    static func diff(model: String, from old: TimelineStep, to new: TimelineStep) -> [AuditChange] {
+        let changed = new.view.changes(since: old.view)
+        let fallback = changed.lazy.compactMap { new.rules[$0.field] }.first ?? model
+        return changed.map { AuditChange(model: model, field: $0.field, from: $0.from, to: $0.to, rule: new.rules[$0.field] ?? fallback) }
     }
 
     static func label(_ value: JSON) -> String {

@@ -78,7 +78,7 @@ enum EventSummary {
     /// The type and its scalar fields, for the types with no sentence of their own.
     static func generic(_ event: RecordedEvent) -> String {
         let personal: Set<String> = ["text", "reason", "email", "name"]
-        guard let layout = EventCatalog.layout(of: event.type, version: event.data.payload.schemaVersionOfType) else { return event.type }
+        guard let layout = EventCatalog.layout(of: event.type, version: type(of: event.data.payload).schemaVersion) else { return event.type }
         let fields = layout.json(event.data.payload).members.filter { !personal.contains($0.key) }.compactMap { member -> String? in
             switch member.value {
             case .string(let text): "\(member.key) \(text)"
@@ -88,9 +88,4 @@ enum EventSummary {
         }
         return fields.isEmpty ? event.type : fields.joined(separator: ", ")
     }
-}
-
-extension EventPayload {
-    /// The schema version of this payload's type.
-    var schemaVersionOfType: UInt16 { Self.schemaVersion }
 }

@@ -24,6 +24,11 @@ public struct BadgeView: ProjectionView, Hashable {
 
     /// Each component is its own rule; the count follows from them.
     public func rule(for field: String) -> String? { field == "count" ? nil : field }
+
+    public func timeChange(since previous: BadgeView) -> String? {
+        guard maintenanceDueToday != previous.maintenanceDueToday else { return nil }
+        return maintenanceDueToday ? "a maintenance task is due today" : "the maintenance due date passed"
+    }
 }
 
 /// The badge formula of 004 CH27 L229 and its components, as pure functions.

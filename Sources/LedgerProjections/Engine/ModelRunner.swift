@@ -74,10 +74,18 @@ protocol SubjectTimeline: AnyObject {
     func apply(_ event: RecordedEvent)
     /// The times its view may change with no new event (see `Projection.changeTimes`).
     func changeTimes(policy: Policy) -> [Timestamp]
-    /// The view's leaves at `t`, each with the rule that decides it; restated fields left out.
-    /// The view's leaves at `t`, each with the rule behind its change since the view this
-    /// method returned last (see `ProjectionView.rule(for:since:)`); restated fields left out.
-    func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)]
+    /// The view at `t`, compared with the one this method returned last.
+    func step(to t: Timestamp, policy: Policy) -> TimelineStep
+}
+
+/// One model's view at a step of the audit's walk.
+struct TimelineStep {
+    /// The view's leaves, restated fields left out.
+    var view: FlatView
+    /// The rule behind each field's change since the previous step (`ProjectionView.rule(for:since:)`).
+    var rules: [String: String]
+    /// The model's words for the change, had no event caused it (`ProjectionView.timeChange(since:)`).
+    var timeChange: String?
 }
 
 final class TypedTimeline<P: Projection>: SubjectTimeline {
@@ -91,12 +99,15 @@ final class TypedTimeline<P: Projection>: SubjectTimeline {
 
     func changeTimes(policy: Policy) -> [Timestamp] { P.changeTimes(of: state, policy: policy) }
 
-    func fields(at t: Timestamp, policy: Policy) -> [(field: String, value: JSON, rule: String?)] {
+    func step(to t: Timestamp, policy: Policy) -> TimelineStep {
         let view = P.view(of: state, at: t, policy: policy)
         let previous = last
         last = view
-        return ProjectionEngine.flatten(view.json).pairs
-            .filter { !P.View.restatedFields.contains($0.0) }
-            .map { leaf in (field: leaf.0, value: leaf.1, rule: previous.map { view.rule(for: leaf.0, since: $0) } ?? view.rule(for: leaf.0)) }
+        let leaves = FlatView(pairs: ProjectionEngine.flatten(view.json).pairs.filter { !P.View.restatedFields.contains($0.0) })
+        var rules: [String: String] = [:]
+        for (field, _) in leaves.pairs {
+            rules[field] = previous.map { view.rule(for: field, since: $0) } ?? view.rule(for: field)
+        }
+        return TimelineStep(view: leaves, rules: rules, timeChange: previous.flatMap { view.timeChange(since: $0) })
     }
 }

@@ -76,6 +76,10 @@ public protocol ProjectionView: Sendable, Equatable {
     /// The rule behind a field's change from `previous` to this view. Default: `rule(for:)`.
     /// A model may cite what ended instead (entitlement: a plan lost cites the rule that gave it).
     func rule(for field: String, since previous: Self) -> String?
+    /// What happened between `previous` and this view when no event caused it, in words for
+    /// the audit's time entries ("the trial ran out: trial → free"); `nil` when nothing this
+    /// model says more about than its changed fields.
+    func timeChange(since previous: Self) -> String?
     /// Fields the audit does not list as changes because they restate others (`reason.rule`
     /// is the change's `rule`; `enteredAt` moves with the tier).
     static var restatedFields: Set<String> { get }
@@ -84,6 +88,7 @@ public protocol ProjectionView: Sendable, Equatable {
 extension ProjectionView {
     public func rule(for field: String) -> String? { nil }
     public func rule(for field: String, since previous: Self) -> String? { rule(for: field) }
+    public func timeChange(since previous: Self) -> String? { nil }
     public static var restatedFields: Set<String> { [] }
 }
 

@@ -68,6 +68,22 @@ public struct EntitlementView: ProjectionView, Hashable {
         return previous.reason.rule
     }
 
+    public func timeChange(since previous: EntitlementView) -> String? {
+        if planState != previous.planState {
+            let what = switch previous.reason.rule {
+            case "storeCoverage": previous.planState == .trial ? "the trial ran out" : "the paid period ended"
+            case "billingGrace": "billing grace ended"
+            case "supportGrant": "the support grant ended"
+            case "deviceVerified": "the device's verification is due again"
+            case "offlineGrace": "the offline grace ended"
+            default: "the plan changed"
+            }
+            return "\(what): \(previous.planState.rawValue) → \(planState.rawValue)"
+        }
+        if previous.billingIssue && !billingIssue { return "the billing retry window closed" }
+        return nil
+    }
+
     /// SPEC §4's step number of a rule.
     static func precedence(_ rule: String) -> Int {
         switch rule {

@@ -88,8 +88,19 @@ public struct RetentionView: ProjectionView, Hashable {
 
     public func rule(for field: String) -> String? {
         if field.hasPrefix("capabilities."), recoveryPassUntil != nil { return "recoveryPass" }
-        if field.hasPrefix("reactivation.") { return tier == .archived ? "browseOnlyUntilDay" : rule }
         return rule
+    }
+
+    /// A recovery pass running out narrows the capabilities again: the pass's rule ended it.
+    public func rule(for field: String, since previous: RetentionView) -> String? {
+        if field.hasPrefix("capabilities."), tier == previous.tier, previous.recoveryPassUntil != nil { return "recoveryPass" }
+        return rule(for: field)
+    }
+
+    public func timeChange(since previous: RetentionView) -> String? {
+        if tier != previous.tier { return "retention \(previous.tier.rawValue) → \(tier.rawValue)" + (day.map { " (day \($0))" } ?? "") }
+        if previous.recoveryPassUntil != nil && recoveryPassUntil == nil { return "the recovery pass ran out" }
+        return nil
     }
 
     public static var restatedFields: Set<String> { ["enteredAt", "nextTier", "nextTierAt"] }
@@ -105,6 +116,8 @@ enum RetentionRules {
         var next: (tier: RetentionTier, at: Timestamp)?
         var dayZero: Timestamp?
         var day: Int64?
+        /// The entitlement's view at the time, when the tier needed it.
+        var plan: EntitlementView?
     }
 
     static let day: Int64 = 86_400
@@ -117,10 +130,9 @@ enum RetentionRules {
         switch placement.tier {
         case .active:
             view.capabilities = .all
-            view.enteredAt = activeSince(state, at: t, policy: policy)
-            view.nextTier = nil
-            view.nextTierAt = nil
-            if let next = nextAfterActive(state, at: t, policy: policy) { (view.nextTier, view.nextTierAt) = (next.tier, next.at) }
+            let run = activeRun(state, at: t, plan: placement.plan, policy: policy)
+            view.enteredAt = run.since
+            (view.nextTier, view.nextTierAt) = (run.next?.tier, run.next?.at)
         case .free:
             view.enteredAt = nil
         case .deleted:
@@ -157,7 +169,7 @@ enum RetentionRules {
         let isActive = [.trial, .pro, .proGrace].contains(entitlement.planState)
         let paid = facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
         guard let retention = policy.retention, paid else {
-            return isActive ? Placement(tier: .active, rule: entitlement.reason.rule) : Placement(tier: .free, rule: "neverPaid")
+            return isActive ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
         }
         var start: (at: Timestamp, rule: String)?
         if retention.startsAt == .cancellation, facts.autoRenewing(at: t) == false,
@@ -165,7 +177,7 @@ enum RetentionRules {
             // 000's "Day 0: User cancels": the flow starts while the paid period runs out.
             start = (cancel.at, "cancellation")
         } else if isActive {
-            return Placement(tier: .active, rule: entitlement.reason.rule)
+            return Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement)
         } else {
             start = accessEnd(facts, at: t, policy: policy.subscription)
         }
@@ -220,29 +232,27 @@ enum RetentionRules {
         return latest.map { cancel.at >= $0 } ?? true
     }
 
-    /// The start of the unbroken active run that includes `t`: walks back over the times the
-    /// tier can change (see `changeTimes`) while the subject stays active.
-    static func activeSince(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> Timestamp? {
+    /// The unbroken active run that includes `t`: when it began, walking back while the
+    /// subject stays active, and the first tier after it with no new event — none while a
+    /// store period renews by itself (the renewal, not the clock, decides), otherwise the first
+    /// change ahead where the tier differs (a cancelled period ending, billing grace, a grant
+    /// or an offline window running out). Whether a subject is active changes only when its
+    /// plan or its auto-renew does, so the entitlement's change times are the ones to visit.
+    static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementView?,
+                          policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
+        let times = Set(EntitlementRules.changeTimes(of: state.access, policy: policy.subscription)).sorted()
+        let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
-        for c in Set(changeTimes(of: state, policy: policy)).filter({ $0 <= t }).sorted(by: >) {
+        for c in times[..<now].reversed() {
             guard place(state, at: c, policy: policy).tier == .active else { break }
             since = c
         }
-        return since
-    }
-
-    /// The first tier after an active one with no new event: none while a store period
-    /// renews by itself (the renewal, not the clock, decides); otherwise the first change time
-    /// ahead where the tier differs (a cancelled period ending, billing grace, a grant or an
-    /// offline window running out).
-    static func nextAfterActive(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> (tier: RetentionTier, at: Timestamp)? {
-        let entitlement = EntitlementRules.view(of: state.access, at: t, policy: policy.subscription)
-        if entitlement.reason.rule == "storeCoverage" && entitlement.autoRenew == true { return nil }
-        for c in Set(changeTimes(of: state, policy: policy)).filter({ $0 > t }).sorted() {
+        if plan?.reason.rule == "storeCoverage" && plan?.autoRenew == true { return (since, nil) }
+        for c in times[now...] {
             let placement = place(state, at: c, policy: policy)
-            if placement.tier != .active { return (placement.tier, c) }
+            if placement.tier != .active { return (since, (placement.tier, c)) }
         }
-        return nil
+        return (since, nil)
     }
 
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow

@@ -12,7 +12,7 @@ enum LocalTime {
     /// The local date at `t` in `zone`, as days since 1970-01-01.
     static func day(at t: Timestamp, in zone: TimeZone) -> Int64 {
         let offset = Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(t.milliseconds) / 1000)))
-        return (t.milliseconds + offset * 1000).floorDivided(by: 86_400_000)
+        return (t.milliseconds + offset * 1000).floorDivided(by: 86_400_000).quotient
     }
 
     /// The instant local `day` (days since 1970-01-01) begins in `zone`: its first instant whose
@@ -34,13 +34,5 @@ enum LocalTime {
         guard parts.count == 3, let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
               (1...12).contains(m), (1...CivilDate.daysIn(month: m, year: y)).contains(d) else { return nil }
         return CivilDate.days(year: y, month: m, day: d)
-    }
-}
-
-extension Int64 {
-    /// Division rounding toward negative infinity.
-    func floorDivided(by divisor: Int64) -> Int64 {
-        let q = self / divisor
-        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? q - 1 : q
     }
 }
