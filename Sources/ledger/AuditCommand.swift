@@ -58,11 +58,12 @@ struct AuditCommand: ParsableCommand {
             print(report.json.serialized())
             return
         }
-        print(Self.render(report))
+        print(Self.render(report, zone: report.timeZone))
     }
 
-    /// The timeline for people: one block per entry, the changes indented under it.
-    static func render(_ report: AuditReport) -> String {
+    /// The timeline for people: one block per entry, the changes indented under it. Times are
+    /// UTC, each followed by the subject's local time when `zone` is known.
+    static func render(_ report: AuditReport, zone: String?) -> String {
         var lines: [String] = []
         let scope: String
         switch report.knownAt {
@@ -70,22 +71,25 @@ struct AuditCommand: ParsableCommand {
         case .position(let p): scope = "as recorded up to position \(p)"
         case nil: scope = "everything recorded"
         }
-        lines.append("\(report.subject): audit at \(report.at), \(scope)")
+        lines.append(Terminal.paint("\(report.subject): audit at \(report.at), \(scope)", .bold))
+        if let zone { lines.append("Times are UTC, then local in \(zone) (the zone of the latest session).") }
         if report.entries.isEmpty { lines.append("no events") }
         for entry in report.entries {
             lines.append("")
             let head = entry.position.map { "#\($0)" } ?? "time"
-            var first = "\(entry.occurredAt)  \(head.padding(toLength: 6, withPad: " ", startingAt: 0)) "
-            first += entry.type == "time" ? entry.summary : "\(entry.type) [\(entry.source ?? "?")]"
+            var first = "\(entry.occurredAt)"
+            if let zone { first += Terminal.paint("  \(entry.occurredAt.local(in: zone))", .dim) }
+            first += "  \(head.padding(toLength: 6, withPad: " ", startingAt: 0)) "
+            first += entry.type == "time" ? Terminal.paint(entry.summary, .cyan) : Terminal.paint(entry.type, .bold) + " [\(entry.source ?? "?")]"
             lines.append(first)
             if entry.type != "time" { lines.append("    \(entry.summary)") }
             if let recorded = entry.recordedAt, recorded.milliseconds - entry.occurredAt.milliseconds > 3_600_000 {
-                lines.append("    recorded \(recorded), \(Self.delay(recorded.milliseconds - entry.occurredAt.milliseconds)) after it happened")
+                lines.append(Terminal.paint("    recorded \(recorded), \(Self.delay(recorded.milliseconds - entry.occurredAt.milliseconds)) after it happened", .yellow))
             }
             let width = entry.changes.map { $0.model.count + $0.field.count + 1 }.max() ?? 0
             for change in entry.changes {
                 let name = "\(change.model).\(change.field)".padding(toLength: width, withPad: " ", startingAt: 0)
-                lines.append("    \(name)  \(label(change.from)) → \(label(change.to))   (\(change.rule))")
+                lines.append("    \(name)  \(label(change.from)) → \(label(change.to))   " + Terminal.paint("(\(change.rule))", .dim))
             }
         }
         if report.laterEvents > 0 {

@@ -160,7 +160,7 @@ struct RebuildCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let before = try ledger.policy()
-        let progress = ProgressLine(enabled: !global.json)
+        let progress = ProgressBar(enabled: !global.json)
         let result = Result { () throws(LedgerError) -> RebuildReport in
             try ledger.engine.rebuild(models, policy: chosen, dryRun: dryRun, at: t) { step in progress.show(step) }
         }
@@ -219,34 +219,4 @@ struct RebuildCommand: ParsableCommand {
     private func short(_ value: JSON) -> String { short(value.serialized().trimmingCharacters(in: CharacterSet(charactersIn: "\""))) }
 
     private func short(_ text: String) -> String { text.count > 60 ? String(text.prefix(59)) + "…" : text }
-}
-
-/// A one-line progress report on standard error, redrawn in place: only on a terminal, never
-/// with --json.
-final class ProgressLine {
-    private let enabled: Bool
-    private var lastDraw = ContinuousClock.now
-    private var drawn = false
-
-    init(enabled: Bool) {
-        self.enabled = enabled && isatty(2) == 1
-    }
-
-    func show(_ progress: RebuildProgress) {
-        guard enabled, ContinuousClock.now - lastDraw > .milliseconds(100) else { return }
-        lastDraw = ContinuousClock.now
-        let fraction = progress.total > 0 ? Double(progress.done) / Double(progress.total) : 0
-        let width = 24
-        let filled = Int(fraction * Double(width))
-        let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
-        let eta = progress.secondsLeft.map { String(format: " ETA %.0f s", $0) } ?? ""
-        let line = "\(progress.phase.rawValue) [\(bar)] \(progress.done)/\(progress.total) \(Int(progress.perSecond))/s\(eta)"
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
-        drawn = true
-    }
-
-    func clear() {
-        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-        drawn = false
-    }
 }

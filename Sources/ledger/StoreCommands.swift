@@ -157,14 +157,24 @@ struct VerifyCommand: ParsableCommand {
     }
 }
 
-/// Prints rows as columns padded to their widest cell.
-func printTable(_ rows: [[String]], indent: String = "") {
-    guard let columns = rows.map(\.count).max() else { return }
+/// Prints rows as columns padded to their widest cell; the columns in `rightAligned` (numbers)
+/// are padded on the left.
+func printTable(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) {
+    for line in tableLines(rows, indent: indent, rightAligned: rightAligned) { print(line) }
+}
+
+/// The lines `printTable` prints.
+func tableLines(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) -> [String] {
+    guard let columns = rows.map(\.count).max() else { return [] }
     var widths = [Int](repeating: 0, count: columns)
     for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-    for row in rows {
-        let cells = row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
-        print(indent + cells.joined(separator: "  "))
+    return rows.map { row in
+        let cells = row.enumerated().map { i, cell in
+            let pad = String(repeating: " ", count: widths[i] - cell.count)
+            if rightAligned.contains(i) { return pad + cell }
+            return i == row.count - 1 ? cell : cell + pad
+        }
+        return indent + cells.joined(separator: "  ")
     }
 }
 

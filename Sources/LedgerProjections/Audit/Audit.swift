@@ -79,6 +79,9 @@ public struct AuditReport: Sendable, Hashable {
     public var entries: [AuditEntry]
     /// Events recorded by `knownAt` that occurred after `at`, left out of the timeline.
     public var laterEvents: Int
+    /// The subject's time zone at `at` (that of its latest session), `nil` when none is known:
+    /// for showing times locally; the JSON's times are UTC.
+    public var timeZone: String?
 
     public var json: JSON {
         ["subject": .string(subject), "at": .string(at.description), "knownAt": knownAt?.json ?? .null,
@@ -93,6 +96,30 @@ extension Ledger {
         let stored = try log.events(subject: subject).collect().filter { knownAt?.includes($0) ?? true }
         let events = try stored.map { event throws(LedgerError) in try RecordedEvent(event) }
         return Audit.report(subject: subject, events: events, at: t, knownAt: knownAt, models: engine.models, policy: try policy())
+    }
+}
+
+extension Ledger {
+    /// The time zone of `subject`'s latest session at or before `t`, `nil` when it has none:
+    /// how the command line shows its times locally.
+    public func timeZone(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> String? {
+        let events = try log.events(subject: subject).collect().filter { $0.type == SessionStarted.type && $0.occurredAt <= t }
+        return SessionZone.latest(in: try events.map { event throws(LedgerError) in try RecordedEvent(event) })
+    }
+}
+
+/// The zone a subject's times are shown in: that of its latest `session.started` (the badge's
+/// "local date" rule uses the same one).
+enum SessionZone {
+    static func latest(in events: [RecordedEvent]) -> String? {
+        var latest: (at: Timestamp, position: UInt64, zone: String)?
+        for event in events {
+            guard case .sessionStarted(let session) = event.data else { continue }
+            if latest.map({ ($0.at, $0.position) < (event.occurredAt, event.position) }) ?? true {
+                latest = (event.occurredAt, event.position, session.timeZone)
+            }
+        }
+        return latest?.zone
     }
 }
 
@@ -146,7 +173,8 @@ enum Audit {
             last = event.occurredAt
         }
         if let last { timeEntries(after: last, before: nil) }
-        return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count)
+        return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count,
+                           timeZone: SessionZone.latest(in: timeline))
     }
 
     /// The fields of one model that differ, each with its rule (a field with none takes the

@@ -126,6 +126,38 @@ extension ProjectionEngine {
         }
     }
 
+    /// Calls `body` with every subject's view in `model`'s served generation at `t`, in key
+    /// order, from one read snapshot, without holding all states in memory (for summaries over
+    /// the whole store). Subjects the model holds no state for are not visited.
+    /// - Throws: `LedgerError.invalidEvent` for an unknown model name; what `body` throws, wrapped.
+    public func forEachView(of model: String, at t: Timestamp, _ body: (String, JSONObject) throws -> Void) throws(LedgerError) {
+        guard let runner = models.first(where: { $0.name == model }) else {
+            throw LedgerError(.invalidEvent, "there is no read model named \(model); the models are \(modelNames.joined(separator: ", "))")
+        }
+        do {
+            try storage.env.read { txn in
+                let policy = try self.policy(txn)
+                guard let served = try storage.served(model, txn) else { return }
+                try txn.withCursor(storage.states) { cursor in
+                    var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
+                    while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
+                        let key = String(decoding: current.key.dropFirst(4), as: UTF8.self)
+                        let view: JSONObject
+                        do throws(StateReader.Damaged) {
+                            view = try runner.viewJSON(current.value, t, policy)
+                        } catch {
+                            throw storage.damaged(model, error)
+                        }
+                        try body(key, view)
+                        entry = try cursor.next()
+                    }
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading every view of \(model)")
+        }
+    }
+
     /// How many states the store holds across every generation (served, shadow and garbage).
     public func storedStateCount() throws(LedgerError) -> Int {
         do {

@@ -1,0 +1,337 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+
+struct DemoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Build a realistic store that shows every rule, then summarise it and audit three customers.",
+        discussion: """
+            Generates --subjects customers' histories over the 18 months before --now: trials that convert \
+            or lapse, monthly and yearly plans, cancellations, billing failures that recover or lapse, \
+            refunds (some recorded days late, some reversed), upgrades, support grants, family members, \
+            devices that verify offline, recovery passes, sessions in seven time zones, inbox traffic, \
+            maintenance, security flags and deletion requests. Each event keeps a realistic recordedAt \
+            (seconds after it happened; hours for an offline app; days for a late refund), so the store \
+            is appended in recorded order, with the read models built as it goes.
+
+            Then it prints how many customers are in each plan state and retention tier at --now, the \
+            events by type, and the audit of three telling customers. The same --seed and --now always \
+            give the same store: running it again appends nothing. The store must be new or one this \
+            demo built with the same options.
+
+            Examples:
+              ledger demo --store demo.lmdb
+              ledger demo --store big.lmdb --subjects 1000000 --seed 7 --now 2026-11-21T00:00:00Z
+              ledger status customer-17 --store demo.lmdb
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(help: "How many customers to generate.")
+    var subjects = 10_000
+
+    @Option(help: "The generator's seed.")
+    var seed: UInt64 = 42
+
+    @Option(help: "The demo's present moment (RFC 3339; default: now).")
+    var now: String?
+
+    @Option(help: "How many telling customers to audit at the end (0: none).")
+    var audits = 3
+
+    func validate() throws {
+        guard subjects > 0 else { throw ValidationError("--subjects must be at least 1") }
+        guard subjects <= Int(UInt32.max) else { throw ValidationError("--subjects must be at most \(UInt32.max)") }
+        guard audits >= 0 else { throw ValidationError("--audits must be 0 or more") }
+        if let now { _ = try parseTime(now, option: "--now") }
+    }
+
+    func run() throws {
+        let present = try now.map { try parseTime($0, option: "--now") } ?? Timestamp.now()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let progress = ProgressBar(enabled: !global.json)
+        let ledger = try global.openLedger(create: true)
+        defer { ledger.close() }
+
+        let generator = DemoGenerator(subjects: subjects, seed: seed, now: present.milliseconds)
+        let order = generator.recordedOrder { done in progress.update("planning", done: done, total: subjects, unit: "customers") }
+        let appendStarted = clock.now
+        let outcome = Result { () throws(LedgerError) -> DemoGenerator.Appended in
+            try generator.append(order, to: ledger.log) { done in progress.update("appending", done: done, total: order.count) }
+        }
+        let appended: DemoGenerator.Appended
+        switch outcome {
+        case .success(let result):
+            appended = result
+        case .failure(let error):
+            progress.clear()
+            guard error.code == .idConflict else { throw error }
+            throw CommandFailure.failure("the store at \(global.storePath) holds other events (\(error.message)); the demo builds its own store: pass a new --store, or the --subjects, --seed and --now it was built with")
+        }
+        let appendSeconds = seconds(clock.now - appendStarted)
+        let summary = try DemoSummary(ledger: ledger, at: present) { done in progress.update("summarising", done: done, total: subjects, unit: "customers") }
+        progress.clear()
+        let telling = Array(generator.telling(in: order).prefix(audits))
+        let reports = try telling.map { try ledger.audit(of: DemoHistory.subject($0.index), at: present, knownAt: nil) }
+        let totalSeconds = seconds(clock.now - started)
+
+        if global.json {
+            print(JSON.object([
+                ("store", .string(global.storePath)),
+                ("subjects", .int(subjects)),
+                ("seed", .uint(seed)),
+                ("now", .time(present)),
+                ("events", .int(order.count)),
+                ("appended", .int(appended.summary.appended)),
+                ("duplicates", .int(appended.summary.duplicates)),
+                ("seconds", .double(totalSeconds)),
+                ("appendSeconds", .double(appendSeconds)),
+                ("planStates", summary.json(summary.planStates)),
+                ("rules", summary.json(summary.rules)),
+                ("tiers", summary.json(summary.tiers)),
+                ("badges", summary.json(summary.badges)),
+                ("eventsByType", .object(appended.types.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
+                ("telling", .array(telling.map { .object([("subject", .string(DemoHistory.subject($0.index))), ("why", .string($0.why))]) })),
+            ]).text)
+            return
+        }
+
+        let first = Timestamp(milliseconds: present.milliseconds - DemoHistory.span)
+        print(Terminal.paint("Demo store \(global.storePath)", .bold) + ": \(ProgressBar.count(subjects)) customers, \(ProgressBar.count(order.count)) events from \(first.date) to \(present.date) (seed \(seed), now \(present)).")
+        let rate = appendSeconds > 0 ? Int(Double(appended.summary.appended) / appendSeconds) : 0
+        var line = "Appended \(ProgressBar.count(appended.summary.appended)) in recorded order in \(ProgressBar.duration(appendSeconds))"
+        if appended.summary.appended > 0 { line += " (\(ProgressBar.count(rate)) events/s, read models built as it went)" }
+        if appended.summary.duplicates > 0 { line += "; \(ProgressBar.count(appended.summary.duplicates)) were already there" }
+        print(line + "; \(ProgressBar.duration(totalSeconds)) in all.")
+        print("")
+        print(summary.render(at: present))
+        print("")
+        print(Terminal.paint("Events by type", .bold))
+        let types = appended.types.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+        let half = (types.count + 1) / 2
+        var rows: [[String]] = []
+        for i in 0..<half {
+            var row = [types[i].key, ProgressBar.count(types[i].value)]
+            if i + half < types.count { row += ["", types[i + half].key, ProgressBar.count(types[i + half].value)] }
+            rows.append(row)
+        }
+        printTable(rows, indent: "  ", rightAligned: [1, 4])
+        for (pick, report) in zip(telling, reports) {
+            print("")
+            print(Terminal.paint("── \(DemoHistory.subject(pick.index)): \(pick.why) ──", .bold))
+            print(AuditCommand.render(report, zone: try ledger.timeZone(of: report.subject, at: present)))
+        }
+        print("")
+        print("Next: `ledger status SUBJECT --store \(global.storePath)`, `ledger audit SUBJECT --store \(global.storePath)`, `ledger verify --store \(global.storePath)`.")
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// The demo's two passes over its customers: plan every history to learn the order the
+/// events were recorded in, then append them in that order, window by window, planning each
+/// history again when its events are due (plans are cheap; holding a million histories is not).
+struct DemoGenerator {
+    let subjects: Int
+    let seed: UInt64
+    let now: Int64
+
+    /// One event's place: when it was recorded, whose it is and which step of their plan.
+    struct Key: Comparable {
+        var recordedAt: Int64
+        var subject: UInt32
+        var step: UInt16
+
+        static func < (a: Key, b: Key) -> Bool {
+            (a.recordedAt, a.subject, a.step) < (b.recordedAt, b.subject, b.step)
+        }
+    }
+
+    /// A customer worth auditing, and why.
+    struct Telling {
+        var index: Int
+        var why: String
+    }
+
+    /// Every event of every customer in recorded order (ties by subject, then plan order).
+    func recordedOrder(progress: (Int) -> Void) -> [Key] {
+        var keys: [Key] = []
+        keys.reserveCapacity(subjects * 14)
+        for index in 0..<subjects {
+            let plan = DemoHistory.plan(subject: index, seed: seed, now: now)
+            for (number, step) in plan.steps.enumerated() {
+                keys.append(Key(recordedAt: step.recordedAt, subject: UInt32(index), step: UInt16(number)))
+            }
+            if index % 4096 == 0 { progress(index) }
+        }
+        keys.sort()
+        return keys
+    }
+
+    /// The customers the demo audits: a refund recorded days late and then reversed, a failed
+    /// payment that lapsed into the retention flow and bought a recovery pass, and a device
+    /// that verified offline. `order` only says how many customers there are.
+    func telling(in order: [Key]) -> [Telling] {
+        let wanted: [(DemoHistory.Traits, String)] = [
+            ([.lateRefund, .refundReversed], "a refund recorded days after it happened, then reversed"),
+            ([.billingLapse, .recoveryPass], "a failed payment that lapsed into the retention flow, then a recovery pass"),
+            ([.deviceOnly, .offline], "bought elsewhere; the device verified, then went offline"),
+            ([.upgrade, .billingRecovered], "an upgrade to yearly and a failed renewal that recovered"),
+            ([.deleted], "an account deleted while the store still knew its subscription"),
+        ]
+        var found: [Telling?] = Array(repeating: nil, count: wanted.count)
+        for index in 0..<subjects where found.contains(where: { $0 == nil }) {
+            let traits = DemoHistory.plan(subject: index, seed: seed, now: now).traits
+            for (i, (needed, why)) in wanted.enumerated() where found[i] == nil && traits.isSuperset(of: needed) {
+                found[i] = Telling(index: index, why: why)
+                break
+            }
+        }
+        return found.compactMap { $0 }
+    }
+
+    struct Appended {
+        var summary = StreamSummary()
+        var types: [String: Int] = [:]
+    }
+
+    /// Appends the events in `order` with their positions (1, 2, …) and recordedAt, as a restore
+    /// does, one window per transaction. A store this demo already built reports duplicates.
+    /// - Throws: `LedgerError.idConflict` when the store holds other events.
+    func append(_ order: [Key], to log: EventLog, window: Int = 50_000, progress: (Int) -> Void) throws(LedgerError) -> Appended {
+        var result = Appended()
+        var start = 0
+        while start < order.count {
+            let end = min(order.count, start + window)
+            var events: [StreamedEvent] = []
+            events.reserveCapacity(end - start)
+            // Plan each customer of the window once, in subject order, then place its events.
+            let bySubject = (start..<end).sorted { (order[$0].subject, order[$0].step) < (order[$1].subject, order[$1].step) }
+            var slots = [StreamedEvent?](repeating: nil, count: end - start)
+            var planned: (index: UInt32, plan: DemoHistory.Plan)?
+            for k in bySubject {
+                let key = order[k]
+                if planned?.index != key.subject {
+                    planned = (key.subject, DemoHistory.plan(subject: Int(key.subject), seed: seed, now: now))
+                }
+                guard let plan = planned?.plan else { continue }
+                let event = DemoHistory.event(plan.steps[Int(key.step)], subject: Int(key.subject), number: Int(key.step), seed: seed, zone: plan.zone)
+                // The demo's events are valid by construction; one that is not is a bug here.
+                let draft = try event.draft()
+                result.types[draft.type, default: 0] += 1
+                slots[k - start] = StreamedEvent(draft: draft, position: UInt64(k + 1), recordedAt: Timestamp(milliseconds: key.recordedAt))
+            }
+            events = slots.compactMap { $0 }
+            let batch = try log.appendStream(restoring: true) { () -> any StreamedEvents in WindowEvents(events: events) }
+            result.summary = result.summary.merged(with: batch)
+            start = end
+            progress(start)
+        }
+        return result
+    }
+
+    private struct WindowEvents: StreamedEvents {
+        let events: [StreamedEvent]
+        var cursor = 0
+        mutating func next() throws -> StreamedEvent? {
+            guard cursor < events.count else { return nil }
+            defer { cursor += 1 }
+            return events[cursor]
+        }
+    }
+}
+
+/// What the demo store holds at its present: customers per plan state (and the rule that
+/// decided it), per retention tier and per badge count, read from the served read models.
+struct DemoSummary {
+    static let planOrder = ["guest", "free", "trial", "pro", "pro_grace"]
+    static let tierOrder = ["active", "free", "grace", "browseOnly", "archived", "pendingDeletion", "deleted"]
+
+    var planStates: [(String, Int)] = []
+    var rules: [(String, Int)] = []
+    var tiers: [(String, Int)] = []
+    var badges: [(String, Int)] = []
+    /// planState → rule → customers.
+    var byPlanAndRule: [String: [String: Int]] = [:]
+
+    init(ledger: Ledger, at t: Timestamp, progress: (Int) -> Void) throws {
+        var plans: [String: Int] = [:]
+        var rules: [String: Int] = [:]
+        var seen = 0
+        try ledger.engine.forEachView(of: "entitlement", at: t) { _, view in
+            let plan = view["planState"]?.stringValue ?? "?"
+            var rule = "?"
+            if case .object(let reason)? = view["reason"] { rule = reason["rule"]?.stringValue ?? "?" }
+            plans[plan, default: 0] += 1
+            rules[rule, default: 0] += 1
+            byPlanAndRule[plan, default: [:]][rule, default: 0] += 1
+            seen += 1
+            if seen % 4096 == 0 { progress(seen / 3) }
+        }
+        var tiers: [String: Int] = [:]
+        try ledger.engine.forEachView(of: "retention", at: t) { _, view in
+            tiers[view["tier"]?.stringValue ?? "?", default: 0] += 1
+            seen += 1
+            if seen % 4096 == 0 { progress(seen / 3) }
+        }
+        var badges: [String: Int] = [:]
+        try ledger.engine.forEachView(of: "badge", at: t) { _, view in
+            if case .number(let number)? = view["count"], let count = Int(number.text) {
+                badges[count >= 3 ? "3+" : String(count), default: 0] += 1
+            }
+            seen += 1
+            if seen % 4096 == 0 { progress(seen / 3) }
+        }
+        planStates = Self.ordered(plans, Self.planOrder)
+        self.rules = rules.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, $0.value) }
+        self.tiers = Self.ordered(tiers, Self.tierOrder)
+        self.badges = Self.ordered(badges, ["0", "1", "2", "3+"])
+    }
+
+    private static func ordered(_ counts: [String: Int], _ order: [String]) -> [(String, Int)] {
+        order.map { ($0, counts[$0] ?? 0) } + counts.filter { !order.contains($0.key) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    func json(_ counts: [(String, Int)]) -> JSON { .object(counts.map { ($0.0, .int($0.1)) }) }
+
+    /// Three tables: plan states with their rules, retention tiers, badge counts.
+    func render(at t: Timestamp) -> String {
+        var lines: [String] = []
+        var left: [[String]] = [["Plan state", "", "decided by"]]
+        for (plan, count) in planStates {
+            let rules = (byPlanAndRule[plan] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \(ProgressBar.count($0.value))" }
+            left.append([plan, ProgressBar.count(count), rules.joined(separator: ", ")])
+        }
+        let right = [["Retention tier", ""]] + tiers.map { [$0.0, ProgressBar.count($0.1)] }
+        let leftLines = tableLines(left, indent: "  ", rightAligned: [1])
+        let rightLines = tableLines(right, indent: "", rightAligned: [1])
+        let width = (leftLines.map { $0.count }.max() ?? 0) + 4
+        lines.append(Terminal.paint("Customers at \(t)", .bold))
+        for i in 0..<max(leftLines.count, rightLines.count) {
+            let l = i < leftLines.count ? leftLines[i] : ""
+            let r = i < rightLines.count ? rightLines[i] : ""
+            let line = r.isEmpty ? l : l.padding(toLength: width, withPad: " ", startingAt: 0) + r
+            lines.append(i == 0 ? Terminal.paint(line, .dim) : line)
+        }
+        lines.append("")
+        lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(ProgressBar.count($0.1))" }.joined(separator: "   "))
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension JSON {
+    /// The string, if this is one.
+    var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+}
+
+extension Timestamp {
+    /// The UTC date, `YYYY-MM-DD`.
+    var date: String { String(description.prefix(10)) }
+}

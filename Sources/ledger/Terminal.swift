@@ -1,0 +1,117 @@
+import Foundation
+import LedgerCore
+import LedgerProjections
+
+/// What the command line may do to its output: colour only on a terminal and never when
+/// `NO_COLOR` is set (no-color.org); progress only on a terminal.
+enum Terminal {
+    static let environment = ProcessInfo.processInfo.environment
+
+    /// Standard output is a terminal that takes colour.
+    static let colourOut = isatty(1) == 1 && allowsColour
+    /// Standard error is a terminal that takes colour.
+    static let colourErr = isatty(2) == 1 && allowsColour
+
+    static var allowsColour: Bool {
+        (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
+    }
+
+    enum Style: String {
+        case bold = "1", dim = "2", red = "31", green = "32", yellow = "33", blue = "34", cyan = "36"
+    }
+
+    /// `text` in `style` when standard output takes colour, else as it is.
+    static func paint(_ text: String, _ style: Style, stderr: Bool = false) -> String {
+        guard stderr ? colourErr : colourOut else { return text }
+        return "\u{1B}[\(style.rawValue)m\(text)\u{1B}[0m"
+    }
+
+    /// Writes a line to standard error.
+    static func warn(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+}
+
+/// A progress bar on standard error, redrawn in place at most ten times a second, with the rate
+/// and the time left: only on a terminal, never with --json. `clear()` removes it before the
+/// command prints its result.
+final class ProgressBar {
+    private let enabled: Bool
+    private var lastDraw = ContinuousClock.now
+    private var phaseStart = ContinuousClock.now
+    private var phase = ""
+    private var drawn = false
+
+    init(enabled: Bool) {
+        self.enabled = enabled && isatty(2) == 1
+    }
+
+    /// `done` of `total` (nil: unknown) units of `phase`, e.g. ("appending", 1200, 5000, "events").
+    func update(_ phase: String, done: Int, total: Int?, unit: String = "events") {
+        guard enabled else { return }
+        let now = ContinuousClock.now
+        if phase != self.phase {
+            self.phase = phase
+            phaseStart = now
+        } else if now - lastDraw < .milliseconds(100) {
+            return
+        }
+        lastDraw = now
+        let elapsed = Double((now - phaseStart).components.attoseconds) / 1e18 + Double((now - phaseStart).components.seconds)
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        var line = phase
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let width = 24
+            let filled = Int(fraction * Double(width))
+            line += " [" + String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled) + "]"
+            line += " \(Self.count(done))/\(Self.count(total)) \(unit)"
+            if rate > 0 { line += String(format: ", %@/s, ETA %@", Self.count(Int(rate)), Self.duration(Double(total - min(done, total)) / rate)) }
+        } else {
+            line += " \(Self.count(done)) \(unit)"
+            if rate > 0 { line += ", \(Self.count(Int(rate)))/s" }
+        }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        drawn = true
+    }
+
+    /// A rebuild's or verify's own progress report.
+    func show(_ progress: RebuildProgress) {
+        update(progress.phase.rawValue, done: Int(progress.done), total: Int(progress.total),
+               unit: progress.phase == .writing ? "states" : "events")
+    }
+
+    func clear() {
+        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        drawn = false
+    }
+
+    /// 1234567 → "1,234,567".
+    static func count(_ n: Int) -> String {
+        let digits = String(n.magnitude)
+        var out = ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+            out.append(c)
+        }
+        return (n < 0 ? "-" : "") + out
+    }
+
+    /// Seconds as "42 s" or "3 min 5 s".
+    static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0 else { return "?" }
+        let s = Int(seconds.rounded())
+        return s < 60 ? "\(s) s" : "\(s / 60) min \(s % 60) s"
+    }
+}
+
+extension Timestamp {
+    /// This instant on the wall clock of `zone` (an IANA name; unknown means UTC), to the minute,
+    /// with its offset: `2026-03-01 10:30 +01:00`.
+    func local(in zone: String) -> String {
+        let offset = Int64(LocalTime.zone(zone).secondsFromGMT(for: Date(timeIntervalSince1970: Double(milliseconds) / 1000)))
+        let wall = Timestamp(milliseconds: milliseconds + offset * 1000).description
+        let magnitude = abs(offset)
+        return "\(wall.prefix(10)) \(wall.dropFirst(11).prefix(5)) \(offset < 0 ? "-" : "+")\(String(format: "%02d:%02d", magnitude / 3600, magnitude % 3600 / 60))"
+    }
+}
