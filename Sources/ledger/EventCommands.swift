@@ -42,13 +42,19 @@ struct AppendCommand: ParsableCommand {
         let ledger = try global.openLedger(create: true)
         defer { ledger.close() }
         let summary: StreamSummary
+        let progress = ProgressBar(enabled: !global.json)
         do {
             // The read models are updated in each file's own transaction.
-            summary = try JSONLImport.append(files, to: ledger.log, restoring: restore)
+            summary = try JSONLImport.append(files, to: ledger.log, restoring: restore) { step in
+                progress.update(step.phase.rawValue, done: step.done, total: step.total, unit: step.phase == .checking ? "bytes" : "events")
+            }
+            progress.clear()
         } catch .input(let problems, let total) {
+            progress.clear()
             report(problems.problems, total: total)
             throw ExitCode(2)
         } catch .ledger(let error) {
+            progress.clear()
             guard let file = error.file, let line = error.line else { throw error }
             // A batch the log refused because of one of its lines (an id conflict): report it
             // like an input problem, naming the line.
@@ -150,9 +156,12 @@ struct SchemasCommand: ParsableCommand {
     @Option(name: .long, help: "Directory to write every schema file into.")
     var output: String?
 
+    @Flag(name: .long, help: "Machine-readable JSON output (the schema on one line, or what was written).")
+    var json = false
+
     func run() throws {
         guard let output else {
-            print(EventSchemas.envelope().pretty())
+            print(json ? EventSchemas.envelope().serialized() : EventSchemas.envelope().pretty())
             return
         }
         for file in EventSchemas.files() {
@@ -160,6 +169,10 @@ struct SchemasCommand: ParsableCommand {
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try Data((file.schema.pretty() + "\n").utf8).write(to: url)
         }
-        print("Wrote \(EventSchemas.files().count) schema files under \(output).")
+        if json {
+            print(JSON.object([("directory", .string(output)), ("files", .int(EventSchemas.files().count))]).text)
+        } else {
+            print("Wrote \(EventSchemas.files().count) schema files under \(output).")
+        }
     }
 }

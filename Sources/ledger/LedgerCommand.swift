@@ -9,28 +9,37 @@ import LedgerStore
 struct LedgerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
-        abstract: "An event-sourced entitlement ledger: append facts, export them, verify the log, inspect the store.",
+        abstract: "An event-sourced entitlement ledger: append facts, then ask who has access, why, and since when.",
         discussion: """
-            The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb.
-            Exit codes: 0 ok, 1 failure, 2 usage or input error.
+            The store is --store PATH (before or after the subcommand), else $LEDGER_STORE, else ./ledger.lmdb. \
+            --json gives machine output with stable keys (times in UTC). Times on the command line are RFC 3339 \
+            with a zone. Exit codes: 0 ok, 1 failure, 2 usage or input error. Colour only on a terminal, never \
+            with NO_COLOR set; progress bars only on a terminal.
+
+            A first session:
+              ledger demo --store demo.lmdb                    # 10,000 realistic customers
+              ledger status customer-17 --store demo.lmdb      # every read model, now
+              ledger audit customer-17 --store demo.lmdb       # how they got there, and why
+              ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, AuditCommand.self, RebuildCommand.self,
+        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, AuditCommand.self, RebuildCommand.self, DueCommand.self,
                       VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self, BenchCommand.self]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
     /// default is 64), failures exit 1.
     static func main() {
+        let prefix = Terminal.paint("ledger:", .red, stderr: true)
         let arguments = GlobalOptions.movingStoreAfterSubcommand(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)
             try command.run()
         } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("ledger: \(failure.message)\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(failure.message)\n".utf8))
             Foundation.exit(failure.exitCode)
         } catch let error as LedgerError {
             // The library's errors already say what went wrong and what to do.
-            FileHandle.standardError.write(Data("ledger: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(error)\n".utf8))
             Foundation.exit(error.code == .invalidEvent ? 2 : 1)
         } catch let code as ExitCode {
             // A command that has printed its own result and only sets the status (verify).
@@ -44,7 +53,7 @@ struct LedgerCommand: ParsableCommand {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(2)
             }
-            FileHandle.standardError.write(Data("ledger: \(fullMessage(for: error))\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(fullMessage(for: error))\n".utf8))
             Foundation.exit(1)
         }
     }

@@ -46,19 +46,29 @@ struct StatusCommand: ParsableCommand {
         defer { ledger.close() }
         let (views, stale) = try ledger.engine.views(of: subject, at: t)
         for name in stale {
-            FileHandle.standardError.write(Data("ledger: warning: the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)\n".utf8))
+            Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + " the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)")
         }
         if global.json {
             print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, JSON.object($0.view)) }).text)
             return
         }
-        print("\(subject) at \(t)")
+        let zone = try ledger.timeZone(of: subject, at: t)
+        var header = "\(subject) at \(t)"
+        if let zone { header += " (\(t.local(in: zone)) in \(zone), the zone of the latest session)" }
+        print(Terminal.paint(header, .bold))
+        let shown = StatusCard(zone: zone)
         for (model, view) in views {
             print("")
-            print(headline(model, view))
-            printTable(details(model, view).map { ["  " + $0.0, $0.1] })
+            print(shown.headline(model, view))
+            printTable(shown.details(model, view).map { ["  " + $0.0, $0.1] })
         }
     }
+}
+
+/// How `status` shows a view to people: a headline per model, then one row per field; times
+/// in UTC followed by the subject's local time when its zone is known.
+struct StatusCard {
+    var zone: String?
 
     /// A model's answer in one line: the plan and why, the tier and what comes next, the count.
     func headline(_ model: String, _ view: JSONObject) -> String {
@@ -66,14 +76,14 @@ struct StatusCommand: ParsableCommand {
         case "entitlement":
             let reason = view["reason"].flatMap { if case .object(let r) = $0 { r } else { nil } }
             let position = reason?["position"].map(human) ?? "–"
-            return "entitlement: \(human(view["planState"] ?? .null)) (rule \(human(reason?["rule"] ?? .null))\(position == "–" ? "" : ", event #\(position)"))"
+            return Terminal.paint("entitlement: \(human(view["planState"] ?? .null))", .bold) + " (rule \(human(reason?["rule"] ?? .null))\(position == "–" ? "" : ", event #\(position)"))"
         case "retention":
-            var line = "retention: \(human(view["tier"] ?? .null))"
+            var line = Terminal.paint("retention: \(human(view["tier"] ?? .null))", .bold)
             if let since = view["enteredAt"], since != .null { line += " since \(human(since))" }
             if let next = view["nextTier"], next != .null { line += "; \(human(next)) from \(human(view["nextTierAt"] ?? .null))" }
             return line
         case "badge":
-            return "badge: \(human(view["count"] ?? .null))"
+            return Terminal.paint("badge: \(human(view["count"] ?? .null))", .bold)
         default:
             return model
         }
@@ -107,7 +117,9 @@ struct StatusCommand: ParsableCommand {
     func human(_ value: JSON) -> String {
         switch value {
         case .null: return "–"
-        case .string(let text): return text
+        case .string(let text):
+            if let zone, text.count == 24, text.hasSuffix("Z"), let t = Timestamp(rfc3339: text) { return "\(text) (\(t.local(in: zone)))" }
+            return text
         case .array(let items): return items.isEmpty ? "none" : items.map(human).joined(separator: ", ")
         case .object(let object): return object.members.map { "\($0.key)=\(human($0.value))" }.joined(separator: " ")
         default: return value.serialized()
@@ -219,4 +231,38 @@ struct RebuildCommand: ParsableCommand {
     private func short(_ value: JSON) -> String { short(value.serialized().trimmingCharacters(in: CharacterSet(charactersIn: "\""))) }
 
     private func short(_ text: String) -> String { text.count > 60 ? String(text.prefix(59)) + "…" : text }
+}
+
+struct DueCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "due",
+        abstract: "What falls due in a window (not built yet: the due read model does not exist yet).",
+        discussion: """
+            NOT BUILT YET. This command will list each (subject, at, kind) that falls due in [--from, --to): \
+            trialEndingSoon, paymentFailed, retentionEmail, tierChanged and deletionQueued (SPEC §4 "Due"), \
+            served from a time-ordered index. Until the due read model exists it checks its options, says so \
+            on standard error and exits 1.
+
+            Example (once built):
+              ledger due --from 2026-11-21T00:00:00Z --to 2026-11-22T00:00:00Z --json
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(help: "The window's start, inclusive (RFC 3339).")
+    var from: String
+
+    @Option(help: "The window's end, exclusive (RFC 3339).")
+    var to: String
+
+    func validate() throws {
+        let start = try parseTime(from, option: "--from")
+        let end = try parseTime(to, option: "--to")
+        guard start < end else { throw ValidationError("--from must be before --to") }
+    }
+
+    func run() throws {
+        throw CommandFailure.failure("`ledger due` is not built yet: the due read model (SPEC §4 \"Due\") does not exist yet; `ledger status SUBJECT` shows each customer's next tier and renewal meanwhile")
+    }
 }

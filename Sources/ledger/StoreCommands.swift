@@ -131,8 +131,11 @@ struct VerifyCommand: ParsableCommand {
     func run() throws {
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let report = try ledger.log.verify()
-        let models = report.isValid ? try ledger.engine.verify() : []
+        let progress = ProgressBar(enabled: !global.json)
+        let events = try ledger.log.lastPosition()
+        let report = try ledger.log.verify { done in progress.update("checking the log", done: Int(done), total: Int(events)) }
+        let models = report.isValid ? try ledger.engine.verify { step in progress.update("rebuilding the models to compare", done: Int(step.done), total: Int(step.total)) } : []
+        progress.clear()
         let ok = report.isValid && models.isEmpty
         if global.json {
             print(JSON.object([
@@ -146,12 +149,12 @@ struct VerifyCommand: ParsableCommand {
                 })),
             ]).text)
         } else if let problem = report.problem {
-            print("FAILED after \(report.eventsChecked) good events: \(problem)")
+            print(Terminal.paint("FAILED", .red) + " after \(report.eventsChecked) good events: \(problem)")
         } else if !models.isEmpty {
-            print("Log OK: \(report.eventsChecked) events. Read models FAILED:")
+            print("Log OK: \(report.eventsChecked) events. Read models " + Terminal.paint("FAILED", .red) + ":")
             for problem in models { print("  \(problem)") }
         } else {
-            print("OK: \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.engine.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
+            print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.engine.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
         }
         if !ok { throw ExitCode(1) }
     }
@@ -174,7 +177,8 @@ func tableLines(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> 
             if rightAligned.contains(i) { return pad + cell }
             return i == row.count - 1 ? cell : cell + pad
         }
-        return indent + cells.joined(separator: "  ")
+        let line = indent + cells.joined(separator: "  ")
+        return String(line[..<(line.lastIndex { $0 != " " }.map { line.index(after: $0) } ?? line.startIndex)])
     }
 }
 

@@ -182,9 +182,22 @@ import Testing
             let store = try store(dir)
             let run = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z"])
             #expect(run.status == 0)
-            #expect(run.stdout.hasPrefix("alex: audit at 2026-03-20T00:00:00.000Z, everything recorded\n"))
-            #expect(run.stdout.contains("2026-03-02T10:00:00.000Z  #9     subscription.refunded [appstore]\n    transaction t3 refunded\n    recorded 2026-03-09T10:00:00.000Z, 7 days after it happened\n"))
+            #expect(run.stdout.hasPrefix("alex: audit at 2026-03-20T00:00:00.000Z, everything recorded\nTimes are UTC, then local in Europe/Berlin (the zone of the latest session).\n"))
+            #expect(run.stdout.contains("2026-03-02T10:00:00.000Z  2026-03-02 11:00 +01:00  #9     subscription.refunded [appstore]\n    transaction t3 refunded\n    recorded 2026-03-09T10:00:00.000Z, 7 days after it happened\n"))
             #expect(run.stdout.contains("    retention.tier                      active → grace   (refund)\n"))
+        }
+    }
+
+    @Test func statusShowsTimesInUTCAndInTheZoneOfTheLatestSession() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let run = try Run(["status", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z"])
+            #expect(run.status == 0)
+            #expect(run.stdout.hasPrefix("alex at 2026-03-20T00:00:00.000Z (2026-03-20 01:00 +01:00 in Europe/Berlin, the zone of the latest session)\n"))
+            #expect(run.stdout.contains("  expiresAt        2026-03-02T10:00:00.000Z (2026-03-02 11:00 +01:00)\n"))
+            // JSON stays UTC.
+            let json = try Run(["status", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--json"]).json()
+            #expect((json["entitlement"] as? [String: Any])?["expiresAt"] as? String == "2026-03-02T10:00:00.000Z")
         }
     }
 

@@ -42,12 +42,30 @@ public enum JSONLImport {
         public var problems: [InputProblem] = []
         /// All problems found.
         public var problemCount = 0
+        /// Events spooled (what the second pass appends when there is no problem).
+        public var events = 0
+    }
+
+    /// How far an import has got, for a progress display.
+    public struct Progress: Sendable, Hashable {
+        public enum Phase: String, Sendable {
+            /// Reading and checking the inputs: `done` and `total` count bytes.
+            case checking
+            /// Appending the checked events: `done` and `total` count events.
+            case appending
+        }
+        public var phase: Phase
+        public var done: Int
+        /// `nil` when unknown (standard input while checking).
+        public var total: Int?
     }
 
     /// Reads and checks one input without appending anything, spooling its encoded events
     /// until the first problem. The caller removes the spool (`spoolPath`).
     /// - Throws: `LedgerError` when the input cannot be read or the spool cannot be written.
-    public static func check(_ name: String, restoring: Bool, limit: Int = problemLimit) throws(LedgerError) -> Check {
+    public static func check(_ name: String, restoring: Bool, limit: Int = problemLimit,
+                             progress: (_ bytesRead: Int) -> Void = { _ in }) throws(LedgerError) -> Check {
+        var bytesRead = 0
         var reader = try LineReader(path: name, keepBytes: EnvelopeDecoder.maxEventBytes + 1)
         var spool = try SpoolWriter()
         var check = Check(name: name, spoolPath: spool.path)
@@ -55,6 +73,8 @@ public enum JSONLImport {
         defer { if !finished { unlink(spool.path) } }
         var lastPosition: (line: Int, position: UInt64)?
         while let line = try reader.next() {
+            bytesRead += line.length + 1
+            if line.number % 4096 == 0 { progress(bytesRead) }
             if isBlank(line.bytes) { continue }
             var problems: [InputProblem] = []
             switch EnvelopeDecoder.decode(line.bytes, length: line.length, file: name, line: line.number) {
@@ -80,6 +100,7 @@ public enum JSONLImport {
                     try spool.write(StreamedEvent(draft: envelope.draft, line: line.number,
                                                   position: restoring ? envelope.position : nil,
                                                   recordedAt: restoring ? envelope.recordedAt : nil))
+                    check.events += 1
                 }
             }
             check.problemCount += problems.count
@@ -94,14 +115,25 @@ public enum JSONLImport {
     /// - Throws: `ImportError.input` with every problem of every input when any has one
     ///   (nothing appended); `ImportError.ledger` when an input cannot be read or a batch is
     ///   refused (earlier inputs stay appended; that batch and later ones are not).
-    public static func append(_ names: [String], to log: EventLog, restoring: Bool = false) throws(ImportError) -> StreamSummary {
+    /// - Parameter progress: called now and then with how far it has got.
+    public static func append(_ names: [String], to log: EventLog, restoring: Bool = false,
+                              progress: (Progress) -> Void = { _ in }) throws(ImportError) -> StreamSummary {
         var checks: [Check] = []
         defer { for check in checks { unlink(check.spoolPath) } }
         var problems: [InputProblem] = []
         var total = 0
         do {
+            let sizes = names.map { name -> Int? in
+                var info = stat()
+                return name != "-" && stat(name, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : nil
+            }
+            let totalBytes = sizes.contains { $0 == nil } ? nil : sizes.reduce(0) { $0 + ($1 ?? 0) }
+            var before = 0
             for name in names {
-                let check = try Self.check(name, restoring: restoring, limit: problemLimit - problems.count)
+                let check = try Self.check(name, restoring: restoring, limit: problemLimit - problems.count) { read in
+                    progress(Progress(phase: .checking, done: before + read, total: totalBytes))
+                }
+                before += sizes[checks.count] ?? 0
                 checks.append(check)
                 problems += check.problems
                 total += check.problemCount
@@ -112,11 +144,20 @@ public enum JSONLImport {
         guard total == 0 else { throw .input(InputProblems(problems), total: total) }
 
         var summary = StreamSummary()
+        let events = checks.reduce(0) { $0 + $1.events }
+        var appended = 0
         for check in checks {
             do {
-                let batch = try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
-                    try SpoolReader(path: check.spoolPath, name: check.name)
+                let before = appended
+                // The reader lives only inside this call, so the closure does not really escape.
+                let batch = try withoutActuallyEscaping(progress) { report throws(LedgerError) in
+                    try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
+                        try SpoolReader(path: check.spoolPath, name: check.name) { read in
+                            report(Progress(phase: .appending, done: before + read, total: events))
+                        }
+                    }
                 }
+                appended += check.events
                 summary = summary.merged(with: batch)
             } catch {
                 throw .ledger(error)
@@ -185,8 +226,11 @@ private final class SpoolReader: StreamedEvents {
     private var buffer: [UInt8] = []
     private var start = 0
     private var atEnd = false
+    private var read = 0
+    private let progress: (Int) -> Void
 
-    init(path: String, name: String) throws(LedgerError) {
+    init(path: String, name: String, progress: @escaping (Int) -> Void) throws(LedgerError) {
+        self.progress = progress
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw LedgerError(.storage, "cannot read the checked events in \(path): \(String(cString: strerror(errno)))") }
         self.path = path
@@ -231,6 +275,8 @@ private final class SpoolReader: StreamedEvents {
         start += header + length
         record.append(contentsOf: [UInt8](repeating: 0, count: EventRecord.hashSize))
         let stored = try record.withUnsafeBytes { raw throws(LedgerError) in try EventRecord.decode(raw, position: UInt64(line)) }
+        read += 1
+        if read % 4096 == 0 { progress(read) }
         return StreamedEvent(draft: stored.draft, file: name, line: line, position: position == 0 ? nil : position,
                              recordedAt: hasRecordedAt ? stored.recordedAt : nil)
     }

@@ -198,6 +198,11 @@ enum DemoHistory {
                 add(at + between(10 * second, 5 * minute), .app, .purchasePending(product))
             } else {
                 add(at + between(10 * second, 5 * minute), .app, .purchaseFailed(product))
+                // Support makes up for a purchase that kept failing.
+                if chance(25) {
+                    let granted = at + between(hour, 3 * day)
+                    add(granted, .support, .granted(until: granted + 30 * day))
+                }
             }
         }
 
@@ -358,9 +363,9 @@ enum DemoHistory {
 
         /// After access ended: support sometimes grants time; some buy a recovery pass.
         mutating func afterLapse(_ lapse: Int64) {
-            if chance(4) {
+            if chance(8) {
                 let at = lapse + between(hour, 5 * day)
-                add(at, .support, .granted(until: at + 14 * day))
+                add(at, .support, .granted(until: at + 30 * day))
             }
             if now - lapse > 31 * day && chance(10) {
                 traits.insert(.recoveryPass)

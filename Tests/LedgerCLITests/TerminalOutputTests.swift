@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+
+/// What the command line writes besides its result: progress bars and colour only on a
+/// terminal (and colour never with NO_COLOR), help with worked examples, `due` saying it is
+/// not built yet. A terminal is made with util-linux's `script`, which runs the command on a
+/// pseudo-terminal.
+@Suite struct TerminalOutputTests {
+    /// Runs `ledger ARGS` on a pseudo-terminal; returns what the terminal showed.
+    func onTerminal(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
+        let ledger = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger").path
+        let command = ([ledger] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        return try Run(["-qec", command, "/dev/null"], environment: environment, executable: "/usr/bin/script")
+    }
+
+    @Test func aTerminalGetsAProgressBarWithRateAndETAAndColour() throws {
+        try withDirectory { dir in
+            let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                                     environment: ["NO_COLOR": "", "TERM": "xterm"])
+            #expect(run.status == 0)
+            #expect(run.stdout.contains("\r\u{1B}[Kappending ["), "a bar redrawn in place")
+            #expect(run.stdout.contains("/s, ETA "))
+            #expect(run.stdout.contains("\u{1B}[1mCustomers at 2026-11-21T00:00:00.000Z\u{1B}[0m"))
+        }
+    }
+
+    @Test func noColourWhenNO_COLORIsSetEvenOnATerminal() throws {
+        try withDirectory { dir in
+            let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "200", "--now", "2026-11-21T00:00:00Z", "--audits", "1"],
+                                     environment: ["NO_COLOR": "1", "TERM": "xterm"])
+            #expect(run.status == 0)
+            #expect(run.stdout.contains("Customers at 2026-11-21T00:00:00.000Z"))
+            #expect(!run.stdout.contains("\u{1B}[1m") && !run.stdout.contains("\u{1B}[0m"))
+        }
+    }
+
+    @Test func noProgressOrColourWhenNotATerminal() throws {
+        try withDirectory { dir in
+            let store = dir + "/d.lmdb"
+            let demo = try Run(["demo", "--store", store, "--subjects", "300", "--now", "2026-11-21T00:00:00Z"])
+            #expect(demo.status == 0)
+            let export = try Run(["export", "--store", store])
+            let file = dir + "/all.jsonl"
+            try export.stdout.write(toFile: file, atomically: true, encoding: .utf8)
+            for arguments in [["verify", "--store", store], ["rebuild", "--store", store, "--dry-run"], ["append", "--store", dir + "/copy.lmdb", file],
+                              ["status", "customer-1", "--store", store], ["audit", "customer-1", "--store", store]] {
+                let run = try Run(arguments)
+                #expect(run.status == 0, "\(arguments): \(run.stderr)")
+                #expect(run.stderr == "", "\(arguments) wrote to stderr: \(run.stderr)")
+                #expect(!run.stdout.contains("\u{1B}"), "\(arguments) wrote escape codes")
+            }
+            #expect(demo.stderr == "")
+        }
+    }
+
+    @Test func everyCommandsHelpHasAWorkedExample() throws {
+        for command in ["init", "append", "export", "status", "audit", "rebuild", "due", "verify", "stats", "schemas", "demo", "bench"] {
+            let run = try Run([command, "--help"])
+            #expect(run.status == 0, "\(command)")
+            #expect(run.stdout.contains("Example"), "\(command) --help has no example")
+            #expect(run.stdout.contains("ledger \(command)"), "\(command) --help's example does not run it")
+        }
+    }
+
+    @Test func dueSaysItIsNotBuiltYetAndChecksItsOptions() throws {
+        let help = try Run(["due", "--help"])
+        #expect(help.stdout.contains("not built yet"))
+        let run = try Run(["due", "--from", "2026-11-21T00:00:00Z", "--to", "2026-11-22T00:00:00Z"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("`ledger due` is not built yet"))
+        let bad = try Run(["due", "--from", "tomorrow", "--to", "2026-11-22T00:00:00Z"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--from: expected an RFC 3339 time"))
+        let backwards = try Run(["due", "--from", "2026-11-22T00:00:00Z", "--to", "2026-11-21T00:00:00Z"])
+        #expect(backwards.status == 2)
+        #expect(backwards.stderr.contains("--from must be before --to"))
+    }
+
+    @Test func schemasTakesJSONToo() throws {
+        let run = try Run(["schemas", "--json"])
+        #expect(run.status == 0)
+        #expect(!run.stdout.dropLast().contains("\n"), "one line")
+        #expect(try run.json()["$schema"] != nil)
+    }
+}
