@@ -37,6 +37,23 @@ import Testing
         }
     }
 
+    @Test func everyDemoEventPassesTheStrictJSONInputAndAppendsBackToTheSameViews() throws {
+        try withDirectory { dir in
+            #expect(try demo(dir + "/d.lmdb", subjects: 300, extra: ["--json"]).status == 0)
+            let export = try Run(["export", "--store", dir + "/d.lmdb"])
+            let file = dir + "/demo.jsonl"
+            try export.stdout.write(toFile: file, atomically: true, encoding: .utf8)
+            let appended = try Run(["append", "--store", dir + "/copy.lmdb", file, "--json"])
+            #expect(appended.status == 0, "\(appended.stderr)")
+            #expect(try appended.json()["appended"] as? Int == export.stdout.split(separator: "\n").count)
+            for subject in ["customer-0", "customer-66", "customer-185", "customer-299"] {
+                let original = try Run(["status", subject, "--store", dir + "/d.lmdb", "--at", Self.now, "--json"]).stdout
+                let copy = try Run(["status", subject, "--store", dir + "/copy.lmdb", "--at", Self.now, "--json"]).stdout
+                #expect(original == copy, "\(subject)")
+            }
+        }
+    }
+
     @Test func theStoreHoldsEveryPlanStateRuleAndTierAtItsNow() throws {
         try withDirectory { dir in
             let run = try demo(dir + "/d.lmdb", extra: ["--json"])

@@ -203,48 +203,102 @@ struct DemoGenerator {
     }
 
     /// Appends the events in `order` with their positions (1, 2, …) and recordedAt, as a restore
-    /// does, one window per transaction. A store this demo already built reports duplicates.
+    /// does, one window per transaction. A second thread drafts the next window while this one
+    /// is appended. A store this demo already built reports duplicates.
     /// - Throws: `LedgerError.idConflict` when the store holds other events.
-    func append(_ order: [Key], to log: EventLog, window: Int = 50_000, progress: (Int) -> Void) throws(LedgerError) -> Appended {
-        var result = Appended()
-        var start = 0
-        while start < order.count {
-            let end = min(order.count, start + window)
-            var events: [StreamedEvent] = []
-            events.reserveCapacity(end - start)
-            // Plan each customer of the window once, in subject order, then place its events.
-            let bySubject = (start..<end).sorted { (order[$0].subject, order[$0].step) < (order[$1].subject, order[$1].step) }
-            var slots = [StreamedEvent?](repeating: nil, count: end - start)
-            var planned: (index: UInt32, plan: DemoHistory.Plan)?
-            for k in bySubject {
-                let key = order[k]
-                if planned?.index != key.subject {
-                    planned = (key.subject, DemoHistory.plan(subject: Int(key.subject), seed: seed, now: now))
-                }
-                guard let plan = planned?.plan else { continue }
-                let event = DemoHistory.event(plan.steps[Int(key.step)], subject: Int(key.subject), number: Int(key.step), seed: seed, zone: plan.zone)
-                // The demo's events are valid by construction; one that is not is a bug here.
-                let draft = try event.draft()
-                result.types[draft.type, default: 0] += 1
-                slots[k - start] = StreamedEvent(draft: draft, position: UInt64(k + 1), recordedAt: Timestamp(milliseconds: key.recordedAt))
+    func append(_ order: [Key], to log: EventLog, progress: (Int) -> Void) throws(LedgerError) -> Appended {
+        // A window's transaction rewrites every page its customers' states and stream entries
+        // live on, so a big store takes bigger windows (fewer rewrites per event): about 20 of
+        // them, 50,000 to 500,000 events each.
+        let window = min(500_000, max(50_000, order.count / 20))
+        let windows = stride(from: 0, to: order.count, by: window).map { $0..<min(order.count, $0 + window) }
+        let pipeline = Pipeline<[StreamedEvent?]>(depth: 2)
+        Thread.detachNewThread {
+            for range in windows where !pipeline.isCancelled {
+                pipeline.put(self.draft(order, range))
             }
-            events = slots.compactMap { $0 }
+        }
+        defer { pipeline.cancel() }
+        var result = Appended()
+        for range in windows {
+            let events = pipeline.take()
+            for event in events { if let event { result.types[event.draft.type, default: 0] += 1 } }
             let batch = try log.appendStream(restoring: true) { () -> any StreamedEvents in WindowEvents(events: events) }
             result.summary = result.summary.merged(with: batch)
-            start = end
-            progress(start)
+            progress(range.upperBound)
         }
         return result
     }
 
+    /// The events of `range` of `order`, in order: each customer of the window is planned once
+    /// (in subject order) and its due steps drafted. The drafts are encoded directly; the append
+    /// checks each one as it does any other event.
+    private func draft(_ order: [Key], _ range: Range<Int>) -> [StreamedEvent?] {
+        let bySubject = range.sorted { (order[$0].subject, order[$0].step) < (order[$1].subject, order[$1].step) }
+        var slots = [StreamedEvent?](repeating: nil, count: range.count)
+        var planned: (index: UInt32, plan: DemoHistory.Plan)?
+        for k in bySubject {
+            let key = order[k]
+            if planned?.index != key.subject {
+                planned = (key.subject, DemoHistory.plan(subject: Int(key.subject), seed: seed, now: now))
+            }
+            guard let plan = planned?.plan else { continue }
+            let event = DemoHistory.event(plan.steps[Int(key.step)], subject: Int(key.subject), number: Int(key.step), seed: seed, zone: plan.zone)
+            let draft = EventDraft(id: event.id ?? EventID(high: 0, low: 0), subject: event.subject, type: event.type,
+                                   schemaVersion: type(of: event.data.payload).schemaVersion, occurredAt: event.occurredAt,
+                                   source: event.source, meta: event.meta, payload: EventCatalog.encode(event.data))
+            slots[k - range.lowerBound] = StreamedEvent(draft: draft, position: UInt64(k + 1), recordedAt: Timestamp(milliseconds: key.recordedAt))
+        }
+        return slots
+    }
+
     private struct WindowEvents: StreamedEvents {
-        let events: [StreamedEvent]
+        let events: [StreamedEvent?]
         var cursor = 0
         mutating func next() throws -> StreamedEvent? {
-            guard cursor < events.count else { return nil }
-            defer { cursor += 1 }
-            return events[cursor]
+            while cursor < events.count {
+                defer { cursor += 1 }
+                if let event = events[cursor] { return event }
+            }
+            return nil
         }
+    }
+}
+
+/// A bounded hand-over from one producer thread to one consumer: `put` blocks while `depth`
+/// items wait; `cancel` lets a blocked producer go.
+final class Pipeline<Item>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var items: [Item] = []
+    private let depth: Int
+    private var cancelled = false
+
+    init(depth: Int) { self.depth = depth }
+
+    var isCancelled: Bool { condition.lock(); defer { condition.unlock() }; return cancelled }
+
+    func put(_ item: Item) {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.count >= depth && !cancelled { condition.wait() }
+        guard !cancelled else { return }
+        items.append(item)
+        condition.broadcast()
+    }
+
+    func take() -> Item {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.isEmpty { condition.wait() }
+        condition.broadcast()
+        return items.removeFirst()
+    }
+
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
     }
 }
 
