@@ -74,12 +74,14 @@ struct AuditCommand: ParsableCommand {
         lines.append(Terminal.paint("\(report.subject): audit at \(report.at), \(scope)", .bold))
         if let zone { lines.append("Times are UTC, then local in \(zone) (the zone of the latest session).") }
         if report.entries.isEmpty { lines.append("no events") }
+        // Wide enough for the longest position (padding never cuts one short).
+        let headWidth = max(6, report.entries.map { ($0.position.map { "#\($0)" } ?? "time").count + 1 }.max() ?? 0)
         for entry in report.entries {
             lines.append("")
             let head = entry.position.map { "#\($0)" } ?? "time"
             var first = "\(entry.occurredAt)"
             if let zone { first += Terminal.paint("  \(entry.occurredAt.local(in: zone))", .dim) }
-            first += "  \(head.padding(toLength: 6, withPad: " ", startingAt: 0)) "
+            first += "  \(head.padding(toLength: headWidth, withPad: " ", startingAt: 0)) "
             first += entry.type == "time" ? Terminal.paint(entry.summary, .cyan) : Terminal.paint(entry.type, .bold) + " [\(entry.source ?? "?")]"
             lines.append(first)
             if entry.type != "time" { lines.append("    \(entry.summary)") }
