@@ -125,6 +125,21 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(bad.stderr.contains("--now: expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got yesterday"))
     }
 
+    @Test func verifyOfAGoodStoreSaysOKWithEveryKey() throws {
+        try withDirectory { dir in
+            let store = dir + "/d.lmdb"
+            #expect(try Run(["demo", "--store", store, "--subjects", "50", "--now", "2026-11-21T00:00:00Z", "--json"]).status == 0)
+            let run = try Run(["verify", "--store", store, "--json"])
+            #expect(run.status == 0)
+            let json = try run.json()
+            #expect(Array(json.keys).sorted() == ["eventsChecked", "models", "ok", "problem"])
+            #expect(json["ok"] as? Bool == true)
+            #expect(json["problem"] is NSNull)
+            #expect((json["models"] as? [Any])?.isEmpty == true)
+            #expect((json["eventsChecked"] as? Int ?? 0) > 50)
+        }
+    }
+
     @Test func verifyExitsOneAndNamesTheBadPositionOfATamperedStore() throws {
         try withDirectory { dir in
             let store = dir + "/d.lmdb"

@@ -24,6 +24,28 @@ import Testing
         }
     }
 
+    @Test func appendAndVerifyShowTheirProgressOnATerminal() throws {
+        try withDirectory { dir in
+            let store = dir + "/d.lmdb"
+            #expect(try Run(["demo", "--store", store, "--subjects", "300", "--now", "2026-11-21T00:00:00Z", "--json"]).status == 0)
+            let file = dir + "/all.jsonl"
+            try Run(["export", "--store", store]).stdout.write(toFile: file, atomically: true, encoding: .utf8)
+            let append = try onTerminal(["append", "--store", dir + "/copy.lmdb", file])
+            #expect(append.status == 0)
+            #expect(append.stdout.contains("\r\u{1B}[Kchecking ["))
+            #expect(append.stdout.contains(" bytes"))
+            #expect(append.stdout.contains("\r\u{1B}[Kappending ["))
+            let verify = try onTerminal(["verify", "--store", store])
+            #expect(verify.status == 0)
+            #expect(verify.stdout.contains("\r\u{1B}[Kchecking the log ["))
+            #expect(verify.stdout.contains("\r\u{1B}[Krebuilding the models to compare ["))
+            // With --json, never.
+            let quiet = try onTerminal(["verify", "--store", store, "--json"])
+            #expect(quiet.status == 0)
+            #expect(!quiet.stdout.contains("\u{1B}"))
+        }
+    }
+
     @Test func noColourWhenNO_COLORIsSetEvenOnATerminal() throws {
         try withDirectory { dir in
             let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "200", "--now", "2026-11-21T00:00:00Z", "--audits", "1"],
