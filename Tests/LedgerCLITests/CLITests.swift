@@ -125,6 +125,16 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(bad.stderr.contains("--now: expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got yesterday"))
     }
 
+    @Test func benchQuickPrintsTheMachineAndARateForEachCase() throws {
+        let run = try Run(["bench", "--quick", "--json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let json = try run.json()
+        #expect((json["machine"] as? [String: Any])?["cores"] as? Int == ProcessInfo.processInfo.activeProcessorCount)
+        let results = try #require(json["results"] as? [String: Double])
+        #expect(results.keys.sorted() == ["append.groupCommit", "append.ledger", "append.raw", "append.singleCommit"])
+        for (name, rate) in results { #expect(rate > 0, "\(name)") }
+    }
+
     @Test func verifyOfAGoodStoreSaysOKWithEveryKey() throws {
         try withDirectory { dir in
             let store = dir + "/d.lmdb"
