@@ -76,7 +76,7 @@ struct DemoCommand: ParsableCommand {
         let appendSeconds = seconds(clock.now - appendStarted)
         let summary = try DemoSummary(ledger: ledger, at: present) { done in progress.update("summarising", done: done, total: subjects, unit: "customers") }
         progress.clear()
-        let telling = Array(generator.telling(in: order).prefix(audits))
+        let telling = Array(generator.telling().prefix(audits))
         let reports = try telling.map { try ledger.audit(of: DemoHistory.subject($0.index), at: present, knownAt: nil) }
         let totalSeconds = seconds(clock.now - started)
 
@@ -177,8 +177,8 @@ struct DemoGenerator {
 
     /// The customers the demo audits: a refund recorded days late and then reversed, a failed
     /// payment that lapsed into the retention flow and bought a recovery pass, and a device
-    /// that verified offline. `order` only says how many customers there are.
-    func telling(in order: [Key]) -> [Telling] {
+    /// that verified offline (then an upgrade, a deletion), the first customer of each kind.
+    func telling() -> [Telling] {
         let wanted: [(DemoHistory.Traits, String)] = [
             ([.lateRefund, .refundReversed], "a refund recorded days after it happened, then reversed"),
             ([.billingLapse, .recoveryPass], "a failed payment that lapsed into the retention flow, then a recovery pass"),
