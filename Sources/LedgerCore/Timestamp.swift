@@ -166,3 +166,8 @@ extension Timestamp {
         return "add a zone: Z or ±HH:MM"
     }
 }
+
+extension Duration {
+    /// The duration in seconds, as a `Double` (for rates and reports).
+    public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -108,8 +108,7 @@ struct BenchCommand: ParsableCommand {
         let start = clock.now
         try body()
         let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Double(count) / max(seconds, 1e-9)
+        return Double(count) / max(elapsed.seconds, 1e-9)
     }
 
     /// The raw LMDB limit: the same records the ledger would write, under 8-byte big-endian

@@ -57,7 +57,7 @@ final class ProgressBar {
             return
         }
         lastDraw = now
-        let elapsed = Double((now - phaseStart).components.attoseconds) / 1e18 + Double((now - phaseStart).components.seconds)
+        let elapsed = (now - phaseStart).seconds
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
         var line = phase
         if let total, total > 0 {
@@ -65,11 +65,11 @@ final class ProgressBar {
             let width = 24
             let filled = Int(fraction * Double(width))
             line += " [" + String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled) + "]"
-            line += " \(Self.count(done))/\(Self.count(total)) \(unit)"
-            if rate > 0 { line += String(format: ", %@/s, ETA %@", Self.count(Int(rate)), Self.duration(Double(total - min(done, total)) / rate)) }
+            line += " \(formatCount(done))/\(formatCount(total)) \(unit)"
+            if rate > 0 { line += String(format: ", %@/s, ETA %@", formatCount(Int(rate)), formatDuration(Double(total - min(done, total)) / rate)) }
         } else {
-            line += " \(Self.count(done)) \(unit)"
-            if rate > 0 { line += ", \(Self.count(Int(rate)))/s" }
+            line += " \(formatCount(done)) \(unit)"
+            if rate > 0 { line += ", \(formatCount(Int(rate)))/s" }
         }
         FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
         drawn = true
@@ -85,24 +85,24 @@ final class ProgressBar {
         if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         drawn = false
     }
+}
 
-    /// 1234567 → "1,234,567".
-    static func count(_ n: Int) -> String {
-        let digits = String(n.magnitude)
-        var out = ""
-        for (i, c) in digits.enumerated() {
-            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
-            out.append(c)
-        }
-        return (n < 0 ? "-" : "") + out
+/// 1234567 → "1,234,567".
+func formatCount(_ n: Int) -> String {
+    let digits = String(n.magnitude)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+        out.append(c)
     }
+    return (n < 0 ? "-" : "") + out
+}
 
-    /// Seconds as "42 s" or "3 min 5 s".
-    static func duration(_ seconds: Double) -> String {
-        guard seconds.isFinite, seconds >= 0 else { return "?" }
-        let s = Int(seconds.rounded())
-        return s < 60 ? "\(s) s" : "\(s / 60) min \(s % 60) s"
-    }
+/// Seconds as "42 s" or "3 min 5 s".
+func formatDuration(_ seconds: Double) -> String {
+    guard seconds.isFinite, seconds >= 0 else { return "?" }
+    let s = Int(seconds.rounded())
+    return s < 60 ? "\(s) s" : "\(s / 60) min \(s % 60) s"
 }
 
 extension Timestamp {

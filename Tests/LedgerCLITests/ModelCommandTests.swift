@@ -195,6 +195,8 @@ import Testing
             #expect(run.status == 0)
             #expect(run.stdout.hasPrefix("alex at 2026-03-20T00:00:00.000Z (2026-03-20 01:00 +01:00 in Europe/Berlin, the zone of the latest session)\n"))
             #expect(run.stdout.contains("  expiresAt        2026-03-02T10:00:00.000Z (2026-03-02 11:00 +01:00)\n"))
+            // After the switch to summer time (March 29 in Berlin) the offset is +02:00.
+            #expect(run.stdout.contains("browseOnly from 2026-04-02T10:00:00.000Z (2026-04-02 12:00 +02:00)\n"))
             // JSON stays UTC.
             let json = try Run(["status", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--json"]).json()
             #expect((json["entitlement"] as? [String: Any])?["expiresAt"] as? String == "2026-03-02T10:00:00.000Z")

@@ -79,8 +79,9 @@ import Testing
         for command in ["init", "append", "export", "status", "audit", "rebuild", "due", "verify", "stats", "schemas", "demo", "bench"] {
             let run = try Run([command, "--help"])
             #expect(run.status == 0, "\(command)")
-            #expect(run.stdout.contains("Example"), "\(command) --help has no example")
-            #expect(run.stdout.contains("ledger \(command)"), "\(command) --help's example does not run it")
+            // The usage line names the command too, so look only after "Example".
+            let example = try #require(run.stdout.range(of: "Example").map { run.stdout[$0.upperBound...] }, "\(command) --help has no example")
+            #expect(example.contains("ledger \(command) ") || example.contains("ledger \(command)\n"), "\(command) --help's example does not run it")
         }
     }
 

@@ -103,23 +103,18 @@ extension Ledger {
     /// The time zone of `subject`'s latest session at or before `t`, `nil` when it has none:
     /// how the command line shows its times locally.
     public func timeZone(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> String? {
-        let events = try log.events(subject: subject).collect().filter { $0.type == SessionStarted.type && $0.occurredAt <= t }
-        return SessionZone.latest(in: try events.map { event throws(LedgerError) in try RecordedEvent(event) })
+        let sessions = try log.events(subject: subject).collect().filter { $0.type == SessionStarted.type }
+        return BadgeProjection.sessionZone(in: try sessions.map { event throws(LedgerError) in try RecordedEvent(event) }, at: t)
     }
 }
 
-/// The zone a subject's times are shown in: that of its latest `session.started` (the badge's
-/// "local date" rule uses the same one).
-enum SessionZone {
-    static func latest(in events: [RecordedEvent]) -> String? {
-        var latest: (at: Timestamp, position: UInt64, zone: String)?
-        for event in events {
-            guard case .sessionStarted(let session) = event.data else { continue }
-            if latest.map({ ($0.at, $0.position) < (event.occurredAt, event.position) }) ?? true {
-                latest = (event.occurredAt, event.position, session.timeZone)
-            }
-        }
-        return latest?.zone
+extension BadgeProjection {
+    /// The zone of the latest session start at or before `t` among `events`, `nil` with none:
+    /// the badge's own rule for "today", folded from the events alone.
+    static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
+        var state = State()
+        for event in events where event.type == SessionStarted.type { apply(event, to: &state) }
+        return BadgeRules.sessionZone(state, at: t)
     }
 }
 
@@ -174,7 +169,7 @@ enum Audit {
         }
         if let last { timeEntries(after: last, before: nil) }
         return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count,
-                           timeZone: SessionZone.latest(in: timeline))
+                           timeZone: BadgeProjection.sessionZone(in: timeline, at: t))
     }
 
     /// The fields of one model that differ, each with its rule (a field with none takes the

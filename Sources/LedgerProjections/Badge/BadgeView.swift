@@ -47,7 +47,12 @@ enum BadgeRules {
 
     /// The zone of the latest session start at or before `t` (UTC with none).
     static func zone(_ state: BadgeProjection.State, at t: Timestamp) -> String {
-        state.zones.known(at: t).last?.value ?? "UTC"
+        sessionZone(state, at: t) ?? "UTC"
+    }
+
+    /// The zone of the latest session start at or before `t`, `nil` with none.
+    static func sessionZone(_ state: BadgeProjection.State, at t: Timestamp) -> String? {
+        state.zones.known(at: t).last?.value
     }
 
     /// A scheduled, not completed task whose due date is the subject's local date at `t`.

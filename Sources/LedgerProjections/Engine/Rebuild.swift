@@ -393,6 +393,4 @@ struct FlatView: Sequence {
     func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
 }
 
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
+

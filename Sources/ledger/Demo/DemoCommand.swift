@@ -73,12 +73,12 @@ struct DemoCommand: ParsableCommand {
             guard error.code == .idConflict else { throw error }
             throw CommandFailure.failure("the store at \(global.storePath) holds other events (\(error.message)); the demo builds its own store: pass a new --store, or the --subjects, --seed and --now it was built with")
         }
-        let appendSeconds = seconds(clock.now - appendStarted)
+        let appendSeconds = (clock.now - appendStarted).seconds
         let summary = try DemoSummary(ledger: ledger, at: present) { done in progress.update("summarising", done: done, total: subjects, unit: "customers") }
         progress.clear()
         let telling = Array(generator.telling().prefix(audits))
         let reports = try telling.map { try ledger.audit(of: DemoHistory.subject($0.index), at: present, knownAt: nil) }
-        let totalSeconds = seconds(clock.now - started)
+        let totalSeconds = (clock.now - started).seconds
 
         if global.json {
             print(JSON.object([
@@ -95,29 +95,29 @@ struct DemoCommand: ParsableCommand {
                 ("rules", summary.json(summary.rules)),
                 ("tiers", summary.json(summary.tiers)),
                 ("badges", summary.json(summary.badges)),
-                ("eventsByType", .object(appended.types.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, .int($0.value)) })),
+                ("eventsByType", summary.json(DemoSummary.mostFirst(appended.types))),
                 ("telling", .array(telling.map { .object([("subject", .string(DemoHistory.subject($0.index))), ("why", .string($0.why))]) })),
             ]).text)
             return
         }
 
         let first = Timestamp(milliseconds: present.milliseconds - DemoHistory.span)
-        print(Terminal.paint("Demo store \(global.storePath)", .bold) + ": \(ProgressBar.count(subjects)) customers, \(ProgressBar.count(order.count)) events from \(first.date) to \(present.date) (seed \(seed), now \(present)).")
+        print(Terminal.paint("Demo store \(global.storePath)", .bold) + ": \(formatCount(subjects)) customers, \(formatCount(order.count)) events from \(first.date) to \(present.date) (seed \(seed), now \(present)).")
         let rate = appendSeconds > 0 ? Int(Double(appended.summary.appended) / appendSeconds) : 0
-        var line = "Appended \(ProgressBar.count(appended.summary.appended)) in recorded order in \(ProgressBar.duration(appendSeconds))"
-        if appended.summary.appended > 0 { line += " (\(ProgressBar.count(rate)) events/s, read models built as it went)" }
-        if appended.summary.duplicates > 0 { line += "; \(ProgressBar.count(appended.summary.duplicates)) were already there" }
-        print(line + "; \(ProgressBar.duration(totalSeconds)) in all.")
+        var line = "Appended \(formatCount(appended.summary.appended)) in recorded order in \(formatDuration(appendSeconds))"
+        if appended.summary.appended > 0 { line += " (\(formatCount(rate)) events/s, read models built as it went)" }
+        if appended.summary.duplicates > 0 { line += "; \(formatCount(appended.summary.duplicates)) were already there" }
+        print(line + "; \(formatDuration(totalSeconds)) in all.")
         print("")
         print(summary.render(at: present))
         print("")
         print(Terminal.paint("Events by type", .bold))
-        let types = appended.types.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+        let types = DemoSummary.mostFirst(appended.types)
         let half = (types.count + 1) / 2
         var rows: [[String]] = []
         for i in 0..<half {
-            var row = [types[i].key, ProgressBar.count(types[i].value)]
-            if i + half < types.count { row += ["", types[i + half].key, ProgressBar.count(types[i + half].value)] }
+            var row = [types[i].0, formatCount(types[i].1)]
+            if i + half < types.count { row += ["", types[i + half].0, formatCount(types[i + half].1)] }
             rows.append(row)
         }
         printTable(rows, indent: "  ", rightAligned: [1, 4])
@@ -130,9 +130,6 @@ struct DemoCommand: ParsableCommand {
         print("Next: `ledger status SUBJECT --store \(global.storePath)`, `ledger audit SUBJECT --store \(global.storePath)`, `ledger verify --store \(global.storePath)`.")
     }
 
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }
 
 /// The demo's two passes over its customers: plan every history to learn the order the
@@ -308,45 +305,52 @@ struct DemoSummary {
     static let planOrder = ["guest", "free", "trial", "pro", "pro_grace"]
     static let tierOrder = ["active", "free", "grace", "browseOnly", "archived", "pendingDeletion", "deleted"]
 
-    var planStates: [(String, Int)] = []
-    var rules: [(String, Int)] = []
-    var tiers: [(String, Int)] = []
-    var badges: [(String, Int)] = []
     /// planState → rule → customers.
-    var byPlanAndRule: [String: [String: Int]] = [:]
+    private(set) var byPlanAndRule: [String: [String: Int]] = [:]
+    private(set) var tiers: [(String, Int)] = []
+    private(set) var badges: [(String, Int)] = []
+
+    /// Customers per plan state, in the plans' order.
+    var planStates: [(String, Int)] {
+        Self.ordered(byPlanAndRule.mapValues { $0.values.reduce(0, +) }, Self.planOrder)
+    }
+
+    /// Customers per deciding rule, most first.
+    var rules: [(String, Int)] {
+        Self.mostFirst(byPlanAndRule.values.reduce(into: [:]) { total, rules in total.merge(rules, uniquingKeysWith: +) })
+    }
 
     init(ledger: Ledger, at t: Timestamp, progress: (Int) -> Void) throws {
-        var plans: [String: Int] = [:]
-        var rules: [String: Int] = [:]
         var seen = 0
-        try ledger.engine.forEachView(of: "entitlement", at: t) { _, view in
-            let plan = view["planState"]?.stringValue ?? "?"
-            var rule = "?"
-            if case .object(let reason)? = view["reason"] { rule = reason["rule"]?.stringValue ?? "?" }
-            plans[plan, default: 0] += 1
-            rules[rule, default: 0] += 1
-            byPlanAndRule[plan, default: [:]][rule, default: 0] += 1
+        func counted() {
             seen += 1
             if seen % 4096 == 0 { progress(seen / 3) }
+        }
+        try ledger.engine.forEachView(of: "entitlement", at: t) { _, view in
+            var rule = "?"
+            if case .object(let reason)? = view["reason"] { rule = reason["rule"]?.stringValue ?? "?" }
+            byPlanAndRule[view["planState"]?.stringValue ?? "?", default: [:]][rule, default: 0] += 1
+            counted()
         }
         var tiers: [String: Int] = [:]
         try ledger.engine.forEachView(of: "retention", at: t) { _, view in
             tiers[view["tier"]?.stringValue ?? "?", default: 0] += 1
-            seen += 1
-            if seen % 4096 == 0 { progress(seen / 3) }
+            counted()
         }
         var badges: [String: Int] = [:]
         try ledger.engine.forEachView(of: "badge", at: t) { _, view in
             if case .number(let number)? = view["count"], let count = Int(number.text) {
                 badges[count >= 3 ? "3+" : String(count), default: 0] += 1
             }
-            seen += 1
-            if seen % 4096 == 0 { progress(seen / 3) }
+            counted()
         }
-        planStates = Self.ordered(plans, Self.planOrder)
-        self.rules = rules.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, $0.value) }
         self.tiers = Self.ordered(tiers, Self.tierOrder)
         self.badges = Self.ordered(badges, ["0", "1", "2", "3+"])
+    }
+
+    /// Counts, largest first (ties by name).
+    static func mostFirst(_ counts: [String: Int]) -> [(String, Int)] {
+        counts.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
     private static func ordered(_ counts: [String: Int], _ order: [String]) -> [(String, Int)] {
@@ -360,10 +364,10 @@ struct DemoSummary {
         var lines: [String] = []
         var left: [[String]] = [["Plan state", "", "decided by"]]
         for (plan, count) in planStates {
-            let rules = (byPlanAndRule[plan] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \(ProgressBar.count($0.value))" }
-            left.append([plan, ProgressBar.count(count), rules.joined(separator: ", ")])
+            let rules = (byPlanAndRule[plan] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \(formatCount($0.value))" }
+            left.append([plan, formatCount(count), rules.joined(separator: ", ")])
         }
-        let right = [["Retention tier", ""]] + tiers.map { [$0.0, ProgressBar.count($0.1)] }
+        let right = [["Retention tier", ""]] + tiers.map { [$0.0, formatCount($0.1)] }
         let leftLines = tableLines(left, indent: "  ", rightAligned: [1])
         let rightLines = tableLines(right, indent: "", rightAligned: [1])
         let width = (leftLines.map { $0.count }.max() ?? 0) + 4
@@ -375,7 +379,7 @@ struct DemoSummary {
             lines.append(i == 0 ? Terminal.paint(line, .dim) : line)
         }
         lines.append("")
-        lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(ProgressBar.count($0.1))" }.joined(separator: "   "))
+        lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
         return lines.joined(separator: "\n")
     }
 }
