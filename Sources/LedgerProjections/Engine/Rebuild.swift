@@ -211,8 +211,7 @@ extension ProjectionEngine {
     /// once for every model that reads it. Reports `.folding` progress.
     func foldLog(_ chosen: [ModelRunner], through head: UInt64, _ txn: borrowing Transaction,
                  progress: (RebuildProgress) -> Void) throws -> [any StateFold] {
-        let folds = chosen.map { $0.makeFold() }
-        let types = chosen.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
+        let fold = ReadModelFold(chosen)
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
@@ -220,13 +219,11 @@ extension ProjectionEngine {
             progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
         report(0)
-        try storage.forEachEvent(after: 0, through: head, types: types, txn, tick: report) { event in
-            for (model, fold) in zip(chosen, folds) where model.eventTypes.contains(event.type) {
-                try fold.apply(event) { _ in nil }
-            }
+        try storage.forEachEvent(after: 0, through: head, types: fold.eventTypes, txn, tick: report) { event in
+            try fold.apply(event)
         }
         report(head)
-        return folds
+        return fold.folds
     }
 
     /// Field by field, the views at `at` of the served generation and of the fold.

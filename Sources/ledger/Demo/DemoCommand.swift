@@ -230,7 +230,7 @@ struct DemoGenerator {
     /// The events of `range` of `order`, in order: each customer of the window is planned once
     /// (in subject order) and its due steps drafted. The drafts are encoded directly; the append
     /// checks each one as it does any other event.
-    private func draft(_ order: [Key], _ range: Range<Int>) -> [StreamedEvent?] {
+    func draft(_ order: [Key], _ range: Range<Int>) -> [StreamedEvent?] {
         let bySubject = range.sorted { (order[$0].subject, order[$0].step) < (order[$1].subject, order[$1].step) }
         var slots = [StreamedEvent?](repeating: nil, count: range.count)
         var planned: (index: UInt32, plan: DemoHistory.Plan)?

@@ -1,0 +1,263 @@
+import ArgumentParser
+import Foundation
+import LMDB
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+import Synchronization
+
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure the ledger against raw LMDB and an SQLite event store, side by side in one run.",
+        discussion: """
+            Every case runs in one temporary directory on the same events: the demo's customer \
+            histories (100,000 customers, about 1.5 million events; --quick: 20,000 customers, about \
+            300,000 events) in recorded order, with durable (fsynced) commits. Compare the ratios: \
+            absolute figures drift on shared machines.
+
+              append.raw           raw LMDB: 8-byte big-endian keys → encoded events, MDB_APPEND, 1,000 per transaction
+              append.ledger        the ledger's append, 1,000-event batches: checks, log, both indexes, hash chain, read models
+              append.sqlite        SQLite through GRDB (WAL, synchronous=FULL): events table, unique id and (subject, version) indexes
+              append.singleCommit  one event per append, one appender: one transaction each
+              append.groupCommit   64 threads appending one event at a time, gathered by group commit
+              scan.raw             a cursor over the raw store, every record read
+              rebuild.ledger       every read model from scratch over the ledger's store, swapped in
+              rebuild.sqlite       the same projectors fed from SQLite, states written back to it
+              status.p50us/p99us   latency of one customer's status (all views) in process, random customers
+              storage.bytesPerEvent   the ledger store's pages (log, indexes, read models) per event
+              payload.bytesPerEvent   the raw store's pages per event
+
+            Example:
+              ledger bench --quick
+            """
+    )
+
+    @Flag(help: "A smaller run: 20,000 customers (under a minute).")
+    var quick = false
+
+    @Flag(help: "Print the results as JSON.")
+    var json = false
+
+    @Option(help: "How many customers' histories to use (default 100,000; --quick 20,000).")
+    var subjects: Int?
+
+    @Option(name: .customLong("case"), help: "Run only this case and what it needs (for profiling), e.g. rebuild.ledger.")
+    var only: String?
+
+    func validate() throws {
+        if let subjects, subjects < 100 { throw ValidationError("--subjects must be at least 100") }
+        if let only, !Self.cases.contains(only) {
+            throw ValidationError("no case named \(only); the cases are \(Self.cases.joined(separator: ", "))")
+        }
+    }
+
+    static let cases = ["append.raw", "append.ledger", "append.sqlite", "append.groupCommit", "append.singleCommit", "scan.raw",
+                        "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us", "storage.bytesPerEvent", "payload.bytesPerEvent"]
+
+    func run() throws {
+        let customers = subjects ?? (quick ? 20_000 : 100_000)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let progress = ProgressBar(enabled: !json)
+        defer { progress.clear() }
+
+        progress.update("drafting", done: 0, total: customers, unit: "customers")
+        let bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, progress: progress)
+        let results = try bench.run(singles: quick ? 300 : 1_000, perThread: quick ? 20 : 60)
+        progress.clear()
+
+        let machine: [(String, JSON)] = [
+            ("cores", .int(ProcessInfo.processInfo.activeProcessorCount)),
+            ("quick", .bool(quick)),
+            ("subjects", .int(customers)),
+            ("events", .int(bench.events.count)),
+            ("eventBytes", .double((bench.meanRecordBytes * 10).rounded() / 10)),
+        ]
+        if json {
+            print(JSON.object([
+                ("machine", .object(JSONObject(machine))),
+                ("results", .object(JSONObject(results.figures.map { ($0.key, .double(($0.value * 10).rounded() / 10)) }))),
+            ]).text)
+            return
+        }
+        print(results.render(events: bench.events.count, customers: customers, recordBytes: bench.meanRecordBytes))
+    }
+
+    /// The demo's customer histories at a fixed present, every event in recorded order.
+    static func dataset(customers: Int) -> [EventDraft] {
+        let generator = DemoGenerator(subjects: customers, seed: 42, now: Bench.present.milliseconds)
+        let order = generator.recordedOrder { _ in }
+        return generator.draft(order, 0..<order.count).compactMap { $0?.draft }
+    }
+}
+
+/// One benchmark run over one set of events, each case in its own store under `root`.
+struct Bench {
+    /// The present the status views are read at (the demo's histories end before it).
+    static let present = Timestamp(milliseconds: 1_795_219_200_000)   // 2026-11-21T00:00:00Z
+
+    let root: URL
+    let events: [EventDraft]
+    let only: String?
+    let progress: ProgressBar
+
+    private func wanted(_ names: String...) -> Bool { only.map(names.contains) ?? true }
+    private func path(_ name: String) -> String { root.appendingPathComponent(name).path }
+
+    /// The mean size of an event's record in the log, hash included.
+    var meanRecordBytes: Double {
+        let sample = events.prefix(10_000)
+        let bytes = sample.reduce(0) { $0 + EventRecord.encode($1, version: 1, recordedAt: Bench.present).count + EventRecord.hashSize }
+        return Double(bytes) / Double(max(sample.count, 1))
+    }
+
+    func run(singles: Int, perThread: Int) throws -> BenchResults {
+        var results = BenchResults()
+        if wanted("append.raw", "scan.raw", "payload.bytesPerEvent", "storage.bytesPerEvent") {
+            let raw = try raw()
+            results["append.raw"] = raw.append
+            results["scan.raw"] = raw.scan
+            results["payload.bytesPerEvent"] = raw.bytesPerEvent
+        }
+        if wanted("append.ledger", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent") {
+            let ledger = try Ledger(path: path("ledger"))
+            defer { ledger.close() }
+            results["append.ledger"] = try measure(events.count, "ledger append") { done in
+                for start in stride(from: 0, to: events.count, by: 1_000) {
+                    try ledger.log.append(Array(events[start ..< min(start + 1_000, events.count)]))
+                    done(start)
+                }
+            }
+            results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
+            results["rebuild.ledger"] = try measure(events.count, "ledger rebuild") { _ in
+                try ledger.engine.rebuild(compare: false)
+            }
+            let (p50, p99) = try statusLatency(ledger)
+            results["status.p50us"] = p50
+            results["status.p99us"] = p99
+        }
+        if wanted("append.sqlite", "rebuild.sqlite") {
+            let peer = try SQLitePeer(path: path("peer.sqlite"))
+            let recordedAt = Timestamp.now()
+            results["append.sqlite"] = try measure(events.count, "SQLite append") { done in
+                for start in stride(from: 0, to: events.count, by: 1_000) {
+                    try peer.append(events[start ..< min(start + 1_000, events.count)], recordedAt: recordedAt)
+                    done(start)
+                }
+            }
+            results.sqliteBytesPerEvent = Double(SQLitePeer.bytesOnDisk(path("peer.sqlite"))) / Double(events.count)
+            var read = 0
+            results["rebuild.sqlite"] = try measure(events.count, "SQLite rebuild") { _ in read = try peer.rebuild() }
+            guard read == events.count else {
+                throw CommandFailure.failure("the SQLite peer read back \(read) of \(events.count) events; this is a bug in the benchmark")
+            }
+        }
+        if wanted("append.singleCommit") {
+            let ledger = try Ledger(path: path("single"))
+            defer { ledger.close() }
+            results["append.singleCommit"] = try measure(singles, "one event per commit") { done in
+                for i in 0..<singles {
+                    try ledger.log.append([events[i % events.count]])
+                    done(i)
+                }
+            }
+        }
+        if wanted("append.groupCommit") {
+            let ledger = try Ledger(path: path("group"))
+            defer { ledger.close() }
+            let total = 64 * perThread
+            let failures = Mutex(0)
+            let events = self.events
+            results["append.groupCommit"] = try measure(total, "group commit") { _ in
+                let group = DispatchGroup()
+                for thread in 0..<64 {
+                    group.enter()
+                    Thread.detachNewThread {
+                        defer { group.leave() }
+                        for i in 0..<perThread {
+                            do {
+                                try ledger.log.append([events[(thread * perThread + i) % events.count]])
+                            } catch {
+                                failures.withLock { $0 += 1 }
+                            }
+                        }
+                    }
+                }
+                group.wait()
+            }
+            let transactions = ledger.log.commitCounters.transactions
+            guard failures.withLock({ $0 }) == 0, try ledger.log.lastPosition() == UInt64(min(total, events.count)) else {
+                throw CommandFailure.failure("group commit lost events; this is a bug")
+            }
+            results.groupTransactions = (total, transactions)
+        }
+        return results
+    }
+
+    /// Events per second of `body`, which reports how many events it has done.
+    private func measure(_ count: Int, _ phase: String, _ body: ((Int) -> Void) throws -> Void) throws -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        progress.update(phase, done: 0, total: count)
+        try body { done in progress.update(phase, done: done, total: count) }
+        let elapsed = clock.now - start
+        return Double(count) / max(elapsed.seconds, 1e-9)
+    }
+
+    /// The raw LMDB limit: the records the ledger would write (hash included), under 8-byte
+    /// big-endian keys with MDB_APPEND, 1,000 per durable transaction; no checks, no indexes,
+    /// no hashing. Then a full cursor scan of it, every record's bytes read. Returns both rates
+    /// and the store's bytes per event.
+    private func raw() throws -> (append: Double, scan: Double, bytesPerEvent: Double) {
+        let records = events.map { EventRecord.encode($0, version: 1, recordedAt: Bench.present) + [UInt8](repeating: 0xA5, count: EventRecord.hashSize) }
+        let env = try Environment(path: path("raw"))
+        let db = try env.openDatabase("events")
+        let append = try measure(records.count, "raw LMDB append") { done in
+            for start in stride(from: 0, to: records.count, by: 1_000) {
+                try env.write { txn in
+                    for i in start ..< min(start + 1_000, records.count) {
+                        try txn.put(db, key: LogSchema.key(UInt64(i + 1)), value: records[i], flags: .append)
+                    }
+                }
+                done(start)
+            }
+        }
+        var checksum = 0
+        let scan = try measure(records.count, "raw LMDB scan") { _ in
+            try env.read { txn in
+                try txn.withCursor(db) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        checksum &+= current.value.count &+ Int(current.value.first ?? 0)
+                        entry = try cursor.next()
+                    }
+                }
+            }
+        }
+        guard checksum != 0 else { throw CommandFailure.failure("the raw scan read nothing; this is a bug in the benchmark") }
+        return (append, scan, Double(env.info().usedBytes) / Double(records.count))
+    }
+
+    /// Status (every model's view) of random customers, in process: p50 and p99 in µs.
+    private func statusLatency(_ ledger: Ledger) throws -> (Double, Double) {
+        let subjects = Array(Set(events.lazy.map(\.subject))).sorted()
+        var generator = SplitMix(seed: 7)
+        let samples = 20_000
+        var micros: [Double] = []
+        micros.reserveCapacity(samples)
+        let clock = ContinuousClock()
+        progress.update("status", done: 0, total: samples, unit: "queries")
+        for i in 0 ..< samples + 1_000 {
+            let subject = subjects[Int(generator.next() % UInt64(subjects.count))]
+            let start = clock.now
+            let (views, _) = try ledger.engine.views(of: subject, at: Bench.present)
+            let elapsed = clock.now - start
+            guard !views.isEmpty else { throw CommandFailure.failure("status of \(subject) came back empty; this is a bug") }
+            if i >= 1_000 { micros.append(elapsed.seconds * 1e6) }   // the first 1,000 warm the caches
+        }
+        micros.sort()
+        return (micros[micros.count / 2], micros[min(micros.count - 1, micros.count * 99 / 100)])
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// The figures of one run, by the names `bench --json` prints, with the targets they are
+/// held to.
+struct BenchResults {
+    private(set) var figures: [String: Double] = [:]
+    /// Bytes per event of the SQLite peer's database and WAL (shown, not a target).
+    var sqliteBytesPerEvent: Double?
+    /// Events and transactions of the group-commit case.
+    var groupTransactions: (events: Int, transactions: Int)?
+
+    subscript(name: String) -> Double? {
+        get { figures[name] }
+        set { figures[name] = newValue }
+    }
+
+    /// A target: a figure (or a ratio of two) that must be at least, or at most, a bound.
+    struct Target {
+        var what: String
+        var value: Double
+        var bound: Double
+        var atLeast: Bool
+        var unit: String
+
+        var met: Bool { atLeast ? value >= bound : value <= bound }
+    }
+
+    /// Every target whose figures this run measured.
+    var targets: [Target] {
+        var targets: [Target] = []
+        func ratio(_ what: String, _ a: String, _ b: String, atLeast bound: Double) {
+            guard let x = figures[a], let y = figures[b], y > 0 else { return }
+            targets.append(Target(what: what, value: x / y, bound: bound, atLeast: true, unit: "×"))
+        }
+        func figure(_ what: String, _ name: String, _ bound: Double, atLeast: Bool, unit: String) {
+            guard let x = figures[name] else { return }
+            targets.append(Target(what: what, value: x, bound: bound, atLeast: atLeast, unit: unit))
+        }
+        ratio("ledger append / raw LMDB append", "append.ledger", "append.raw", atLeast: 0.5)
+        ratio("ledger append / SQLite append", "append.ledger", "append.sqlite", atLeast: 3)
+        ratio("group commit / one event per commit", "append.groupCommit", "append.singleCommit", atLeast: 30)
+        figure("ledger rebuild", "rebuild.ledger", 1_000_000, atLeast: true, unit: " events/s")
+        ratio("ledger rebuild / SQLite-fed rebuild", "rebuild.ledger", "rebuild.sqlite", atLeast: 3)
+        figure("status p50", "status.p50us", 10, atLeast: false, unit: " µs")
+        figure("status p99", "status.p99us", 50, atLeast: false, unit: " µs")
+        if let x = figures["storage.bytesPerEvent"], let y = figures["payload.bytesPerEvent"], y > 0 {
+            targets.append(Target(what: "ledger bytes on disk / raw bytes", value: x / y, bound: 1.6, atLeast: false, unit: "×"))
+        }
+        return targets
+    }
+
+    /// The human report: the figures, then each target met or missed.
+    func render(events: Int, customers: Int, recordBytes: Double) -> String {
+        var lines = ["\(formatCount(events)) events of \(formatCount(customers)) customers, \(Int(recordBytes.rounded())) bytes per record on average; durable commits.", ""]
+        var rows: [[String]] = []
+        for name in BenchCommand.cases {
+            guard let value = figures[name] else { continue }
+            let shown: String
+            switch name {
+            case "status.p50us", "status.p99us": shown = String(format: "%.1f µs", value)
+            case "storage.bytesPerEvent", "payload.bytesPerEvent": shown = String(format: "%.0f bytes/event", value)
+            default: shown = "\(formatCount(Int(value.rounded()))) events/s"
+            }
+            var note = ""
+            if name == "scan.raw", let rebuild = figures["rebuild.ledger"] {
+                note = String(format: "ledger rebuild = %.2f × the raw scan", rebuild / value)
+            }
+            if name == "append.groupCommit", let group = groupTransactions {
+                note = "\(formatCount(group.events)) events in \(formatCount(group.transactions)) transactions"
+            }
+            if name == "append.sqlite", let bytes = sqliteBytesPerEvent {
+                note = String(format: "its database and WAL: %.0f bytes/event", bytes)
+            }
+            rows.append([name, shown, note])
+        }
+        lines += tableLines(rows, indent: "  ", rightAligned: [1])
+        if !targets.isEmpty {
+            lines += ["", Terminal.paint("Targets", .bold)]
+            lines += tableLines(targets.map { target in
+                let value = target.unit == " events/s" ? formatCount(Int(target.value.rounded())) : String(format: target.unit == "×" ? "%.2f" : "%.1f", target.value)
+                let bound = target.unit == " events/s" ? formatCount(Int(target.bound)) : String(format: "%g", target.bound)
+                return [target.what, value + target.unit, (target.atLeast ? "≥ " : "≤ ") + bound + target.unit,
+                        target.met ? Terminal.paint("met", .green) : Terminal.paint("missed", .red)]
+            }, indent: "  ", rightAligned: [1, 2])
+        }
+        return lines.joined(separator: "\n")
+    }
+}

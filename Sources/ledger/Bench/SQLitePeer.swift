@@ -1,0 +1,121 @@
+import Foundation
+import GRDB
+import LedgerCore
+import LedgerProjections
+
+/// The benchmark's peer: the same events kept the way a careful SQLite event store keeps them,
+/// through GRDB — WAL, `synchronous=FULL`, one table with the position as primary key, a
+/// unique index on the event id and one on (subject, version).
+///
+/// It does less than the ledger on purpose: no validation, no hash chain and no read models
+/// while appending. Its rebuild reads the events back in position order into the very
+/// projectors the ledger runs (`ReadModelFold`) and writes their states into a table.
+struct SQLitePeer {
+    let pool: DatabasePool
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        pool = try DatabasePool(path: path, configuration: configuration)   // WAL
+        try pool.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS events (
+                    position INTEGER PRIMARY KEY, id BLOB NOT NULL, subject TEXT NOT NULL, version INTEGER NOT NULL,
+                    type TEXT NOT NULL, schemaVersion INTEGER NOT NULL, occurredAt INTEGER NOT NULL,
+                    recordedAt INTEGER NOT NULL, source TEXT NOT NULL, meta TEXT NOT NULL, payload BLOB NOT NULL);
+                CREATE UNIQUE INDEX IF NOT EXISTS events_id ON events(id);
+                CREATE UNIQUE INDEX IF NOT EXISTS events_stream ON events(subject, version);
+                CREATE TABLE IF NOT EXISTS states (model TEXT NOT NULL, key BLOB NOT NULL, state BLOB NOT NULL,
+                    PRIMARY KEY (model, key)) WITHOUT ROWID;
+                """)
+        }
+    }
+
+    /// Appends one batch in one transaction: each event gets the next position and its
+    /// subject's next version (read from the stream index once per subject per batch).
+    func append(_ drafts: ArraySlice<EventDraft>, recordedAt: Timestamp) throws {
+        try pool.write { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT MAX(position) FROM events") ?? 0
+            let versionOf = try db.cachedStatement(sql: "SELECT MAX(version) FROM events WHERE subject = ?")
+            let insert = try db.cachedStatement(sql: "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            var versions: [String: Int64] = [:]
+            for (offset, draft) in drafts.enumerated() {
+                let previous = try versions[draft.subject] ?? (Int64.fetchOne(versionOf, arguments: [draft.subject]) ?? 0)
+                versions[draft.subject] = previous + 1
+                insert.setUncheckedArguments([
+                    last + Int64(offset) + 1, Data(draft.id.bytes), draft.subject, previous + 1, draft.type,
+                    Int64(draft.schemaVersion), draft.occurredAt.milliseconds, recordedAt.milliseconds, draft.source.rawValue,
+                    Self.metaText(draft.meta), Data(draft.payload),
+                ])
+                try insert.execute()
+            }
+        }
+    }
+
+    /// Rebuilds every read model: folds the events read back in position order, then replaces
+    /// the states table in one transaction. Returns how many events it read.
+    func rebuild(_ projections: [any Projection.Type] = ReadModels.all) throws -> Int {
+        let fold = ReadModelFold(projections)
+        let count = try pool.read { db -> Int in
+            var count = 0
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT position, id, subject, version, type, schemaVersion, occurredAt, recordedAt, source, meta, payload
+                FROM events ORDER BY position
+                """)
+            while let row = try rows.next() {
+                count += 1
+                let type: String = row[4]
+                guard fold.eventTypes.contains(type) else { continue }
+                try fold.apply(try Self.event(row, type: type))
+            }
+            return count
+        }
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM states")
+            let insert = try db.cachedStatement(sql: "INSERT INTO states VALUES (?, ?, ?)")
+            try fold.forEachState { model, key, state in
+                insert.setUncheckedArguments([model, Data(key), Data(state)])
+                try insert.execute()
+            }
+        }
+        return count
+    }
+
+    /// One row as the event the projectors fold (its payload decoded as the log decodes it).
+    private static func event(_ row: Row, type: String) throws -> RecordedEvent {
+        let position: Int64 = row[0]
+        guard let id = try row.withUnsafeData(atIndex: 1, { $0.flatMap { EventID(bytes: $0) } }),
+              let source = EventSource(rawValue: row[8]),
+              let payload = try row.withUnsafeData(atIndex: 10, { $0.map { [UInt8]($0) } })
+        else {
+            throw CommandFailure.failure("the SQLite peer's row at position \(position) is damaged; this is a bug in the benchmark")
+        }
+        let metaText: String = row[9]
+        let draft = EventDraft(id: id, subject: row[2], type: type, schemaVersion: UInt16(truncatingIfNeeded: row[5] as Int64),
+                               occurredAt: Timestamp(milliseconds: row[6]), source: source, meta: try meta(metaText), payload: payload)
+        let stored = StoredEvent(position: UInt64(position), version: UInt64(row[3] as Int64), recordedAt: Timestamp(milliseconds: row[7]),
+                                 hash: [], draft: draft)
+        return try RecordedEvent(stored)
+    }
+
+    /// Meta as a JSON object's text, as SQLite event stores usually keep it.
+    private static func metaText(_ meta: [String: String]) -> String {
+        JSON.object(JSONObject(meta.sorted { $0.key < $1.key }.map { ($0.key, JSON.string($0.value)) })).serialized()
+    }
+
+    private static func meta(_ text: String) throws -> [String: String] {
+        guard case .object(let object) = try JSONParser.parse(text) else { return [:] }
+        var meta: [String: String] = [:]
+        for member in object.members {
+            if case .string(let value) = member.value { meta[member.key] = value }
+        }
+        return meta
+    }
+
+    /// Bytes the database and its WAL take on disk.
+    static func bytesOnDisk(_ path: String) -> Int {
+        [path, path + "-wal"].reduce(0) { total, file in
+            total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
+        }
+    }
+}
