@@ -125,14 +125,42 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(bad.stderr.contains("--now: expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got yesterday"))
     }
 
-    @Test func benchQuickPrintsTheMachineAndARateForEachCase() throws {
-        let run = try Run(["bench", "--quick", "--json"])
+    @Test func benchQuickJSONOnATinySizeHasEveryKey() throws {
+        let run = try Run(["bench", "--quick", "--json", "--subjects", "150"])
         #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.isEmpty)
         let json = try run.json()
-        #expect((json["machine"] as? [String: Any])?["cores"] as? Int == ProcessInfo.processInfo.activeProcessorCount)
+        let machine = try #require(json["machine"] as? [String: Any])
+        #expect(machine.keys.sorted() == ["cores", "eventBytes", "events", "quick", "subjects"])
+        #expect(machine["cores"] as? Int == ProcessInfo.processInfo.activeProcessorCount)
+        #expect(machine["subjects"] as? Int == 150)
+        #expect(machine["quick"] as? Bool == true)
+        #expect((machine["events"] as? Int ?? 0) > 150 * 5)
         let results = try #require(json["results"] as? [String: Double])
-        #expect(results.keys.sorted() == ["append.groupCommit", "append.ledger", "append.raw", "append.singleCommit"])
-        for (name, rate) in results { #expect(rate > 0, "\(name)") }
+        #expect(results.keys.sorted() == [
+            "append.groupCommit", "append.ledger", "append.raw", "append.singleCommit", "append.sqlite",
+            "payload.bytesPerEvent", "rebuild.ledger", "rebuild.sqlite", "scan.raw",
+            "status.p50us", "status.p99us", "storage.bytesPerEvent",
+        ])
+        for (name, value) in results { #expect(value > 0, "\(name)") }
+        #expect(try #require(results["status.p50us"]) <= (try #require(results["status.p99us"])))
+        // The ledger's store holds the raw records and more (indexes, read models).
+        #expect(try #require(results["storage.bytesPerEvent"]) > (try #require(results["payload.bytesPerEvent"])))
+        #expect(try #require(results["payload.bytesPerEvent"]) > (machine["eventBytes"] as? Double ?? .infinity))
+    }
+
+    @Test func benchPrintsEachFigureAndTarget() throws {
+        let run = try Run(["bench", "--quick", "--subjects", "100", "--case", "status.p50us"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("status.p50us"))
+        #expect(run.stdout.contains("status.p99us"))
+        #expect(run.stdout.contains("storage.bytesPerEvent"))
+        #expect(run.stdout.contains("Targets"))
+        #expect(run.stdout.contains("status p50"))
+        #expect(!run.stdout.contains("append.sqlite"))
+        let bad = try Run(["bench", "--case", "append.fast"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("no case named append.fast; the cases are append.raw, append.ledger"))
     }
 
     @Test func verifyOfAGoodStoreSaysOKWithEveryKey() throws {

@@ -66,12 +66,12 @@ extension ProjectionEngine {
     public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject)], stale: [String]) {
         do {
             return try storage.env.read { txn in
-                let policy = try self.policy(txn)
+                let (policy, policyHash) = try servedPolicy(txn)
                 let head = try storage.head(txn)
                 var stale: [String] = []
                 let views = try models.map { model in
                     let served = try storage.served(model.name, txn)
-                    if staleness(model, served, policyHash: policy.hash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
+                    if staleness(model, served, policyHash: policyHash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
                     let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
                     do throws(StateReader.Damaged) {
                         return (model: model.name, view: try model.viewJSON(bytes, t, policy))

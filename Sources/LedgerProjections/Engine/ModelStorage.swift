@@ -133,11 +133,6 @@ struct ModelStorage: Sendable {
         try txn.get(states, key: ModelSchema.stateKey(generation, key)).map { Array($0) }
     }
 
-    /// The store's policy bytes (canonical JSON), if recorded.
-    func policyBytes(_ txn: borrowing Transaction) throws -> [UInt8]? {
-        try txn.get(meta, key: LogSchema.policyKey).map { Array($0) }
-    }
-
     /// The last position of the log.
     func head(_ txn: borrowing Transaction) throws -> UInt64 {
         try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } ?? 0 }

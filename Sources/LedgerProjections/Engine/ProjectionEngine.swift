@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import LMDB
 import LedgerCore
 import LedgerStore
@@ -18,7 +21,7 @@ public final class ProjectionEngine: CommitObserver {
     /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
     let inlineCatchUpLimit: UInt64 = 10_000
     let broadcaster = PositionBroadcaster()
-    private let policyCache = Mutex<(bytes: [UInt8], policy: Policy)?>(nil)
+    private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
     let rebuildLock = Mutex(false)
 
@@ -115,19 +118,33 @@ public final class ProjectionEngine: CommitObserver {
     // MARK: Policy
 
     /// The store's policy, decoded once per distinct document.
-    func policy(_ txn: borrowing Transaction) throws -> Policy {
-        guard let bytes = try storage.policyBytes(txn) else { return Policy.reference }
-        if let cached = policyCache.withLock({ $0 }), cached.bytes == bytes { return cached.policy }
+    func policy(_ txn: borrowing Transaction) throws -> Policy { try servedPolicy(txn).policy }
+
+    /// The store's policy with its hash, both computed once per distinct document: a query
+    /// only compares the stored bytes with the cached ones.
+    func servedPolicy(_ txn: borrowing Transaction) throws -> (policy: Policy, hash: String) {
+        guard let stored = try txn.get(storage.meta, key: LogSchema.policyKey) else { return (Policy.reference, Self.referenceHash) }
+        if let cached = policyCache.withLock({ $0 }), cached.bytes.count == stored.count,
+           cached.bytes.withUnsafeBytes({ cached in
+               guard let a = cached.baseAddress, let b = stored.baseAddress else { return stored.isEmpty }
+               return memcmp(a, b, stored.count) == 0
+           }) {
+            return (cached.policy, cached.hash)
+        }
+        let bytes = Array(stored)
         switch Policy.decode(bytes) {
         case .success(let policy):
-            policyCache.withLock { $0 = (bytes, policy) }
-            return policy
+            let hash = policy.hash
+            policyCache.withLock { $0 = (bytes, policy, hash) }
+            return (policy, hash)
         case .failure:
             throw LedgerError(.corruptRecord, "the store's policy does not decode; set one with `ledger rebuild --policy FILE`")
         }
     }
 
-    func policyHash(_ txn: borrowing Transaction) throws -> String { try policy(txn).hash }
+    private static let referenceHash = Policy.reference.hash
+
+    func policyHash(_ txn: borrowing Transaction) throws -> String { try servedPolicy(txn).hash }
 }
 
 /// The states one append's transaction touches, per model that is up to date.
