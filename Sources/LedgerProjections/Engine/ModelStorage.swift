@@ -143,12 +143,18 @@ struct ModelStorage: Sendable {
     /// position every 65,536 events, for progress reports.
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                       tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
+        try forEachStoredEvent(after: after, through: through, types: types, txn, tick: tick) { try body(try RecordedEvent($0)) }
+    }
+
+    /// `forEachEvent` with the payloads left encoded (a rebuild decodes them on its folding thread).
+    func forEachStoredEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
+                            tick: (UInt64) -> Void = { _ in }, _ body: (StoredEvent) throws -> Void) throws {
         guard through > after else { return }
         try txn.withCursor(events) { cursor in
             var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
             while let current = entry, let position = LogSchema.integer(current.key), position <= through {
                 if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
-                    try body(try RecordedEvent(try EventRecord.decode(current.value, position: position)))
+                    try body(try EventRecord.decode(current.value, position: position))
                 }
                 if position & 0xFFFF == 0 { tick(position) }
                 entry = try cursor.next()

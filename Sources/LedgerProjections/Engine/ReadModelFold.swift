@@ -1,19 +1,33 @@
+import Foundation
 import LedgerCore
 
-/// Read models folded from scratch in memory, one event at a time: how a rebuild folds the
-/// log, open to events read from anywhere else (the benchmark feeds it events read back from
-/// SQLite, so that both rebuilds run the very same projectors).
+/// Read models folded from scratch in memory, one event at a time: how a rebuild (and verify)
+/// folds the log, open to events read from anywhere else (the benchmark feeds it events read
+/// back from SQLite, so that both rebuilds run the very same projectors).
+///
+/// The caller's thread reads and decodes events; the folding itself runs on a second thread,
+/// fed batches of events through a bounded hand-over, so a rebuild keeps two cores busy. Call
+/// `finish()` before reading the states.
 ///
 /// ```swift
 /// let fold = ReadModelFold()
 /// for event in events { try fold.apply(event) }      // in position order
+/// try fold.finish()
 /// try fold.forEachState { model, key, state in … }   // each key's encoded state
 /// ```
-public final class ReadModelFold {
+public final class ReadModelFold: @unchecked Sendable {
+    // @unchecked: `folds` is touched by the folding thread alone between the first hand-over
+    // and `finish()`, which waits for that thread; the hand-over's lock orders the two.
     let runners: [ModelRunner]
     let folds: [any StateFold]
     /// Every event type some model reads; others may be skipped before decoding.
     public let eventTypes: Set<String>
+
+    /// Events waiting to be handed over (the caller's thread).
+    private var pending: [Pending] = []
+    private var handOff: HandOff?
+    private var finished = false
+    static let batch = 2_048
 
     /// Empty states of `projections`.
     public convenience init(_ projections: [any Projection.Type] = ReadModels.all) {
@@ -24,22 +38,161 @@ public final class ReadModelFold {
         self.runners = runners
         folds = runners.map { $0.makeFold() }
         eventTypes = runners.reduce(into: []) { $0.formUnion($1.eventTypes) }
+        pending.reserveCapacity(Self.batch)
     }
+
+    deinit { handOff?.close() }
 
     /// Folds one event into every model that reads it. Events must come in position order.
     public func apply(_ event: RecordedEvent) throws {
-        for (runner, fold) in zip(runners, folds) where runner.eventTypes.contains(event.type) {
-            try fold.apply(event) { _ in nil }
+        try add(.recorded(event))
+    }
+
+    /// Folds a stored event whose payload is not decoded yet: the folding thread decodes it,
+    /// which shares the work between the two threads. Throws `LedgerError.corruptRecord`
+    /// (from here or `finish()`) when the payload does not decode.
+    public func apply(_ event: StoredEvent) throws {
+        try add(.stored(event))
+    }
+
+    private func add(_ event: Pending) throws {
+        precondition(!finished, "ReadModelFold.apply after finish()")
+        pending.append(event)
+        if pending.count >= Self.batch {
+            let handOff = self.handOff ?? startFolding()
+            try handOff.put(pending)
+            pending.removeAll(keepingCapacity: true)
         }
     }
 
-    /// Keys held, over all models.
+    /// Folds what is left and waits for the folding thread. Rethrows what folding threw.
+    public func finish() throws {
+        guard !finished else { return }
+        finished = true
+        if let handOff {
+            try handOff.put(pending)
+            try handOff.closeAndWait()
+        } else {
+            try Self.fold(pending, runners, folds)
+        }
+        pending = []
+    }
+
+    /// Keys held, over all models (after `finish()`).
     public var stateCount: Int { folds.reduce(0) { $0 + $1.count } }
 
-    /// Every model's states, model by model, keys in byte order (the order a store keeps them).
+    /// Every model's states, model by model, keys in byte order (the order a store keeps
+    /// them), after `finish()`.
     public func forEachState(_ body: (_ model: String, _ key: [UInt8], _ state: [UInt8]) throws -> Void) rethrows {
         for (runner, fold) in zip(runners, folds) {
             for (key, state) in fold.encodedStates() { try body(runner.name, key, state) }
         }
+    }
+
+    private static func fold(_ events: [Pending], _ runners: [ModelRunner], _ folds: [any StateFold]) throws {
+        for pending in events {
+            let event: RecordedEvent
+            switch pending {
+            case .recorded(let recorded): event = recorded
+            case .stored(let stored): event = try RecordedEvent(stored)
+            }
+            for (runner, fold) in zip(runners, folds) where runner.eventTypes.contains(event.type) {
+                try fold.apply(event) { _ in nil }
+            }
+        }
+    }
+
+    private func startFolding() -> HandOff {
+        let handOff = HandOff(depth: 4)
+        self.handOff = handOff
+        let work = Work(runners: runners, folds: folds)
+        let thread = Thread {
+            while let events = handOff.take() {
+                do {
+                    try Self.fold(events, work.runners, work.folds)
+                } catch {
+                    handOff.fail(error)
+                    return
+                }
+            }
+        }
+        thread.name = "ledger fold"
+        thread.start()
+        return handOff
+    }
+}
+
+/// An event handed to the folding thread, decoded or not.
+private enum Pending {
+    case recorded(RecordedEvent)
+    case stored(StoredEvent)
+}
+
+/// The models and folds the folding thread owns until `finish()` (not the fold itself, so
+/// that dropping an unfinished fold ends the thread).
+private struct Work: @unchecked Sendable {
+    let runners: [ModelRunner]
+    let folds: [any StateFold]
+}
+
+/// Batches of events from the reading thread to the folding thread: `put` blocks while `depth`
+/// batches wait; the folder's error stops both sides.
+private final class HandOff: @unchecked Sendable {
+    // @unchecked: every field is read and written under `condition`.
+    private let condition = NSCondition()
+    private var batches: [[Pending]] = []
+    private let depth: Int
+    private var closed = false
+    private var done = false
+    private var failure: (any Error)?
+
+    init(depth: Int) { self.depth = depth }
+
+    func put(_ batch: [Pending]) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.count >= depth && failure == nil { condition.wait() }
+        if let failure { throw failure }
+        batches.append(batch)
+        condition.broadcast()
+    }
+
+    /// The next batch, or `nil` once closed and drained (the folding thread).
+    func take() -> [Pending]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.isEmpty && !closed { condition.wait() }
+        guard !batches.isEmpty else {
+            done = true
+            condition.broadcast()
+            return nil
+        }
+        condition.broadcast()
+        return batches.removeFirst()
+    }
+
+    func fail(_ error: any Error) {
+        condition.lock()
+        failure = error
+        done = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Closes, waits until the folding thread has folded everything, and rethrows its error.
+    func closeAndWait() throws {
+        condition.lock()
+        defer { condition.unlock() }
+        closed = true
+        condition.broadcast()
+        while !done { condition.wait() }
+        if let failure { throw failure }
     }
 }

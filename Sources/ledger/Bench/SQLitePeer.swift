@@ -68,6 +68,7 @@ struct SQLitePeer {
                 guard fold.eventTypes.contains(type) else { continue }
                 try fold.apply(try Self.event(row, type: type))
             }
+            try fold.finish()
             return count
         }
         try pool.write { db in
@@ -81,8 +82,9 @@ struct SQLitePeer {
         return count
     }
 
-    /// One row as the event the projectors fold (its payload decoded as the log decodes it).
-    private static func event(_ row: Row, type: String) throws -> RecordedEvent {
+    /// One row as the event the projectors fold (its payload decoded on the folding thread,
+    /// as the ledger's rebuild does).
+    private static func event(_ row: Row, type: String) throws -> StoredEvent {
         let position: Int64 = row[0]
         guard let id = try row.withUnsafeData(atIndex: 1, { $0.flatMap { EventID(bytes: $0) } }),
               let source = EventSource(rawValue: row[8]),
@@ -93,9 +95,8 @@ struct SQLitePeer {
         let metaText: String = row[9]
         let draft = EventDraft(id: id, subject: row[2], type: type, schemaVersion: UInt16(truncatingIfNeeded: row[5] as Int64),
                                occurredAt: Timestamp(milliseconds: row[6]), source: source, meta: try meta(metaText), payload: payload)
-        let stored = StoredEvent(position: UInt64(position), version: UInt64(row[3] as Int64), recordedAt: Timestamp(milliseconds: row[7]),
-                                 hash: [], draft: draft)
-        return try RecordedEvent(stored)
+        return StoredEvent(position: UInt64(position), version: UInt64(row[3] as Int64), recordedAt: Timestamp(milliseconds: row[7]),
+                           hash: [], draft: draft)
     }
 
     /// Meta as a JSON object's text, as SQLite event stores usually keep it.

@@ -1,0 +1,89 @@
+import LedgerCore
+import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// `ReadModelFold`: the rebuild's fold, with its second (folding) thread, on real stores.
+@Suite struct ReadModelFoldTests {
+    /// More events than one hand-over batch, so that the folding thread runs.
+    static func appended(_ ledger: Ledger, seed: UInt64) throws -> Int {
+        var history = RandomHistory(seed: seed)
+        let events = history.events(subjects: 600, perSubject: 6...14)
+        for chunk in stride(from: 0, to: events.count, by: 250) {
+            try ledger.append(Array(events[chunk..<min(chunk + 250, events.count)]))
+        }
+        return events.count
+    }
+
+    static func states(_ fold: ReadModelFold) -> [String: [[UInt8]: [UInt8]]] {
+        var states: [String: [[UInt8]: [UInt8]]] = [:]
+        fold.forEachState { model, key, state in states[model, default: [:]][key] = state }
+        return states
+    }
+
+    static func served(_ ledger: Ledger) throws -> [String: [[UInt8]: [UInt8]]] {
+        var states: [String: [[UInt8]: [UInt8]]] = [:]
+        for name in ledger.engine.modelNames {
+            for (key, state) in try ledger.engine.servedStates(of: name) { states[name, default: [:]][Array(key.utf8)] = state }
+        }
+        return states
+    }
+
+    @Test func aRebuildOfManyBatchesEqualsTheIncrementalStatesByteForByte() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try Self.appended(ledger, seed: 11) > 2 * 2_048)
+            let incremental = try Self.served(ledger)
+            try ledger.engine.rebuild(compare: false)
+            #expect(try Self.served(ledger) == incremental)
+        }
+    }
+
+    @Test func storedAndDecodedEventsFoldToTheServedStates() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let count = try Self.appended(ledger, seed: 12)
+            let stored = try (1...UInt64(count)).compactMap { try ledger.log.event(at: $0) }
+            #expect(stored.count == count)
+            let fromStored = ReadModelFold()
+            let fromDecoded = ReadModelFold()
+            for event in stored {
+                try fromStored.apply(event)
+                try fromDecoded.apply(try RecordedEvent(event))
+            }
+            try fromStored.finish()
+            try fromDecoded.finish()
+            let served = try Self.served(ledger)
+            #expect(Self.states(fromStored) == served)
+            #expect(Self.states(fromDecoded) == served)
+            #expect(fromStored.stateCount == served.values.reduce(0) { $0 + $1.count })
+        }
+    }
+
+    @Test func aPayloadThatDoesNotDecodeFailsTheFoldWithItsPosition() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let count = try Self.appended(ledger, seed: 13)
+            let fold = ReadModelFold()
+            var last = StoredEvent(position: 0, version: 0, recordedAt: Timestamp(milliseconds: 0), hash: [], draft: EventDraft(subject: "x", type: "x", occurredAt: Timestamp(milliseconds: 0), source: .app, payload: []))
+            for position in 1...UInt64(count) {
+                guard let event = try ledger.log.event(at: position) else { continue }
+                try fold.apply(event)
+                last = event
+            }
+            var damaged = last
+            damaged.position = UInt64(count + 1)
+            damaged.draft.payload = [0xFF, 0xFF, 0xFF]
+            let error = #expect(throws: LedgerError.self) {
+                try fold.apply(damaged)
+                try fold.finish()
+            }
+            #expect(error?.code == .corruptRecord)
+            #expect(error?.position == UInt64(count + 1))
+        }
+    }
+}
