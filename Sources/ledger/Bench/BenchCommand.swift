@@ -33,7 +33,7 @@ struct BenchCommand: ParsableCommand {
             """
     )
 
-    @Flag(help: "A smaller run: 20,000 customers (under a minute).")
+    @Flag(help: "A smaller run: 20,000 customers (about half a minute).")
     var quick = false
 
     @Flag(help: "Print the results as JSON.")
