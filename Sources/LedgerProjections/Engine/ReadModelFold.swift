@@ -25,7 +25,7 @@ public final class ReadModelFold: @unchecked Sendable {
 
     /// Events waiting to be handed over (the caller's thread).
     private var pending: [Pending] = []
-    private var handOff: HandOff?
+    private var handOff: HandOff<[Pending]>?
     private var finished = false
     static let batch = 2_048
 
@@ -41,7 +41,7 @@ public final class ReadModelFold: @unchecked Sendable {
         pending.reserveCapacity(Self.batch)
     }
 
-    deinit { handOff?.close() }
+    deinit { handOff?.cancel() }
 
     /// Folds one event into every model that reads it. Events must come in position order.
     public func apply(_ event: RecordedEvent) throws {
@@ -102,8 +102,8 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
-    private func startFolding() -> HandOff {
-        let handOff = HandOff(depth: 4)
+    private func startFolding() -> HandOff<[Pending]> {
+        let handOff = HandOff<[Pending]>(depth: 4)
         self.handOff = handOff
         let work = Work(runners: runners, folds: folds)
         let thread = Thread {
@@ -133,66 +133,4 @@ private enum Pending {
 private struct Work: @unchecked Sendable {
     let runners: [ModelRunner]
     let folds: [any StateFold]
-}
-
-/// Batches of events from the reading thread to the folding thread: `put` blocks while `depth`
-/// batches wait; the folder's error stops both sides.
-private final class HandOff: @unchecked Sendable {
-    // @unchecked: every field is read and written under `condition`.
-    private let condition = NSCondition()
-    private var batches: [[Pending]] = []
-    private let depth: Int
-    private var closed = false
-    private var done = false
-    private var failure: (any Error)?
-
-    init(depth: Int) { self.depth = depth }
-
-    func put(_ batch: [Pending]) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        while batches.count >= depth && failure == nil { condition.wait() }
-        if let failure { throw failure }
-        batches.append(batch)
-        condition.broadcast()
-    }
-
-    /// The next batch, or `nil` once closed and drained (the folding thread).
-    func take() -> [Pending]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while batches.isEmpty && !closed { condition.wait() }
-        guard !batches.isEmpty else {
-            done = true
-            condition.broadcast()
-            return nil
-        }
-        condition.broadcast()
-        return batches.removeFirst()
-    }
-
-    func fail(_ error: any Error) {
-        condition.lock()
-        failure = error
-        done = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Closes, waits until the folding thread has folded everything, and rethrows its error.
-    func closeAndWait() throws {
-        condition.lock()
-        defer { condition.unlock() }
-        closed = true
-        condition.broadcast()
-        while !done { condition.wait() }
-        if let failure { throw failure }
-    }
 }

@@ -107,16 +107,21 @@ struct Bench {
     let events: [EventDraft]
     let only: String?
     let progress: ProgressBar
+    /// The mean size of an event's record in the log, hash included (over the first 10,000).
+    let meanRecordBytes: Double
+
+    init(root: URL, events: [EventDraft], only: String?, progress: ProgressBar) {
+        self.root = root
+        self.events = events
+        self.only = only
+        self.progress = progress
+        let sample = events.prefix(10_000)
+        let bytes = sample.reduce(0) { $0 + EventRecord.encode($1, version: 1, recordedAt: Bench.present).count + EventRecord.hashSize }
+        meanRecordBytes = Double(bytes) / Double(max(sample.count, 1))
+    }
 
     private func wanted(_ names: String...) -> Bool { only.map(names.contains) ?? true }
     private func path(_ name: String) -> String { root.appendingPathComponent(name).path }
-
-    /// The mean size of an event's record in the log, hash included.
-    var meanRecordBytes: Double {
-        let sample = events.prefix(10_000)
-        let bytes = sample.reduce(0) { $0 + EventRecord.encode($1, version: 1, recordedAt: Bench.present).count + EventRecord.hashSize }
-        return Double(bytes) / Double(max(sample.count, 1))
-    }
 
     func run(singles: Int, perThread: Int) throws -> BenchResults {
         var results = BenchResults()
@@ -158,7 +163,9 @@ struct Bench {
             }
             results.sqliteBytesPerEvent = Double(SQLitePeer.bytesOnDisk(path("peer.sqlite"))) / Double(events.count)
             var read = events.count
-            if wanted("rebuild.sqlite") { results["rebuild.sqlite"] = try measure(events.count, "SQLite rebuild") { _ in read = try peer.rebuild() } }
+            if wanted("rebuild.sqlite") {
+                results["rebuild.sqlite"] = try measure(events.count, "SQLite rebuild") { _ in read = try peer.rebuild() }
+            }
             guard read == events.count else {
                 throw CommandFailure.failure("the SQLite peer read back \(read) of \(events.count) events; this is a bug in the benchmark")
             }
@@ -217,7 +224,8 @@ struct Bench {
 
     /// The raw LMDB limit: the records the ledger would write (hash included), under 8-byte
     /// big-endian keys with MDB_APPEND, 1,000 per durable transaction; no checks, no indexes,
-    /// no hashing. Then a full cursor scan of it, every record's bytes read. Returns both rates
+    /// no hashing. Then a full cursor scan of it (each record's length and first byte read, so
+    /// that every page is touched). Returns both rates
     /// and the store's bytes per event.
     private func raw() throws -> (append: Double, scan: Double, bytesPerEvent: Double) {
         let records = events.map { EventRecord.encode($0, version: 1, recordedAt: Bench.present) + [UInt8](repeating: 0xA5, count: EventRecord.hashSize) }

@@ -209,16 +209,19 @@ struct DemoGenerator {
         // them, 50,000 to 500,000 events each.
         let window = min(500_000, max(50_000, order.count / 20))
         let windows = stride(from: 0, to: order.count, by: window).map { $0..<min(order.count, $0 + window) }
-        let pipeline = Pipeline<[StreamedEvent?]>(depth: 2)
+        let drafted = HandOff<[StreamedEvent?]>(depth: 2)
         Thread.detachNewThread {
-            for range in windows where !pipeline.isCancelled {
-                pipeline.put(self.draft(order, range))
+            for range in windows {
+                do { try drafted.put(self.draft(order, range)) } catch { return }   // the append stopped
             }
+            drafted.close()
         }
-        defer { pipeline.cancel() }
+        defer { drafted.cancel() }
         var result = Appended()
         for range in windows {
-            let events = pipeline.take()
+            guard let events = drafted.take() else {
+                throw LedgerError(.storage, "the demo's drafting thread stopped before window \(range); this is a bug in the demo")
+            }
             for event in events { if let event { result.types[event.draft.type, default: 0] += 1 } }
             let batch = try log.appendStream(restoring: true) { () -> any StreamedEvents in WindowEvents(events: events) }
             result.summary = result.summary.merged(with: batch)
@@ -259,43 +262,6 @@ struct DemoGenerator {
             }
             return nil
         }
-    }
-}
-
-/// A bounded hand-over from one producer thread to one consumer: `put` blocks while `depth`
-/// items wait; `cancel` lets a blocked producer go.
-final class Pipeline<Item>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var items: [Item] = []
-    private let depth: Int
-    private var cancelled = false
-
-    init(depth: Int) { self.depth = depth }
-
-    var isCancelled: Bool { condition.lock(); defer { condition.unlock() }; return cancelled }
-
-    func put(_ item: Item) {
-        condition.lock()
-        defer { condition.unlock() }
-        while items.count >= depth && !cancelled { condition.wait() }
-        guard !cancelled else { return }
-        items.append(item)
-        condition.broadcast()
-    }
-
-    func take() -> Item {
-        condition.lock()
-        defer { condition.unlock() }
-        while items.isEmpty { condition.wait() }
-        condition.broadcast()
-        return items.removeFirst()
-    }
-
-    func cancel() {
-        condition.lock()
-        cancelled = true
-        condition.broadcast()
-        condition.unlock()
     }
 }
 
