@@ -12,9 +12,11 @@ import LedgerStore
 ///
 /// Readers find a model's states through its served generation, so swapping the served
 /// generation in one write transaction swaps the whole model at once.
-enum ModelSchema {
-    static let states = "models"
-    static let generations = "generations"
+public enum ModelSchema {
+    /// The named database of every model's states.
+    public static let states = "models"
+    /// The named database of the served and shadow generations.
+    public static let generations = "generations"
     static let nextKey = Array("next".utf8)
 
     static func servedKey(_ model: String) -> [UInt8] { Array("served/\(model)".utf8) }
@@ -143,18 +145,12 @@ struct ModelStorage: Sendable {
     /// position every 65,536 events, for progress reports.
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                       tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
-        try forEachStoredEvent(after: after, through: through, types: types, txn, tick: tick) { try body(try RecordedEvent($0)) }
-    }
-
-    /// `forEachEvent` with the payloads left encoded (a rebuild decodes them on its folding thread).
-    func forEachStoredEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
-                            tick: (UInt64) -> Void = { _ in }, _ body: (StoredEvent) throws -> Void) throws {
         guard through > after else { return }
         try txn.withCursor(events) { cursor in
             var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
             while let current = entry, let position = LogSchema.integer(current.key), position <= through {
                 if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
-                    try body(try EventRecord.decode(current.value, position: position))
+                    try body(try RecordedEvent(EventRecord.decode(current.value, position: position)))
                 }
                 if position & 0xFFFF == 0 { tick(position) }
                 entry = try cursor.next()

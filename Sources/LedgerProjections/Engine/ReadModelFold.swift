@@ -6,7 +6,9 @@ import LedgerCore
 /// back from SQLite, so that both rebuilds run the very same projectors).
 ///
 /// The caller's thread reads and decodes events; the folding itself runs on a second thread,
-/// fed batches of events through a bounded hand-over, so a rebuild keeps two cores busy. Call
+/// fed batches of events through a bounded hand-over, so a rebuild keeps two cores busy. (The
+/// payloads are decoded on the caller's thread: the models' folding is the heavier half, and
+/// the profile showed the folding thread the bottleneck while it also decoded.) Call
 /// `finish()` before reading the states.
 ///
 /// ```swift
@@ -24,8 +26,8 @@ public final class ReadModelFold: @unchecked Sendable {
     public let eventTypes: Set<String>
 
     /// Events waiting to be handed over (the caller's thread).
-    private var pending: [Pending] = []
-    private var handOff: HandOff<[Pending]>?
+    private var pending: [RecordedEvent] = []
+    private var handOff: HandOff<[RecordedEvent]>?
     private var finished = false
     static let batch = 2_048
 
@@ -45,17 +47,6 @@ public final class ReadModelFold: @unchecked Sendable {
 
     /// Folds one event into every model that reads it. Events must come in position order.
     public func apply(_ event: RecordedEvent) throws {
-        try add(.recorded(event))
-    }
-
-    /// Folds a stored event whose payload is not decoded yet: the folding thread decodes it,
-    /// which shares the work between the two threads. Throws `LedgerError.corruptRecord`
-    /// (from here or `finish()`) when the payload does not decode.
-    public func apply(_ event: StoredEvent) throws {
-        try add(.stored(event))
-    }
-
-    private func add(_ event: Pending) throws {
         precondition(!finished, "ReadModelFold.apply after finish()")
         pending.append(event)
         if pending.count >= Self.batch {
@@ -89,21 +80,22 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
-    private static func fold(_ events: [Pending], _ runners: [ModelRunner], _ folds: [any StateFold]) throws {
-        for pending in events {
-            let event: RecordedEvent
-            switch pending {
-            case .recorded(let recorded): event = recorded
-            case .stored(let stored): event = try RecordedEvent(stored)
-            }
+    /// Folds a stored event, decoding its payload first. - Throws: `LedgerError.corruptRecord`
+    /// when the payload does not decode.
+    public func apply(_ event: StoredEvent) throws {
+        try apply(try RecordedEvent(event))
+    }
+
+    private static func fold(_ events: [RecordedEvent], _ runners: [ModelRunner], _ folds: [any StateFold]) throws {
+        for event in events {
             for (runner, fold) in zip(runners, folds) where runner.eventTypes.contains(event.type) {
                 try fold.apply(event) { _ in nil }
             }
         }
     }
 
-    private func startFolding() -> HandOff<[Pending]> {
-        let handOff = HandOff<[Pending]>(depth: 4)
+    private func startFolding() -> HandOff<[RecordedEvent]> {
+        let handOff = HandOff<[RecordedEvent]>(depth: 4)
         self.handOff = handOff
         let work = Work(runners: runners, folds: folds)
         let thread = Thread {
@@ -120,12 +112,6 @@ public final class ReadModelFold: @unchecked Sendable {
         thread.start()
         return handOff
     }
-}
-
-/// An event handed to the folding thread, decoded or not.
-private enum Pending {
-    case recorded(RecordedEvent)
-    case stored(StoredEvent)
 }
 
 /// The models and folds the folding thread owns until `finish()` (not the fold itself, so

@@ -219,7 +219,7 @@ extension ProjectionEngine {
             progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
         report(0)
-        try storage.forEachStoredEvent(after: 0, through: head, types: fold.eventTypes, txn, tick: report) { event in
+        try storage.forEachEvent(after: 0, through: head, types: fold.eventTypes, txn, tick: report) { event in
             try fold.apply(event)
         }
         try fold.finish()

@@ -141,6 +141,7 @@ struct Bench {
                 }
             }
             results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
+            results.storageByTable = try storageByTable(ledger.log.environment)
             if wanted("rebuild.ledger") {
                 results["rebuild.ledger"] = try measure(events.count, "ledger rebuild") { _ in
                     try ledger.engine.rebuild(compare: false)
@@ -255,6 +256,17 @@ struct Bench {
         }
         guard checksum != 0 else { throw CommandFailure.failure("the raw scan read nothing; this is a bug in the benchmark") }
         return (append, scan, Double(env.info().usedBytes) / Double(records.count))
+    }
+
+    /// The ledger store's bytes per event by table: the log, its two indexes, the read models'
+    /// states, and the rest (meta, generations, pages free for reuse).
+    private func storageByTable(_ env: Environment) throws -> [(table: String, bytesPerEvent: Double)] {
+        let tables = [LogSchema.events, LogSchema.ids, LogSchema.streams, ModelSchema.states]
+        let databases = try tables.map { try env.openDatabase($0, flags: []) }
+        let sizes = try env.read { txn in try databases.map { try txn.sizeOnDisk($0) } }
+        let rest = env.info().usedBytes - sizes.reduce(0, +)
+        let perEvent = { (bytes: Int) in Double(bytes) / Double(max(events.count, 1)) }
+        return zip(tables, sizes).map { ($0, perEvent($1)) } + [("other", perEvent(rest))]
     }
 
     /// Status (every model's view) of random customers, in process: p50 and p99 in µs.

@@ -6,6 +6,8 @@ struct BenchResults {
     private(set) var figures: [String: Double] = [:]
     /// Bytes per event of the SQLite peer's database and WAL (shown, not a target).
     var sqliteBytesPerEvent: Double?
+    /// The ledger store's bytes per event by table (shown, not a target).
+    var storageByTable: [(table: String, bytesPerEvent: Double)] = []
     /// Events and transactions of the group-commit case.
     var groupTransactions: (events: Int, transactions: Int)?
 
@@ -70,6 +72,9 @@ struct BenchResults {
             }
             if name == "append.sqlite", let bytes = sqliteBytesPerEvent {
                 note = String(format: "its database and WAL: %.0f bytes/event", bytes)
+            }
+            if name == "storage.bytesPerEvent", !storageByTable.isEmpty {
+                note = storageByTable.map { String(format: "%@ %.0f", $0.table, $0.bytesPerEvent) }.joined(separator: ", ")
             }
             rows.append([name, shown, note])
         }

@@ -82,8 +82,8 @@ struct SQLitePeer {
         return count
     }
 
-    /// One row as the event the projectors fold (its payload decoded on the folding thread,
-    /// as the ledger's rebuild does).
+    /// One row as a stored event, its payload decoded by `ReadModelFold.apply` on this
+    /// thread, as the ledger's rebuild does.
     private static func event(_ row: Row, type: String) throws -> StoredEvent {
         let position: Int64 = row[0]
         guard let id = try row.withUnsafeData(atIndex: 1, { $0.flatMap { EventID(bytes: $0) } }),
