@@ -115,18 +115,14 @@ final class GroupCommitWriter: Sendable {
     }
 
     private func run() {
-        var lastGroup = 0
         while true {
             wakeup.wait()
             while true {
-                if lastGroup > 1 { gather(expecting: lastGroup) }
                 let (group, closed) = takeGroup()
                 if group.isEmpty {
                     if closed { return }
-                    lastGroup = 0
                     break
                 }
-                lastGroup = group.count
                 let results = commit(group)
                 counters.withLock { c in
                     c.transactions += 1
@@ -136,22 +132,6 @@ final class GroupCommitWriter: Sendable {
                     append.complete(result)
                 }
             }
-        }
-    }
-
-    /// The longest the writer waits for the callers of its last group to come back.
-    static let linger = DispatchTimeInterval.microseconds(500)
-
-    /// Waits, at most `linger`, until `count` batches are queued. After a group of several
-    /// callers, each is likely to append again as soon as it is woken; committing the first
-    /// few to come back would make the next transaction small and the one after it smaller,
-    /// so the writer gives them a moment to queue. One caller alone never waits.
-    private func gather(expecting count: Int) {
-        let deadline = DispatchTime.now() + Self.linger
-        while queue.withLock({ !$0.closed && $0.pending.count < count }) {
-            // Each submit signals once; a signal consumed here belongs to a batch the next
-            // `takeGroup` takes, so the outer wait never misses one.
-            if wakeup.wait(timeout: deadline) == .timedOut { return }
         }
     }
 
