@@ -120,67 +120,80 @@ public struct EntitlementView: ProjectionView, Hashable {
 
 /// The six-step precedence of SPEC §4, as one pure function of the facts, t and the policy.
 enum EntitlementRules {
-    static func view(of state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> EntitlementView {
-        let facts = state.subscription
-        let billingIssue = facts.billingIssue(at: t, policy: policy)
-        let autoRenew = facts.autoRenewing(at: t)
-        let latest = facts.latestTransaction(at: t)
-        var view = EntitlementView(
-            planState: .guest, trialEligible: !facts.hasTransactions(at: t), expiresAt: facts.latestEnd(at: t), renewsAt: nil,
-            autoRenew: autoRenew, billingIssue: billingIssue, purchasePending: purchasePending(state, at: t),
-            productId: latest?.value.productId, banners: billingIssue ? ["billingIssue"] : [],
-            reason: .init(rule: "noAccount", policyKey: nil, position: nil))
+    /// What the precedence decides at a time: the plan, the rule that decided it, and what that
+    /// rule sets beyond the plan. The view is built around it; the retention model asks only
+    /// this (it visits many times of a history, and needs no other field).
+    struct Decision {
+        var planState: PlanState
+        var reason: EntitlementView.Reason
+        /// Rule 2's coverage: the product and the end the view shows.
+        var coverage: Coverage?
+        /// The banner the deciding rule adds (`cantVerify`, `checkingStatus`).
+        var banner: String?
 
+        /// Whether the plan gives paid access (trial, pro or pro in grace).
+        var isPaid: Bool { planState == .trial || planState == .pro || planState == .proGrace }
+    }
+
+    /// Rules 1–6 in order; the first that applies decides.
+    static func decide(_ state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> Decision {
+        let facts = state.subscription
         // 1. Deleted.
         if let deleted = state.deletions.known(at: t).first {
-            view.planState = .guest
-            view.reason = .init(rule: "deleted", policyKey: nil, position: deleted.position)
-            return view
+            return Decision(planState: .guest, reason: .init(rule: "deleted", policyKey: nil, position: deleted.position))
         }
         // 2. Store coverage. Cancelling changes nothing until the period ends.
         if let coverage = facts.coverage(at: t) {
-            view.planState = coverage.transaction.value.isTrial ? .trial : .pro
-            view.productId = coverage.transaction.value.productId
-            view.expiresAt = coverage.end
-            view.renewsAt = autoRenew == true ? coverage.end : nil
-            view.reason = .init(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position)
-            return view
+            return Decision(planState: coverage.transaction.value.isTrial ? .trial : .pro,
+                            reason: .init(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position), coverage: coverage)
         }
         // 3. Billing grace after a failed renewal.
         if let episode = facts.billingEpisode(at: t, policy: policy), !episode.recovered, t < episode.graceEnd {
-            view.planState = .pro
-            view.reason = .init(rule: "billingGrace",
-                                policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
-                                position: episode.failure.position)
-            return view
+            return Decision(planState: .pro, reason: .init(rule: "billingGrace",
+                                                           policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
+                                                           position: episode.failure.position))
         }
         // 4. A support grant.
         if let grant = state.grants.known(at: t).last(where: { t < $0.value }) {
-            view.planState = .pro
-            view.reason = .init(rule: "supportGrant", policyKey: nil, position: grant.position)
-            return view
+            return Decision(planState: .pro, reason: .init(rule: "supportGrant", policyKey: nil, position: grant.position))
         }
         // 5. The latest device snapshot.
+        var banner: String?
         if let snapshot = deviceSnapshot(state, at: t, policy: policy) {
             switch snapshot {
             case .verified(let plan, let position):
-                view.planState = plan
-                view.reason = .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position)
-                return view
+                return Decision(planState: plan, reason: .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position))
             case .offlineGrace(let position):
-                view.planState = .proGrace
-                view.banners.append("cantVerify")
-                view.reason = .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position)
-                return view
+                return Decision(planState: .proGrace, reason: .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position),
+                                banner: "cantVerify")
             case .expired:
-                view.banners.append("checkingStatus")
+                banner = "checkingStatus"
             }
         }
         // 6. Signed in or not.
         if let sign = state.signIns.known(at: t).last {
-            view.planState = sign.value ? .free : .guest
-            view.reason = .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position)
+            return Decision(planState: sign.value ? .free : .guest,
+                            reason: .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position), banner: banner)
         }
+        return Decision(planState: .guest, reason: .init(rule: "noAccount", policyKey: nil, position: nil), banner: banner)
+    }
+
+    static func view(of state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> EntitlementView {
+        let facts = state.subscription
+        let decision = decide(state, at: t, policy: policy)
+        let billingIssue = facts.billingIssue(at: t, policy: policy)
+        let autoRenew = facts.autoRenewing(at: t)
+        var view = EntitlementView(
+            planState: decision.planState, trialEligible: !facts.hasTransactions(at: t), expiresAt: facts.latestEnd(at: t), renewsAt: nil,
+            autoRenew: autoRenew, billingIssue: billingIssue, purchasePending: purchasePending(state, at: t),
+            productId: facts.latestTransaction(at: t)?.value.productId, banners: billingIssue ? ["billingIssue"] : [],
+            reason: decision.reason)
+        if let coverage = decision.coverage {
+            view.productId = coverage.transaction.value.productId
+            view.expiresAt = coverage.end
+            view.renewsAt = autoRenew == true ? coverage.end : nil
+        }
+        if let banner = decision.banner { view.banners.append(banner) }
         return view
     }
 

@@ -116,8 +116,8 @@ enum RetentionRules {
         var next: (tier: RetentionTier, at: Timestamp)?
         var dayZero: Timestamp?
         var day: Int64?
-        /// The entitlement's view at the time, when the tier needed it.
-        var plan: EntitlementView?
+        /// The entitlement's decision at the time, when the tier needed it.
+        var plan: EntitlementRules.Decision?
     }
 
     static let day: Int64 = 86_400
@@ -165,8 +165,8 @@ enum RetentionRules {
             return Placement(tier: .deleted, rule: "deleted", since: deleted.at)
         }
         let facts = access.subscription
-        let entitlement = EntitlementRules.view(of: access, at: t, policy: policy.subscription)
-        let isActive = [.trial, .pro, .proGrace].contains(entitlement.planState)
+        let entitlement = EntitlementRules.decide(access, at: t, policy: policy.subscription)
+        let isActive = entitlement.isPaid
         let paid = facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
         guard let retention = policy.retention, paid else {
             return isActive ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
@@ -238,7 +238,7 @@ enum RetentionRules {
     /// change ahead where the tier differs (a cancelled period ending, billing grace, a grant
     /// or an offline window running out). Whether a subject is active changes only when its
     /// plan or its auto-renew does, so the entitlement's change times are the ones to visit.
-    static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementView?,
+    static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementRules.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
         let times = Set(EntitlementRules.changeTimes(of: state.access, policy: policy.subscription)).sorted()
         let now = times.firstIndex { $0 > t } ?? times.endIndex
@@ -247,7 +247,7 @@ enum RetentionRules {
             guard place(state, at: c, policy: policy).tier == .active else { break }
             since = c
         }
-        if plan?.reason.rule == "storeCoverage" && plan?.autoRenew == true { return (since, nil) }
+        if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
         for c in times[now...] {
             let placement = place(state, at: c, policy: policy)
             if placement.tier != .active { return (since, (placement.tier, c)) }
