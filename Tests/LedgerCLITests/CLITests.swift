@@ -154,7 +154,14 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("status.p50us"))
         #expect(run.stdout.contains("status.p99us"))
-        #expect(run.stdout.contains("storage.bytesPerEvent"))
+        // The storage figure is broken down by table, and the parts add up to it.
+        let storage = try #require(run.stdout.split(separator: "\n").first { $0.contains("storage.bytesPerEvent") })
+        let words = String(storage).split(separator: " ").map { String($0).trimmingCharacters(in: .punctuationCharacters) }
+        let figures = words.compactMap { Double($0) }
+        let names = words.filter { $0.first?.isLetter == true }
+        #expect(names == ["storage.bytesPerEvent", "bytes/event", "events", "ids", "streams", "models", "other"])
+        #expect(figures.count == 6)
+        #expect(abs(figures.dropFirst().reduce(0, +) - (figures.first ?? 0)) <= 3, "\(storage)")
         #expect(run.stdout.contains("Targets"))
         #expect(run.stdout.contains("status p50"))
         #expect(!run.stdout.contains("append.sqlite"))

@@ -56,6 +56,12 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
+    /// Folds a stored event, decoding its payload first. - Throws: `LedgerError.corruptRecord`
+    /// when the payload does not decode.
+    public func apply(_ event: StoredEvent) throws {
+        try apply(try RecordedEvent(event))
+    }
+
     /// Folds what is left and waits for the folding thread. Rethrows what folding threw.
     public func finish() throws {
         guard !finished else { return }
@@ -78,12 +84,6 @@ public final class ReadModelFold: @unchecked Sendable {
         for (runner, fold) in zip(runners, folds) {
             for (key, state) in fold.encodedStates() { try body(runner.name, key, state) }
         }
-    }
-
-    /// Folds a stored event, decoding its payload first. - Throws: `LedgerError.corruptRecord`
-    /// when the payload does not decode.
-    public func apply(_ event: StoredEvent) throws {
-        try apply(try RecordedEvent(event))
     }
 
     private static func fold(_ events: [RecordedEvent], _ runners: [ModelRunner], _ folds: [any StateFold]) throws {
