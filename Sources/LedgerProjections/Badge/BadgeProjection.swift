@@ -7,7 +7,8 @@ import LedgerCore
 /// billing-issue rule reads.
 public enum BadgeProjection: Projection {
     public static let name = "badge"
-    public static let codeVersion: UInt32 = 1
+    /// 2: strings and timestamps in the compact state encoding (back references, differences).
+    public static let codeVersion: UInt32 = 2
     public static let eventTypes: Set<String> = SubscriptionFacts.eventTypes.union([
         "inbox.message_delivered", "inbox.message_read", "maintenance.scheduled", "maintenance.completed",
         "session.started", "security.flag_raised", "security.flag_cleared",

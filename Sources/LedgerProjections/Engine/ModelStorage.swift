@@ -61,13 +61,13 @@ public struct Generation: Sendable, Hashable {
         writer.write(UInt64(id))
         writer.write(checkpoint)
         writer.write(UInt64(codeVersion))
-        writer.write(policyHash)
+        writer.writePlain(policyHash)
         return writer.bytes
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateReader.Damaged) -> Generation {
         var reader = StateReader(bytes)
-        let id = try reader.uint(), checkpoint = try reader.uint(), code = try reader.uint(), hash = try reader.string()
+        let id = try reader.uint(), checkpoint = try reader.uint(), code = try reader.uint(), hash = try reader.plainString()
         guard id <= UInt64(UInt32.max), code <= UInt64(UInt32.max), reader.isAtEnd else { throw StateReader.Damaged(what: "bad generation record") }
         return Generation(id: UInt32(id), checkpoint: checkpoint, codeVersion: UInt32(code), policyHash: hash)
     }

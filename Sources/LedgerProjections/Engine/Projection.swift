@@ -31,7 +31,8 @@ public protocol Projection: Sendable {
     /// The model's name, as `stats`, `status` and `rebuild` show it: lower-case, stable.
     static var name: String { get }
     /// Bumped whenever `apply`, the state's encoding or `view` changes meaning: a served
-    /// generation built by another code version is reported stale until rebuilt.
+    /// generation built by another code version is reported stale, and neither appends nor
+    /// catch-up advance it, until a rebuild replaces it.
     static var codeVersion: UInt32 { get }
     /// The event types the model reads; others never reach `apply`.
     static var eventTypes: Set<String> { get }
@@ -110,9 +111,20 @@ extension ProjectionState {
 }
 
 /// Writes a state's compact encoding: unsigned LEB128 integers, zig-zag signed ones, and
-/// length-prefixed strings.
+/// two things a state repeats a lot made small:
+///
+/// - **Strings**: the last `StringWindow.size` distinct ones written are kept in a window; a
+///   string in it is written as its slot (`slot << 1 | 1`, one byte), any other as its UTF-8
+///   length (`length << 1`) and bytes. A subscription's original transaction id and product
+///   id, repeated by every renewal, mostly take a byte each.
+/// - **Timestamps** are written as the zig-zag difference from the timestamp written before
+///   (the first from 0): a renewal's purchase time is its record time, its period ends a month on.
+///
+/// Both depend only on what was written before, so the encoding stays deterministic.
 public struct StateWriter: Sendable {
     public private(set) var bytes: [UInt8] = []
+    private var strings = StringWindow()
+    private var lastTimestamp: Int64 = 0
 
     public init() {}
 
@@ -128,9 +140,24 @@ public struct StateWriter: Sendable {
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
     public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
     public mutating func write(_ value: UInt8) { bytes.append(value) }
-    public mutating func write(_ value: Timestamp) { write(value.milliseconds) }
+
+    public mutating func write(_ value: Timestamp) {
+        write(value.milliseconds &- lastTimestamp)
+        lastTimestamp = value.milliseconds
+    }
 
     public mutating func write(_ value: String) {
+        if let slot = strings.find(value) {
+            write(UInt64(slot) << 1 | 1)
+        } else {
+            write(UInt64(value.utf8.count) << 1)
+            bytes.append(contentsOf: value.utf8)
+            strings.push(value)
+        }
+    }
+
+    /// A string written in full, outside the list (records other than states use it).
+    mutating func writePlain(_ value: String) {
         write(UInt64(value.utf8.count))
         bytes.append(contentsOf: value.utf8)
     }
@@ -152,6 +179,32 @@ public struct StateWriter: Sendable {
     }
 }
 
+/// The last few distinct strings a state's encoding wrote or read, in slots filled in turn
+/// (the oldest is overwritten): the writer and the reader fill the same slots in the same
+/// order, so a slot number names a string. Slots rather than a most-recent-first list, so
+/// that a reference moves nothing.
+struct StringWindow: Sendable {
+    static let size = 8
+    private var slots: [String] = []
+    private var next = 0
+
+    /// The slot holding `value`, if any.
+    func find(_ value: String) -> Int? {
+        let length = value.utf8.count
+        for slot in slots.indices where slots[slot].utf8.count == length && slots[slot] == value { return slot }
+        return nil
+    }
+
+    /// The string in `slot`; `nil` for a slot not filled yet.
+    func take(_ slot: Int) -> String? { slot < slots.count ? slots[slot] : nil }
+
+    /// A string not in the window takes the next slot.
+    mutating func push(_ value: String) {
+        if slots.count < Self.size { slots.append(value) } else { slots[next] = value }
+        next = (next + 1) % Self.size
+    }
+}
+
 /// Reads what `StateWriter` wrote; any malformed byte is `Damaged`.
 public struct StateReader {
     /// A stored state that does not decode: a bug or a damaged store; `ledger rebuild` replaces it.
@@ -162,6 +215,8 @@ public struct StateReader {
 
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
+    private var strings = StringWindow()
+    private var lastTimestamp: Int64 = 0
 
     public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
@@ -200,10 +255,26 @@ public struct StateReader {
         }
     }
 
-    public mutating func timestamp() throws(Damaged) -> Timestamp { Timestamp(milliseconds: try int()) }
+    public mutating func timestamp() throws(Damaged) -> Timestamp {
+        lastTimestamp = lastTimestamp &+ (try int())
+        return Timestamp(milliseconds: lastTimestamp)
+    }
 
     public mutating func string() throws(Damaged) -> String {
-        let length = try uint()
+        let code = try uint()
+        if code & 1 == 1 {
+            guard let value = strings.take(Int(clamping: code >> 1)) else { throw Damaged(what: "bad string reference at byte \(offset)") }
+            return value
+        }
+        let value = try utf8(length: code >> 1)
+        strings.push(value)
+        return value
+    }
+
+    /// A string written by `StateWriter.writePlain(_:)`.
+    mutating func plainString() throws(Damaged) -> String { try utf8(length: try uint()) }
+
+    private mutating func utf8(length: UInt64) throws(Damaged) -> String {
         guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)

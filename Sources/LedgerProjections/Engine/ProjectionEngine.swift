@@ -42,6 +42,9 @@ public final class ProjectionEngine: CommitObserver {
         var active: [(ModelRunner, Generation, any StateFold)] = []
         for model in models {
             var served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
+            // Built by other code: its states may not even decode under this code's encoding.
+            // It stays where it is, reported stale, until a rebuild replaces it.
+            guard served.codeVersion == model.codeVersion else { continue }
             if served.checkpoint < head && head - served.checkpoint <= inlineCatchUpLimit {
                 served = try catchUp(model, served, through: head, txn)
             }
@@ -100,7 +103,7 @@ public final class ProjectionEngine: CommitObserver {
                     var finished = true
                     for model in models {
                         let served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
-                        guard served.checkpoint < head else { continue }
+                        guard served.checkpoint < head, served.codeVersion == model.codeVersion else { continue }
                         let target = min(head, served.checkpoint + batch)
                         _ = try catchUp(model, served, through: target, txn)
                         applied = max(applied, target)

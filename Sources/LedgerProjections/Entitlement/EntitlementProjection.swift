@@ -7,7 +7,8 @@ import LedgerCore
 /// time puts it. `view(of:at:policy:)` applies the six-step precedence.
 public enum EntitlementProjection: Projection {
     public static let name = "entitlement"
-    public static let codeVersion: UInt32 = 1
+    /// 2: strings and timestamps in the compact state encoding (back references, differences).
+    public static let codeVersion: UInt32 = 2
     public static let eventTypes: Set<String> = SubscriptionFacts.eventTypes.union([
         "support.entitlement_granted", "entitlement.verified", "entitlement.verification_failed",
         "account.created", "account.signed_in", "account.signed_out", "account.deleted",

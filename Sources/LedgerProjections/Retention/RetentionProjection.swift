@@ -8,7 +8,8 @@ import LedgerCore
 /// plus recovery passes and family organizers' cancellations.
 public enum RetentionProjection: Projection {
     public static let name = "retention"
-    public static let codeVersion: UInt32 = 1
+    /// 2: strings and timestamps in the compact state encoding (back references, differences).
+    public static let codeVersion: UInt32 = 2
     public static let eventTypes: Set<String> = EntitlementProjection.eventTypes.union(["oneoff.purchased", "family.organizer_cancelled"])
 
     public struct State: ProjectionState {
