@@ -31,6 +31,8 @@ public struct PutFlags: OptionSet, Sendable {
     /// The key sorts after every key in the database: skip the search (bulk loads, logs).
     /// A key out of order fails with `.keyExists`.
     public static let append = PutFlags(rawValue: UInt32(MDB_APPEND))
+    /// Through a cursor: replace the value of the entry under it (the key must be its key).
+    public static let current = PutFlags(rawValue: UInt32(MDB_CURRENT))
     /// For `.dupSort` databases: fail if this key/value pair is already stored.
     public static let noDupData = PutFlags(rawValue: UInt32(MDB_NODUPDATA))
 }

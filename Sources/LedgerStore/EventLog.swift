@@ -244,6 +244,7 @@ extension LedgerError {
     /// `.storage` with its return code, saying what was being done.
     public static func storage(_ error: any Error, doing what: String) -> LedgerError {
         if let error = error as? LedgerError { return error }
+        if let damage = error as? StreamIndexDamage { return LedgerError(.corruptRecord, "\(what): \(damage)") }
         if let lmdb = error as? LMDBError {
             var wrapped = LedgerError(.storage, "\(what): \(lmdb)")
             wrapped.storageCode = lmdb.returnCode

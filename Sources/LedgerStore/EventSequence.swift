@@ -125,20 +125,10 @@ public struct EventSequence: AsyncSequence, Sendable {
 
             case .subject(let subject, let fromVersion):
                 let start = cursor ?? fromVersion
-                let prefix = LogSchema.streamPrefix(subject)
                 let chunk = try storage.read("reading the events of \(subject)") { txn in
-                    try txn.withCursor(storage.streams) { c in
-                        var out: [StoredEvent] = []
-                        var entry = try c.seek(atLeast: LogSchema.streamKey(subject, version: start))
-                        while let e = entry, out.count < limit, e.key.count == prefix.count + 8,
-                              e.key.prefix(prefix.count).elementsEqual(prefix) {
-                            guard let position = LogSchema.integer(e.value),
-                                  let record = try txn.get(storage.events, key: LogSchema.key(position))
-                            else { throw badKey() }
-                            out.append(try EventRecord.decode(record, position: position))
-                            entry = try c.next()
-                        }
-                        return out
+                    try storage.streamPositions(of: subject, from: start, limit: limit, txn).map { entry in
+                        guard let record = try txn.get(storage.events, key: LogSchema.key(entry.position)) else { throw badKey() }
+                        return try EventRecord.decode(record, position: entry.position)
                     }
                 }
                 if let last = chunk.last { cursor = last.version + 1 }

@@ -8,8 +8,9 @@ public enum LogSchema {
     public static let events = "events"
     /// event id (16 bytes) → position (u64 BE).
     public static let ids = "ids"
-    /// subject length (u16 BE) ‖ subject ‖ version (u64 BE) → position (u64 BE).
-    /// A subject's current version is the last key under its prefix.
+    /// subject length (u16 BE) ‖ subject ‖ first version (u64 BE) → the positions of that
+    /// version and the ones after it, up to 128, packed (see `StreamChunk`). A subject's
+    /// current version is the end of the last chunk under its prefix.
     public static let streams = "streams"
     /// store-wide values: `format` → u8 layout version; `subjects` → u64 BE count of subjects;
     /// `policy` → the policy document the store was built with (canonical JSON).
@@ -24,8 +25,9 @@ public enum LogSchema {
     public static func policyValue(_ policy: Policy) -> [UInt8] {
         Array(policy.json.serialized(sortedKeys: true).utf8)
     }
-    /// The store layout this code writes.
-    public static let storeFormat: UInt8 = 1
+    /// The store layout this code writes: 2 packs the stream index (layout 1, a key per
+    /// event, is upgraded when the store is first opened for writing).
+    public static let storeFormat: UInt8 = 2
 
     /// A u64 as 8 big-endian bytes.
     public static func key(_ value: UInt64) -> [UInt8] {
@@ -49,7 +51,7 @@ public enum LogSchema {
         return key
     }
 
-    /// The key of a subject's event at `version` in `streams`.
+    /// The key in `streams` of a subject's chunk that starts at `version`.
     public static func streamKey(_ subject: String, version: UInt64) -> [UInt8] {
         var key = streamPrefix(subject)
         key.append(contentsOf: Self.key(version))

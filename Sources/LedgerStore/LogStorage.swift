@@ -30,13 +30,20 @@ struct LogStorage: Sendable {
         } catch let error as LMDBError where error.code == .notFound {
             throw LedgerError(.storage, "\(env.path) is not an EntitlementLedger store (its databases are missing); create one with `ledger init`")
         }
-        let meta = self.meta
+        let meta = self.meta, streams = self.streams
         let format: UInt8? = try env.read { txn in try txn.get(meta, key: LogSchema.formatKey).flatMap { $0.first } }
         if let format, format > LogSchema.storeFormat {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
         }
-        if format == nil && !readOnly {
-            try env.write { txn in try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat]) }
+        if format == 1 && readOnly {
+            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout 1; open it once for writing (any `ledger` command but `verify`/`stats`) to upgrade it to layout \(LogSchema.storeFormat)")
+        }
+        if format != LogSchema.storeFormat && !readOnly {
+            try env.write { txn in
+                // Layout 1 kept a stream index key per event; layout 2 packs them (`StreamChunk`).
+                if format == 1 { try Self.packStreamIndex(streams, txn) }
+                try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
+            }
         }
         // Last: the observer opens its databases beside the log's.
         observer = try makeObserver?(env)
@@ -72,18 +79,6 @@ struct LogStorage: Sendable {
                 throw LedgerError(.corruptRecord, "the last record of the log is damaged; run `ledger verify`")
             }
             return Head(position: position, hash: Array(hash), recordedAt: recordedAt)
-        }
-    }
-
-    /// A subject's last version (0 if it has no events): the last key under its prefix in
-    /// `streams`, found with one seek.
-    func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
-        let prefix = LogSchema.streamPrefix(subject)
-        let beyond = prefix + [UInt8](repeating: 0xFF, count: 8)
-        return try txn.withCursor(streams) { cursor in
-            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
-            guard let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) else { return 0 }
-            return LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])) ?? 0
         }
     }
 
@@ -199,9 +194,7 @@ struct LogStorage: Sendable {
         // 3. Writes.
         for i in fresh {
             let draft = drafts[i]
-            let previous = try current(draft.subject)
-            let written = try write(&records[i], idKey: idKeys[i], draft: draft, data: append.data[i], previousVersion: previous,
-                                    recordedAt: recordedAt, txn, &head, session)
+            let written = try write(&records[i], idKey: idKeys[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -216,12 +209,12 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, data: EventData, previousVersion: UInt64,
+    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, data: EventData,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
-        if previousVersion == 0 { head.subjects += 1 }
-        let version = previousVersion + 1
         head.position += 1
+        let version = try appendToStream(draft.subject, position: head.position, txn)
+        if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
         var hasher = SHA256()
         hasher.update(data: head.hash)
@@ -231,7 +224,6 @@ struct LogStorage: Sendable {
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
         try txn.put(ids, key: idKey, value: positionKey, flags: .noOverwrite)
-        try txn.put(streams, key: LogSchema.streamKey(draft.subject, version: version), value: positionKey, flags: .noOverwrite)
         head.hash = hash
         head.recordedAt = recordedAt
         try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)
@@ -315,8 +307,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idKey: idKey, draft: draft, data: data,
-                                        previousVersion: try version(of: draft.subject, txn), recordedAt: recordedAt, txn, &head, session)
+                let written = try write(&record, idKey: idKey, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

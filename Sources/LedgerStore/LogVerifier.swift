@@ -141,12 +141,18 @@ private struct VerifyState {
                                  message: "\(event.subject) has version \(event.version) here; \(expectedVersion) was next")
         }
         versions[event.subject] = event.version
-        guard let streamed = try txn.get(s.streams, key: LogSchema.streamKey(event.subject, version: event.version)) else {
+        let streamed: [(version: UInt64, position: UInt64)]
+        do {
+            streamed = try s.streamPositions(of: event.subject, from: event.version, limit: 1, txn)
+        } catch let error as LedgerError {
+            return VerifyProblem(kind: .streamIndex, position: position, message: "the stream index of \(event.subject): \(error.message)")
+        }
+        guard let entry = streamed.first, entry.version == event.version else {
             return VerifyProblem(kind: .streamIndex, position: position, message: "(\(event.subject), \(event.version)) is missing from the stream index")
         }
-        guard streamed.elementsEqual(positionKey) else {
+        guard entry.position == position else {
             return VerifyProblem(kind: .streamIndex, position: position,
-                                 message: "the stream index points (\(event.subject), \(event.version)) at \(LogSchema.integer(streamed).map(String.init) ?? "a bad value")")
+                                 message: "the stream index points (\(event.subject), \(event.version)) at \(entry.position)")
         }
         return nil
     }
@@ -157,20 +163,13 @@ private struct VerifyState {
         let head = try s.head(txn).position
         let events = UInt64(try txn.count(s.events))
         let ids = UInt64(try txn.count(s.ids))
-        let streams = UInt64(try txn.count(s.streams))
         if ids != events {
             return try findStray(in: s.ids, kind: .idIndex, s, txn, head: head) { key, position in
                 (try txn.get(s.events, key: LogSchema.key(position))).flatMap { try? EventRecord.decode($0, position: position) }?.id.bytes
                     .elementsEqual(key) ?? false
             } ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for \(events) events")
         }
-        if streams != events {
-            return try findStray(in: s.streams, kind: .streamIndex, s, txn, head: head) { key, position in
-                guard let event = (try txn.get(s.events, key: LogSchema.key(position))).flatMap({ try? EventRecord.decode($0, position: position) })
-                else { return false }
-                return LogSchema.streamKey(event.subject, version: event.version).elementsEqual(key)
-            } ?? VerifyProblem(kind: .streamIndex, position: nil, message: "the stream index has \(streams) entries for \(events) events")
-        }
+        if let problem = try checkStreamTotal(s, txn, head: head, events: events) { return problem }
         // The subject count can be compared only when nothing was appended since the walk.
         guard head == checked else { return nil }
         let stored = try s.subjectCount(txn)
@@ -179,6 +178,37 @@ private struct VerifyState {
                                  message: "the store counts \(stored) subjects; the streams hold \(versions.count)")
         }
         return nil
+    }
+
+    /// The stream index's chunks hold one position per event; when they hold more, the one
+    /// that points nowhere or at another event is named.
+    private func checkStreamTotal(_ s: LogStorage, _ txn: borrowing Transaction, head: UInt64, events: UInt64) throws -> VerifyProblem? {
+        var streamed: UInt64 = 0
+        let damaged = try txn.withCursor(s.streams) { c in
+            var entry = try c.first()
+            while let e = entry {
+                guard let (_, chunk) = StreamChunk.parse(key: e.key, value: e.value) else { return true }
+                streamed += UInt64(chunk.positions.count)
+                entry = try c.next()
+            }
+            return false
+        }
+        if damaged { return VerifyProblem(kind: .streamIndex, position: nil, message: "an entry of the stream index is not a run of positions") }
+        guard streamed != events else { return nil }
+        return try txn.withCursor(s.streams) { c in
+            var entry = try c.first()
+            while let e = entry, let (prefix, chunk) = StreamChunk.parse(key: e.key, value: e.value) {
+                for (offset, position) in chunk.positions.enumerated() {
+                    let event = try txn.get(s.events, key: LogSchema.key(position)).flatMap { try? EventRecord.decode($0, position: position) }
+                    let pointsRight = position <= head && event.map { LogSchema.streamPrefix($0.subject) == prefix && $0.version == chunk.first + UInt64(offset) } == true
+                    if !pointsRight {
+                        return VerifyProblem(kind: .streamIndex, position: position, message: "an index entry points at position \(position), which does not hold that event")
+                    }
+                }
+                entry = try c.next()
+            }
+            return nil
+        } ?? VerifyProblem(kind: .streamIndex, position: nil, message: "the stream index holds \(streamed) positions for \(events) events")
     }
 
     /// Walks an index for an entry that points nowhere or at the wrong event.

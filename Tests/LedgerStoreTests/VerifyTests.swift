@@ -90,13 +90,27 @@ import Testing
         try withStorePath { path in
             try store(path)
             try tamper(path, LogSchema.streams) { txn, db in
-                // Position 5 is user-2's second event.
-                let removed = try txn.delete(db, key: LogSchema.streamKey("user-2", version: 2))
-                #expect(removed)
+                // user-2's events are at positions 3, 6, 9, 12, 15, 18: its one chunk loses
+                // position 6 (version 2), packed as 3 and then the differences 6, 3, 3, 3.
+                try txn.put(db, key: LogSchema.streamKey("user-2", version: 1), value: [3, 6, 3, 3, 3])
             }
             let report = try verify(path)
             #expect(report.problem?.kind == .streamIndex)
             #expect(report.problem?.position == 6)
+        }
+    }
+
+    @Test func aStreamIndexEntryThatIsNotARunOfPositionsIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.streams) { txn, db in
+                // A truncated integer: the high bit says another byte follows.
+                try txn.put(db, key: LogSchema.streamKey("user-1", version: 1), value: [2, 0x85])
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .streamIndex)
+            #expect(report.problem?.position == 2)
+            #expect(report.problem?.message == "the stream index of user-1: an entry of the stream index is damaged; run `ledger verify`")
         }
     }
 

@@ -1,0 +1,220 @@
+import LMDB
+import LedgerCore
+
+/// A run of one subject's consecutive versions in the stream index (store layout 2): the
+/// value under `LogSchema.streamKey(subject, version: first)` holds the positions of versions
+/// `first`, `first + 1`, … as LEB128 integers, the first whole and each next one as its
+/// difference from the one before (a subject's positions grow with its versions).
+///
+/// One key per run of up to `capacity` events instead of one per event: about 3 bytes per
+/// event where a key per event took 60, and an append touches its subject's one entry.
+struct StreamChunk: Sendable, Equatable {
+    /// Versions per chunk: a subject's next event after a full chunk starts a new one, so an
+    /// append rewrites at most a few hundred bytes.
+    static let capacity = 128
+
+    /// The version of the first position.
+    var first: UInt64
+    var positions: [UInt64]
+
+    /// The chunk's packed value.
+    var packed: [UInt8] {
+        var bytes: [UInt8] = []
+        var previous: UInt64 = 0
+        for position in positions {
+            Self.appendInteger(position &- previous, to: &bytes)
+            previous = position
+        }
+        return bytes
+    }
+
+    static func appendInteger(_ value: UInt64, to bytes: inout [UInt8]) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    /// Calls `body` with each position of a packed value in order; `false` when the value is
+    /// not a packed run (a truncated integer, or positions that do not grow).
+    static func forEachPosition(_ packed: UnsafeRawBufferPointer, _ body: (UInt64) throws -> Void) rethrows -> Bool {
+        var position: UInt64 = 0
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        var count = 0
+        for byte in packed {
+            guard shift < 64 else { return false }
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 != 0 {
+                shift += 7
+                continue
+            }
+            guard count == 0 ? value > 0 : value > 0 && position <= UInt64.max - value else { return false }
+            position += value
+            count += 1
+            try body(position)
+            (value, shift) = (0, 0)
+        }
+        return shift == 0 && count > 0
+    }
+
+    /// How many positions a packed value holds, and the last; `nil` when it is not a packed run.
+    static func summary(_ packed: UnsafeRawBufferPointer) -> (count: Int, last: UInt64)? {
+        var count = 0
+        var last: UInt64 = 0
+        guard forEachPosition(packed, { count += 1; last = $0 }) else { return nil }
+        return (count, last)
+    }
+
+    /// A stored entry under `prefix` (a subject's `LogSchema.streamPrefix`); `nil` when the key
+    /// is another subject's or the entry is not a chunk.
+    init?(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, prefix: [UInt8]) {
+        guard key.count == prefix.count + 8, key.prefix(prefix.count).elementsEqual(prefix),
+              let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: key[prefix.count...])), first > 0
+        else { return nil }
+        var positions: [UInt64] = []
+        guard Self.forEachPosition(value, { positions.append($0) }) else { return nil }
+        self.first = first
+        self.positions = positions
+    }
+
+    /// A stored entry of any subject: the subject's prefix with the chunk, `nil` when it is not one.
+    static func parse(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> (prefix: [UInt8], chunk: StreamChunk)? {
+        guard key.count >= 2 + 8 else { return nil }
+        let length = Int(key[0]) << 8 | Int(key[1])
+        guard key.count == 2 + length + 8 else { return nil }
+        let prefix = Array(key.prefix(2 + length))
+        return StreamChunk(key: key, value: value, prefix: prefix).map { (prefix, $0) }
+    }
+
+    init(first: UInt64, positions: [UInt64]) {
+        self.first = first
+        self.positions = positions
+    }
+}
+
+/// A stream index entry that is not what the log's writer wrote, found while writing: it
+/// aborts the whole write transaction (a `LedgerError` would fail only one batch of a group,
+/// after the batch had written).
+struct StreamIndexDamage: Error, CustomStringConvertible {
+    var subject: String
+    var description: String { "the stream index of \(subject) is damaged; run `ledger verify`" }
+}
+
+extension LogStorage {
+    /// The last chunk of a subject's stream: its first version and its packed value.
+    private func lastChunk(_ prefix: [UInt8], _ txn: borrowing Transaction) throws -> (first: UInt64, count: Int, last: UInt64, packed: [UInt8])? {
+        let beyond = prefix + [UInt8](repeating: 0xFF, count: 8)
+        return try txn.withCursor(streams) { cursor in
+            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
+            guard let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) else { return nil }
+            guard let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])), first > 0,
+                  let summary = StreamChunk.summary(entry.value)
+            else { throw Self.damagedStream() }
+            return (first, summary.count, summary.last, Array(entry.value))
+        }
+    }
+
+    static func damagedStream() -> LedgerError {
+        LedgerError(.corruptRecord, "an entry of the stream index is damaged; run `ledger verify`")
+    }
+
+    /// A subject's last version (0 if it has no events): the end of its last chunk, found with one seek.
+    func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
+        guard let chunk = try lastChunk(LogSchema.streamPrefix(subject), txn) else { return 0 }
+        return chunk.first + UInt64(chunk.count) - 1
+    }
+
+    /// Records `position` as the next version of `subject`'s stream and returns that version:
+    /// the next in the subject's last chunk (rewritten in place, with the one seek that finds
+    /// it), or the first of a new chunk when that one is full or the subject is new.
+    func appendToStream(_ subject: String, position: UInt64, _ txn: borrowing Transaction) throws -> UInt64 {
+        let prefix = LogSchema.streamPrefix(subject)
+        var beyond = prefix
+        beyond.append(contentsOf: repeatElement(0xFF, count: 8))
+        return try txn.withCursor(streams) { cursor in
+            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
+            var version: UInt64 = 1
+            if let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) {
+                guard let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])), first > 0,
+                      let summary = StreamChunk.summary(entry.value), position > summary.last
+                else { throw StreamIndexDamage(subject: subject) }
+                version = first + UInt64(summary.count)
+                if summary.count < StreamChunk.capacity {
+                    // Copied first: the entry's bytes live in the page the put rewrites.
+                    let key = Array(entry.key)
+                    var packed = Array(entry.value)
+                    StreamChunk.appendInteger(position - summary.last, to: &packed)
+                    try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .current) } }
+                    return version
+                }
+            }
+            var key = prefix
+            key.append(contentsOf: LogSchema.key(version))
+            var packed: [UInt8] = []
+            StreamChunk.appendInteger(position, to: &packed)
+            try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .noOverwrite) } }
+            return version
+        }
+    }
+
+    /// The positions of `subject`'s versions from `start` on, at most `limit` of them, in order.
+    func streamPositions(of subject: String, from start: UInt64, limit: Int,
+                         _ txn: borrowing Transaction) throws -> [(version: UInt64, position: UInt64)] {
+        let prefix = LogSchema.streamPrefix(subject)
+        let startKey = LogSchema.streamKey(subject, version: max(start, 1))
+        return try txn.withCursor(streams) { cursor in
+            // The chunk holding `start` is the last one whose first version is at most `start`.
+            var entry = try cursor.seek(atLeast: startKey)
+            if entry.map({ !$0.key.elementsEqual(startKey) }) ?? true {
+                let before = entry != nil ? try cursor.previous() : try cursor.last()
+                let isSubjects = before.map { $0.key.count == prefix.count + 8 && $0.key.prefix(prefix.count).elementsEqual(prefix) } ?? false
+                entry = isSubjects ? before : try cursor.seek(atLeast: startKey)
+            }
+            var out: [(version: UInt64, position: UInt64)] = []
+            while let current = entry, out.count < limit,
+                  current.key.count == prefix.count + 8, current.key.prefix(prefix.count).elementsEqual(prefix) {
+                guard let chunk = StreamChunk(key: current.key, value: current.value, prefix: prefix) else { throw Self.damagedStream() }
+                for (offset, position) in chunk.positions.enumerated() where chunk.first + UInt64(offset) >= start && out.count < limit {
+                    out.append((chunk.first + UInt64(offset), position))
+                }
+                entry = try cursor.next()
+            }
+            return out
+        }
+    }
+
+    /// Rewrites a layout-1 stream index (a key per event: prefix ‖ version → position) as
+    /// chunks, in `txn`.
+    static func packStreamIndex(_ streams: Database, _ txn: borrowing Transaction) throws {
+        var chunks: [(key: [UInt8], value: [UInt8])] = []
+        var current: (prefix: [UInt8], chunk: StreamChunk)?
+        func flush() {
+            guard let current else { return }
+            chunks.append((current.prefix + LogSchema.key(current.chunk.first), current.chunk.packed))
+        }
+        try txn.withCursor(streams) { cursor in
+            var entry = try cursor.first()
+            while let e = entry {
+                guard e.key.count >= 10, let version = LogSchema.integer(UnsafeRawBufferPointer(rebasing: e.key[(e.key.count - 8)...])),
+                      let position = LogSchema.integer(e.value)
+                else { throw LedgerError(.corruptRecord, "an entry of the layout-1 stream index is damaged; it cannot be upgraded") }
+                let prefix = Array(e.key.prefix(e.key.count - 8))
+                if var run = current, run.prefix == prefix, run.chunk.first + UInt64(run.chunk.positions.count) == version,
+                   run.chunk.positions.count < StreamChunk.capacity, position > run.chunk.positions.last ?? 0 {
+                    run.chunk.positions.append(position)
+                    current = run
+                } else {
+                    flush()
+                    current = (prefix, StreamChunk(first: version, positions: [position]))
+                }
+                entry = try cursor.next()
+            }
+        }
+        flush()
+        try txn.removeAll(streams)
+        for chunk in chunks { try txn.put(streams, key: chunk.key, value: chunk.value, flags: .append) }
+    }
+}
