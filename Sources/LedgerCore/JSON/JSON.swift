@@ -181,13 +181,20 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
     public init(integerLiteral value: Int64) { self = .integer(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(arrayLiteral elements: JSON...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSON)...) { self = .object(JSONObject(elements)) }
+    public init(dictionaryLiteral elements: (String, JSON)...) { self = .object(JSONObject(literal: elements)) }
     public init(nilLiteral: ()) { self = .null }
 }
 
 extension JSONObject: ExpressibleByDictionaryLiteral {
     /// An object with these members in order.
-    public init(dictionaryLiteral elements: (String, JSON)...) { self.init(elements) }
+    public init(dictionaryLiteral elements: (String, JSON)...) { self.init(literal: elements) }
+
+    /// The members of a literal, in order: its keys are distinct as written (checked in debug
+    /// builds), so nothing is searched. Views build their JSON this way on every query.
+    init(literal elements: [(String, JSON)]) {
+        assert(Set(elements.map(\.0)).count == elements.count, "a JSON object literal repeats a key")
+        self.init(unique: elements.map { Member(key: $0.0, value: $0.1) })
+    }
 }
 
 extension JSON {
