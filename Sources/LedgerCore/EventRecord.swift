@@ -96,16 +96,47 @@ public enum EventRecord {
         return size
     }
 
-    /// The event type of a stored record, read without decoding the rest (projections skip
-    /// events they do not read); `nil` if the record is damaged.
-    public static func type(ofRecord record: UnsafeRawBufferPointer) -> String? {
-        guard record.count > 1 + 16 + 1 else { return nil }
-        var reader = RecordReader(bytes: record, position: 0)
-        reader.offset = 1 + 16 + 1   // format, id, source
-        guard (try? reader.varint("schemaVersion")) != nil,
-              (try? reader.fixed("occurredAt")) != nil
-        else { return nil }
-        return try? reader.string("type")
+    /// Decodes what a read model folds from a stored record — position, version, times,
+    /// subject, type, id, source and the payload's data — when its type is in `types`;
+    /// `nil`, read no further, for a record of another type. The meta and the hash are
+    /// stepped over, not decoded: no read model reads them (the rebuild's and catch-up's path,
+    /// once per event of the log).
+    /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
+    public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: Set<String>) throws(LedgerError) -> RecordedEvent? {
+        var reader = RecordReader(bytes: record, position: position)
+        let format = try reader.byte("format version")
+        guard format == formatVersion else { return try RecordedEvent(decode(record, position: position)) }
+        guard record.count >= 1 + trailerSize else { throw reader.corrupt("record is \(record.count) bytes, too short") }
+        let contentEnd = record.count - trailerSize
+        let high = try reader.fixedBigEndian("id"), low = try reader.fixedBigEndian("id")
+        let sourceCode = try reader.byte("source")
+        guard let source = EventSource(code: sourceCode) else { throw reader.corrupt("unknown source code \(sourceCode)") }
+        let schema = try reader.varint("schemaVersion")
+        guard schema > 0, schema <= UInt64(UInt16.max) else { throw reader.corrupt("schemaVersion \(schema) out of range") }
+        let occurredAt = Int64(bitPattern: try reader.fixed("occurredAt"))
+        let type = try reader.typeName()
+        guard types.contains(type) else { return nil }
+        let subject = try reader.string("subject")
+        let metaCount = try reader.varint("meta count")
+        guard metaCount <= UInt64(EventLimits.maxMetaBytes) else { throw reader.corrupt("meta count \(metaCount) out of range") }
+        for _ in 0..<metaCount {
+            try reader.skipBytes("meta key")
+            try reader.skipBytes("meta value")
+        }
+        let payloadLength = try reader.varint("payload length")
+        let payload = try reader.bytes(Int(clamping: payloadLength), "payload")
+        guard reader.offset == contentEnd else {
+            throw reader.corrupt("content ends at byte \(reader.offset), trailer expected at \(contentEnd)")
+        }
+        let version = try reader.fixed("version")
+        let recordedAt = Int64(bitPattern: try reader.fixed("recordedAt"))
+        guard let data = EventCatalog.decode(type: type, version: UInt16(schema), payload: payload) else {
+            throw LedgerError(.corruptRecord, "the payload at position \(position) does not decode as \(type) version \(schema); run `ledger verify`",
+                              subject: subject, position: position)
+        }
+        return RecordedEvent(position: position, version: version, recordedAt: Timestamp(milliseconds: recordedAt), storedSchemaVersion: UInt16(schema),
+                             event: LedgerEvent(id: EventID(high: high, low: low), subject: subject, occurredAt: Timestamp(milliseconds: occurredAt),
+                                                source: source, meta: [:], data: data))
     }
 
     /// Decodes a whole stored record.
@@ -216,31 +247,31 @@ struct RecordReader {
                     position: position)
     }
 
-    mutating func byte(_ field: String) throws(LedgerError) -> UInt8 {
-        guard offset < bytes.count else { throw corrupt("truncated at \(field)") }
+    mutating func byte(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt8 {
+        guard offset < bytes.count else { throw corrupt("truncated at \(field())") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func bytes(_ count: Int, _ field: String) throws(LedgerError) -> [UInt8] {
-        guard count >= 0, count <= bytes.count - offset else { throw corrupt("truncated at \(field)") }
+    mutating func bytes(_ count: Int, _ field: @autoclosure () -> String) throws(LedgerError) -> [UInt8] {
+        guard count >= 0, count <= bytes.count - offset else { throw corrupt("truncated at \(field())") }
         defer { offset += count }
         return Array(bytes[offset ..< offset + count])
     }
 
-    mutating func fixed(_ field: String) throws(LedgerError) -> UInt64 {
-        guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field)") }
+    mutating func fixed(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field())") }
         var value: UInt64 = 0
         for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
         offset += 8
         return value
     }
 
-    mutating func varint(_ field: String) throws(LedgerError) -> UInt64 {
+    mutating func varint(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            guard offset < bytes.count, shift < 64 else { throw corrupt("bad varint at \(field)") }
+            guard offset < bytes.count, shift < 64 else { throw corrupt("bad varint at \(field())") }
             let b = bytes[offset]
             offset += 1
             value |= UInt64(b & 0x7F) << shift
@@ -249,12 +280,41 @@ struct RecordReader {
         }
     }
 
-    mutating func string(_ field: String) throws(LedgerError) -> String {
-        let length = try varint("\(field) length")
-        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field)") }
+    /// 8 bytes as a big-endian integer (an id's halves).
+    mutating func fixedBigEndian(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field())") }
+        var value: UInt64 = 0
+        for i in 0..<8 { value = value << 8 | UInt64(bytes[offset + i]) }
+        offset += 8
+        return value
+    }
+
+    /// Steps over a length-prefixed byte string.
+    mutating func skipBytes(_ field: @autoclosure () -> String) throws(LedgerError) {
+        let length = try varint("\(field()) length")
+        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field())") }
+        offset += Int(length)
+    }
+
+    /// The event type: the catalog's own string for a type it knows (no new string per
+    /// record), otherwise the bytes as text.
+    mutating func typeName() throws(LedgerError) -> String {
+        let length = try varint("type length")
+        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at type") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
+        if let known = EventCatalog.knownTypeName(slice) {
+            offset += Int(length)
+            return known
+        }
+        return try string("type")
+    }
+
+    mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {
+        let length = try varint("\(field()) length")
+        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field())") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
-        guard let text = StrictUTF8.string(slice) else { throw corrupt("\(field) is not valid UTF-8") }
+        guard let text = StrictUTF8.string(slice) else { throw corrupt("\(field()) is not valid UTF-8") }
         return text
     }
 }

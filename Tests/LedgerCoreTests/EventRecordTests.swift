@@ -43,6 +43,52 @@ let draftGenerator = zip(
         }
     }
 
+    /// A stored usage event with meta, as the log holds it (hash included).
+    func usageRecord(schemaVersion: UInt16 = 2, meta: [String: String] = ["actor": "support:ana", "correlationId": "c-7"]) throws -> [UInt8] {
+        let payload: [UInt8]
+        if schemaVersion == 1 {
+            let v1 = try #require(EventCatalog.layout(of: "usage.recorded", version: 1))
+            payload = v1.binary(try v1.decode(["feature": "scan"]).get())
+        } else {
+            var usage = UsageRecorded()
+            usage.feature = "scan"
+            usage.count = 3
+            payload = EventCatalog.encode(usage.eventData)
+        }
+        let draft = EventDraft(id: EventID(high: 0x0123_4567_89AB_CDEF, low: 42), subject: "customer-éé-1", type: UsageRecorded.type,
+                               schemaVersion: schemaVersion, occurredAt: Timestamp(milliseconds: 1_772_357_400_000), source: .appstore,
+                               meta: meta, payload: payload)
+        var record = EventRecord.encode(draft, version: 7, recordedAt: Timestamp(milliseconds: 1_772_357_401_000))
+        record.append(contentsOf: [UInt8](repeating: 0xAB, count: 32))
+        return record
+    }
+
+    /// The folding decoder gives what the full decoder gives, but for the meta it steps over.
+    @Test func decodingForFoldingGivesTheFullDecodeWithoutMeta() throws {
+        for schemaVersion: UInt16 in [1, 2] {
+            let record = try usageRecord(schemaVersion: schemaVersion)
+            let full = try record.withUnsafeBytes { try RecordedEvent(EventRecord.decode($0, position: 11)) }
+            var expected = full
+            expected.event.meta = [:]
+            let folded = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: ["usage.recorded"]) }
+            #expect(folded == expected)
+            #expect(full.event.meta["actor"] == "support:ana")
+        }
+    }
+
+    @Test func decodingForFoldingSkipsOtherTypes() throws {
+        let record = try usageRecord()
+        #expect(try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: ["session.started"]) } == nil)
+    }
+
+    @Test func decodingForFoldingReportsEveryTruncatedRecordDamagedNeverCrashes() throws {
+        let record = try usageRecord()
+        for length in 0..<record.count {
+            let prefix = Array(record[..<length])
+            #expect(throws: LedgerError.self) { try prefix.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 4, types: ["usage.recorded"]) } }
+        }
+    }
+
     @Test func everyTruncatedRecordIsReportedDamagedNeverCrashes() throws {
         let draft = EventDraft(id: EventID(high: 1, low: 2), subject: "user-42", type: "account.created",
                                occurredAt: Timestamp(milliseconds: 1), source: .app, meta: ["actor": "me"], payload: [1, 2, 3])

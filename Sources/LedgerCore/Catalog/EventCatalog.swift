@@ -19,6 +19,21 @@ public enum EventCatalog {
     /// Every type name, in SPEC §2.3 order.
     public static let typeNames: [String] = payloadTypes.map { $0.type }
 
+    /// Every type name the catalog knows (legacy layouts included), by its UTF-8 length.
+    private static let namesByLength: [Int: [(bytes: [UInt8], name: String)]] = {
+        var table: [Int: [(bytes: [UInt8], name: String)]] = [:]
+        for name in layouts.keys.sorted() { table[name.utf8.count, default: []].append((Array(name.utf8), name)) }
+        return table
+    }()
+
+    /// The catalog's string for a type name given as UTF-8, `nil` for a name it does not know:
+    /// a record's type decoded without making a new string.
+    static func knownTypeName(_ utf8: UnsafeRawBufferPointer) -> String? {
+        guard let candidates = namesByLength[utf8.count] else { return nil }
+        for candidate in candidates where candidate.bytes.withUnsafeBytes({ $0.elementsEqual(utf8) }) { return candidate.name }
+        return nil
+    }
+
     /// The layout of `type` at `version`, `nil` for an unknown pair.
     public static func layout(of type: String, version: UInt16) -> Layout? { layouts[type]?[version] }
 

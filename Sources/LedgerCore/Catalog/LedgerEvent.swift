@@ -91,6 +91,14 @@ public struct RecordedEvent: Sendable, Hashable {
                             meta: stored.meta, data: data)
     }
 
+    init(position: UInt64, version: UInt64, recordedAt: Timestamp, storedSchemaVersion: UInt16, event: LedgerEvent) {
+        self.position = position
+        self.version = version
+        self.recordedAt = recordedAt
+        self.storedSchemaVersion = storedSchemaVersion
+        self.event = event
+    }
+
     public var id: EventID { event.id ?? EventID(high: 0, low: 0) }
     public var subject: String { event.subject }
     public var type: String { event.type }

@@ -141,7 +141,8 @@ struct ModelStorage: Sendable {
     }
 
     /// The events after `after` up to `through`, in position order: `body` gets each one whose
-    /// type is in `types`, decoded (the others are skipped on their type alone); `tick` gets the
+    /// type is in `types`, decoded as read models need it (`EventRecord.decodeForFolding`: the
+    /// others are skipped on their type alone); `tick` gets the
     /// position every 65,536 events, for progress reports.
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                       tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
@@ -149,9 +150,7 @@ struct ModelStorage: Sendable {
         try txn.withCursor(events) { cursor in
             var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
             while let current = entry, let position = LogSchema.integer(current.key), position <= through {
-                if let type = EventRecord.type(ofRecord: current.value), types.contains(type) {
-                    try body(try RecordedEvent(EventRecord.decode(current.value, position: position)))
-                }
+                if let event = try EventRecord.decodeForFolding(current.value, position: position, types: types) { try body(event) }
                 if position & 0xFFFF == 0 { tick(position) }
                 entry = try cursor.next()
             }
