@@ -12,12 +12,25 @@ struct ModelRunner: Sendable {
     /// A fresh in-memory fold of one subject's history, as the audit steps through it.
     let makeTimeline: @Sendable () -> any SubjectTimeline
 
+    /// The runner of a projection. The built-in models' runners are made from their concrete
+    /// types, so that the compiler specializes their code (a rebuild folds every event through
+    /// it; generic code pays a metadata lookup and a witness call per dictionary access);
+    /// any other projection runs the same code, generically.
+    static func make(_ projection: any Projection.Type) -> ModelRunner {
+        switch ObjectIdentifier(projection) {
+        case ObjectIdentifier(EntitlementProjection.self): ModelRunner(EntitlementProjection.self)
+        case ObjectIdentifier(RetentionProjection.self): ModelRunner(RetentionProjection.self)
+        case ObjectIdentifier(BadgeProjection.self): ModelRunner(BadgeProjection.self)
+        default: ModelRunner(projection)
+        }
+    }
+
     init<P: Projection>(_ projection: P.Type) {
         makeTimeline = { TypedTimeline<P>() }
         name = P.name
         codeVersion = P.codeVersion
         eventTypes = P.eventTypes
-        makeFold = { TypedFold<P>() }
+        makeFold = { TypedFold(P.self) }
         viewJSON = { bytes, t, policy throws(StateReader.Damaged) in
             let state = try bytes.map { bytes throws(StateReader.Damaged) in try P.State.decode(bytes) } ?? P.State()
             return P.view(of: state, at: t, policy: policy).json
@@ -42,11 +55,9 @@ protocol StateFold: AnyObject {
     var keys: [String] { get }
 }
 
-final class TypedFold<P: Projection>: StateFold {
-    private var states: [String: P.State] = [:]
-
-    var count: Int { states.count }
-    var keys: [String] { Array(states.keys) }
+/// A model's states in memory, by key.
+final class TypedStates<P: Projection> {
+    var states: [String: P.State] = [:]
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
         guard let key = P.key(for: event) else { return }
@@ -65,8 +76,32 @@ final class TypedFold<P: Projection>: StateFold {
         states.map { (key: Array($0.key.utf8), state: $0.value.encoded) }
             .sorted { $0.key.lexicographicallyPrecedes($1.key) }
     }
+}
 
-    func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+/// A `StateFold` over `TypedStates<P>`, its methods closures made where `P` is known: made from
+/// a concrete type (`ModelRunner.make`), they are specialized code, which a generic class's
+/// methods called through the protocol would not be.
+final class TypedFold: StateFold {
+    private let countOf: () -> Int
+    private let keysOf: () -> [String]
+    private let applyTo: (RecordedEvent, (String) throws -> [UInt8]?) throws -> Void
+    private let encodeAll: () -> [(key: [UInt8], state: [UInt8])]
+    private let encodeOne: (String) -> [UInt8]?
+
+    init<P: Projection>(_ projection: P.Type) {
+        let states = TypedStates<P>()
+        countOf = { states.states.count }
+        keysOf = { Array(states.states.keys) }
+        applyTo = { event, load in try states.apply(event, load: load) }
+        encodeAll = { states.encodedStates() }
+        encodeOne = { key in states.states[key]?.encoded }
+    }
+
+    var count: Int { countOf() }
+    var keys: [String] { keysOf() }
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws { try applyTo(event, load) }
+    func encodedStates() -> [(key: [UInt8], state: [UInt8])] { encodeAll() }
+    func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
 }
 
 /// One model folding one subject's events in business-time order, viewed between them.

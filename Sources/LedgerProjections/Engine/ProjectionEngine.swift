@@ -27,7 +27,7 @@ public final class ProjectionEngine: CommitObserver {
 
     init(env: Environment, projections: [any Projection.Type]) throws {
         storage = try ModelStorage(env: env)
-        models = projections.map { ModelRunner($0) }
+        models = projections.map { ModelRunner.make($0) }
         eventTypes = models.reduce(into: []) { $0.formUnion($1.eventTypes) }
     }
 

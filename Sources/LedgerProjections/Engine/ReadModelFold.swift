@@ -24,6 +24,9 @@ public final class ReadModelFold: @unchecked Sendable {
     let folds: [any StateFold]
     /// Every event type some model reads; others may be skipped before decoding.
     public let eventTypes: Set<String>
+    /// For each event type, the folds (by index) of the models that read it: one lookup per
+    /// event instead of one per model.
+    let readers: [String: [Int]]
 
     /// Events waiting to be handed over (the caller's thread).
     private var pending: [RecordedEvent] = []
@@ -33,13 +36,14 @@ public final class ReadModelFold: @unchecked Sendable {
 
     /// Empty states of `projections`.
     public convenience init(_ projections: [any Projection.Type] = ReadModels.all) {
-        self.init(projections.map { ModelRunner($0) })
+        self.init(projections.map { ModelRunner.make($0) })
     }
 
     init(_ runners: [ModelRunner]) {
         self.runners = runners
         folds = runners.map { $0.makeFold() }
         eventTypes = runners.reduce(into: []) { $0.formUnion($1.eventTypes) }
+        readers = Dictionary(uniqueKeysWithValues: eventTypes.map { type in (type, runners.indices.filter { runners[$0].eventTypes.contains(type) }) })
         pending.reserveCapacity(Self.batch)
     }
 
@@ -70,7 +74,7 @@ public final class ReadModelFold: @unchecked Sendable {
             try handOff.put(pending)
             try handOff.closeAndWait()
         } else {
-            try Self.fold(pending, runners, folds)
+            try Self.fold(pending, readers, folds)
         }
         pending = []
     }
@@ -86,22 +90,21 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
-    private static func fold(_ events: [RecordedEvent], _ runners: [ModelRunner], _ folds: [any StateFold]) throws {
+    private static func fold(_ events: [RecordedEvent], _ readers: [String: [Int]], _ folds: [any StateFold]) throws {
         for event in events {
-            for (runner, fold) in zip(runners, folds) where runner.eventTypes.contains(event.type) {
-                try fold.apply(event) { _ in nil }
-            }
+            guard let indices = readers[event.type] else { continue }
+            for index in indices { try folds[index].apply(event) { _ in nil } }
         }
     }
 
     private func startFolding() -> HandOff<[RecordedEvent]> {
         let handOff = HandOff<[RecordedEvent]>(depth: 4)
         self.handOff = handOff
-        let work = Work(runners: runners, folds: folds)
+        let work = Work(readers: readers, folds: folds)
         let thread = Thread {
             while let events = handOff.take() {
                 do {
-                    try Self.fold(events, work.runners, work.folds)
+                    try Self.fold(events, work.readers, work.folds)
                 } catch {
                     handOff.fail(error)
                     return
@@ -117,6 +120,6 @@ public final class ReadModelFold: @unchecked Sendable {
 /// The models and folds the folding thread owns until `finish()` (not the fold itself, so
 /// that dropping an unfinished fold ends the thread).
 private struct Work: @unchecked Sendable {
-    let runners: [ModelRunner]
+    let readers: [String: [Int]]
     let folds: [any StateFold]
 }
