@@ -302,11 +302,10 @@ struct RecordReader {
         let length = try varint("type length")
         guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at type") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
-        if let known = EventCatalog.knownTypeName(slice) {
-            offset += Int(length)
-            return known
-        }
-        return try string("type")
+        offset += Int(length)
+        if let known = EventCatalog.knownTypeName(slice) { return known }
+        guard let text = StrictUTF8.string(slice) else { throw corrupt("type is not valid UTF-8") }
+        return text
     }
 
     mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {

@@ -104,8 +104,8 @@ struct StreamIndexDamage: Error, CustomStringConvertible {
 }
 
 extension LogStorage {
-    /// The last chunk of a subject's stream: its first version and its packed value.
-    private func lastChunk(_ prefix: [UInt8], _ txn: borrowing Transaction) throws -> (first: UInt64, count: Int, last: UInt64, packed: [UInt8])? {
+    /// The last chunk of a subject's stream: its first version and how many positions it holds.
+    private func lastChunk(_ prefix: [UInt8], _ txn: borrowing Transaction) throws -> (first: UInt64, count: Int)? {
         let beyond = prefix + [UInt8](repeating: 0xFF, count: 8)
         return try txn.withCursor(streams) { cursor in
             let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
@@ -113,7 +113,7 @@ extension LogStorage {
             guard let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])), first > 0,
                   let summary = StreamChunk.summary(entry.value)
             else { throw Self.damagedStream() }
-            return (first, summary.count, summary.last, Array(entry.value))
+            return (first, summary.count)
         }
     }
 

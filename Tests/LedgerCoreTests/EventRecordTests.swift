@@ -76,6 +76,22 @@ let draftGenerator = zip(
         }
     }
 
+    /// Types the catalog does not know (any text) are read as text: skipped when not asked
+    /// for, a payload that does not decode when asked for.
+    @Test func decodingForFoldingReadsAnyTypeName() async {
+        await propertyCheck(count: 100, input: draftGenerator) { draft in
+            var record = EventRecord.encode(draft, version: 2, recordedAt: Timestamp(milliseconds: 5))
+            record.append(contentsOf: [UInt8](repeating: 0, count: 32))
+            let skipped = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: ["usage.recorded"]) }
+            #expect(skipped == nil)
+            #expect {
+                try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: [draft.type]) }
+            } throws: { error in
+                (error as? LedgerError)?.message.hasPrefix("the payload at position 3 does not decode as \(draft.type) version") == true
+            }
+        }
+    }
+
     @Test func decodingForFoldingSkipsOtherTypes() throws {
         let record = try usageRecord()
         #expect(try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: ["session.started"]) } == nil)

@@ -100,6 +100,20 @@ import Testing
         }
     }
 
+    @Test func aStreamIndexPositionOfAnotherSubjectIsFound() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.streams) { txn, db in
+                // user-2's chunk (3, 6, …, 18) gains position 19, user-0's seventh event.
+                try txn.put(db, key: LogSchema.streamKey("user-2", version: 1), value: [3, 3, 3, 3, 3, 3, 1])
+            }
+            let report = try verify(path)
+            #expect(report.problem?.kind == .streamIndex)
+            #expect(report.problem?.position == 19)
+            #expect(report.eventsChecked == 20)
+        }
+    }
+
     @Test func aStreamIndexEntryThatIsNotARunOfPositionsIsFound() throws {
         try withStorePath { path in
             try store(path)
