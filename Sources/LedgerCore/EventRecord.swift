@@ -96,13 +96,25 @@ public enum EventRecord {
         return size
     }
 
+    /// The event types a fold reads, found for a record from its type's bytes: a flag per type
+    /// the catalog knows (no hashing per record), the names for any other.
+    public struct TypeFilter: Sendable {
+        let known: [Bool]
+        let others: Set<String>
+
+        public init(_ types: Set<String>) {
+            known = EventCatalog.known.map { types.contains($0.name) }
+            others = types.subtracting(EventCatalog.known.map(\.name))
+        }
+    }
+
     /// Decodes what a read model folds from a stored record — position, version, times,
     /// subject, type, id, source and the payload's data — when its type is in `types`;
     /// `nil`, read no further, for a record of another type. The meta and the hash are
     /// stepped over, not decoded: no read model reads them (the rebuild's and catch-up's path,
     /// once per event of the log).
     /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
-    public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: Set<String>) throws(LedgerError) -> RecordedEvent? {
+    public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: TypeFilter) throws(LedgerError) -> RecordedEvent? {
         var reader = RecordReader(bytes: record, position: position)
         let format = try reader.byte("format version")
         guard format == formatVersion else { return try RecordedEvent(decode(record, position: position)) }
@@ -114,8 +126,9 @@ public enum EventRecord {
         let schema = try reader.varint("schemaVersion")
         guard schema > 0, schema <= UInt64(UInt16.max) else { throw reader.corrupt("schemaVersion \(schema) out of range") }
         let occurredAt = Int64(bitPattern: try reader.fixed("occurredAt"))
-        let type = try reader.typeName()
-        guard types.contains(type) else { return nil }
+        let (type, known) = try reader.typeName()
+        let wanted = known.map { types.known[$0.index] } ?? types.others.contains(type)
+        guard wanted else { return nil }
         let subject = try reader.string("subject")
         let metaCount = try reader.varint("meta count")
         guard metaCount <= UInt64(EventLimits.maxMetaBytes) else { throw reader.corrupt("meta count \(metaCount) out of range") }
@@ -130,7 +143,9 @@ public enum EventRecord {
         }
         let version = try reader.fixed("version")
         let recordedAt = Int64(bitPattern: try reader.fixed("recordedAt"))
-        guard let data = EventCatalog.decode(type: type, version: UInt16(schema), payload: payload) else {
+        let decoded = known.map { EventCatalog.decode($0, version: UInt16(schema), payload: payload) }
+            ?? EventCatalog.decode(type: type, version: UInt16(schema), payload: payload)
+        guard let data = decoded else {
             throw LedgerError(.corruptRecord, "the payload at position \(position) does not decode as \(type) version \(schema); run `ledger verify`",
                               subject: subject, position: position)
         }
@@ -296,16 +311,16 @@ struct RecordReader {
         offset += Int(length)
     }
 
-    /// The event type: the catalog's own string for a type it knows (no new string per
-    /// record), otherwise the bytes as text.
-    mutating func typeName() throws(LedgerError) -> String {
+    /// The event type: the catalog's own string and entry for a type it knows (no new string
+    /// per record), otherwise the bytes as text.
+    mutating func typeName() throws(LedgerError) -> (String, EventCatalog.KnownType?) {
         let length = try varint("type length")
         guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at type") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
-        if let known = EventCatalog.knownTypeName(slice) { return known }
+        if let known = EventCatalog.knownType(slice) { return (known.name, known) }
         guard let text = StrictUTF8.string(slice) else { throw corrupt("type is not valid UTF-8") }
-        return text
+        return (text, nil)
     }
 
     mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {

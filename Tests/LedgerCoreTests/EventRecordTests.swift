@@ -70,7 +70,7 @@ let draftGenerator = zip(
             let full = try record.withUnsafeBytes { try RecordedEvent(EventRecord.decode($0, position: 11)) }
             var expected = full
             expected.event.meta = [:]
-            let folded = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: ["usage.recorded"]) }
+            let folded = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: EventRecord.TypeFilter(["usage.recorded"])) }
             #expect(folded == expected)
             #expect(full.event.meta["actor"] == "support:ana")
         }
@@ -82,10 +82,10 @@ let draftGenerator = zip(
         await propertyCheck(count: 100, input: draftGenerator) { draft in
             var record = EventRecord.encode(draft, version: 2, recordedAt: Timestamp(milliseconds: 5))
             record.append(contentsOf: [UInt8](repeating: 0, count: 32))
-            let skipped = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: ["usage.recorded"]) }
+            let skipped = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: EventRecord.TypeFilter(["usage.recorded"])) }
             #expect(skipped == nil)
             #expect {
-                try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: [draft.type]) }
+                try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: EventRecord.TypeFilter([draft.type])) }
             } throws: { error in
                 (error as? LedgerError)?.message.hasPrefix("the payload at position 3 does not decode as \(draft.type) version") == true
             }
@@ -94,14 +94,14 @@ let draftGenerator = zip(
 
     @Test func decodingForFoldingSkipsOtherTypes() throws {
         let record = try usageRecord()
-        #expect(try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: ["session.started"]) } == nil)
+        #expect(try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 11, types: EventRecord.TypeFilter(["session.started"])) } == nil)
     }
 
     @Test func decodingForFoldingReportsEveryTruncatedRecordDamagedNeverCrashes() throws {
         let record = try usageRecord()
         for length in 0..<record.count {
             let prefix = Array(record[..<length])
-            #expect(throws: LedgerError.self) { try prefix.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 4, types: ["usage.recorded"]) } }
+            #expect(throws: LedgerError.self) { try prefix.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 4, types: EventRecord.TypeFilter(["usage.recorded"])) } }
         }
     }
 

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The event catalog: every event type of SPEC §2.3, each layout version it has been written
 /// in, and the conversions between a type's JSON `data`, its typed payload and the binary
 /// payload the log stores. Older versions are upcast on read, never rewritten.
@@ -19,19 +23,35 @@ public enum EventCatalog {
     /// Every type name, in SPEC §2.3 order.
     public static let typeNames: [String] = payloadTypes.map { $0.type }
 
-    /// Every type name the catalog knows (legacy layouts included), by its UTF-8 length.
-    private static let namesByLength: [Int: [(bytes: [UInt8], name: String)]] = {
-        var table: [Int: [(bytes: [UInt8], name: String)]] = [:]
-        for name in layouts.keys.sorted() { table[name.utf8.count, default: []].append((Array(name.utf8), name)) }
-        return table
-    }()
+    /// A type name the catalog knows (legacy layouts included), with its layouts: what a
+    /// record's type bytes resolve to without making a string or hashing one.
+    public struct KnownType: Sendable {
+        /// Its place in `known`.
+        public let index: Int
+        public let name: String
+        let utf8: [UInt8]
+        let layouts: [(version: UInt16, layout: Layout)]
+    }
 
-    /// The catalog's string for a type name given as UTF-8, `nil` for a name it does not know:
-    /// a record's type decoded without making a new string.
-    static func knownTypeName(_ utf8: UnsafeRawBufferPointer) -> String? {
-        guard let candidates = namesByLength[utf8.count] else { return nil }
-        for candidate in candidates where candidate.bytes.withUnsafeBytes({ $0.elementsEqual(utf8) }) { return candidate.name }
+    /// Every type name the catalog knows, in byte order.
+    public static let known: [KnownType] = layouts.keys.sorted().enumerated().map { index, name in
+        KnownType(index: index, name: name, utf8: Array(name.utf8),
+                  layouts: (layouts[name] ?? [:]).sorted { $0.key < $1.key }.map { (version: $0.key, layout: $0.value) })
+    }
+
+    /// The known type whose name is these UTF-8 bytes, `nil` for a name the catalog does not know.
+    static func knownType(_ utf8: UnsafeRawBufferPointer) -> KnownType? {
+        guard let base = utf8.baseAddress else { return nil }
+        for type in known where type.utf8.count == utf8.count {
+            if type.utf8.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, base, utf8.count) == 0 } ?? false }) { return type }
+        }
         return nil
+    }
+
+    /// Decodes a stored binary payload of a known type, as `decode(type:version:payload:)`.
+    static func decode(_ type: KnownType, version: UInt16, payload: [UInt8]) -> EventData? {
+        guard let layout = type.layouts.first(where: { $0.version == version })?.layout else { return nil }
+        return decode(layout, payload: payload)
     }
 
     /// The layout of `type` at `version`, `nil` for an unknown pair.
@@ -44,6 +64,10 @@ public enum EventCatalog {
     /// - Returns: `nil` when the type or version is unknown or the bytes do not decode.
     public static func decode(type: String, version: UInt16, payload: [UInt8]) -> EventData? {
         guard let layout = layout(of: type, version: version) else { return nil }
+        return decode(layout, payload: payload)
+    }
+
+    private static func decode(_ layout: Layout, payload: [UInt8]) -> EventData? {
         // The current layout's decoder makes the typed data directly, with no dynamic casts.
         if let decodeData = layout.decodeEventData { return decodeData(payload) }
         guard var value = layout.decodeBinary(payload) else { return nil }

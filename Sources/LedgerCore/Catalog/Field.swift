@@ -80,7 +80,8 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     /// A key that must be present.
     public static func required<V>(_ name: String, _ path: WritableKeyPath<Root, V>, _ codec: ValueCodec<V>,
                                    personal: Bool = false) -> Field {
-        Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+        let property = StoredProperty(path)
+        return Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
               decode: { json, root in
                   guard let value = codec.fromJSON(json) else { return false }
                   root[keyPath: path] = value
@@ -90,7 +91,7 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
               write: { root, out in codec.write(root[keyPath: path], &out) },
               read: { reader, root in
                   guard let value = codec.read(&reader) else { return false }
-                  root[keyPath: path] = value
+                  property.set(value, in: &root)
                   return true
               })
     }
@@ -98,7 +99,8 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     /// A key that may be absent or `null`; stored with a presence byte.
     public static func optional<V>(_ name: String, _ path: WritableKeyPath<Root, V?>, _ codec: ValueCodec<V>,
                                    personal: Bool = false) -> Field {
-        Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+        let property = StoredProperty(path)
+        return Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
               decode: { json, root in
                   if case .null = json {
                       root[keyPath: path] = nil
@@ -120,15 +122,39 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
               read: { reader, root in
                   switch reader.byte() {
                   case 0:
-                      root[keyPath: path] = nil
+                      property.set(nil, in: &root)
                       return true
                   case 1:
                       guard let value = codec.read(&reader) else { return false }
-                      root[keyPath: path] = value
+                      property.set(value, in: &root)
                       return true
                   default:
                       return false
                   }
               })
+    }
+}
+
+/// A layout's property, written through its byte offset in the layout when the key path names a
+/// stored property (every layout's fields do): applying a key path costs a runtime call per
+/// write, and the binary decoder writes every field of every event a rebuild reads.
+struct StoredProperty<Root, Value> {
+    let path: WritableKeyPath<Root, Value>
+    /// `nil` for a path that is not a plain stored property: it is then applied as a key path.
+    let offset: Int?
+
+    init(_ path: WritableKeyPath<Root, Value>) {
+        self.path = path
+        offset = MemoryLayout<Root>.offset(of: path)
+    }
+
+    func set(_ value: Value, in root: inout Root) {
+        guard let offset else {
+            root[keyPath: path] = value
+            return
+        }
+        withUnsafeMutablePointer(to: &root) { pointer in
+            (UnsafeMutableRawPointer(pointer) + offset).assumingMemoryBound(to: Value.self).pointee = value
+        }
     }
 }

@@ -147,10 +147,11 @@ struct ModelStorage: Sendable {
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                       tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
+        let filter = EventRecord.TypeFilter(types)
         try txn.withCursor(events) { cursor in
             var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
             while let current = entry, let position = LogSchema.integer(current.key), position <= through {
-                if let event = try EventRecord.decodeForFolding(current.value, position: position, types: types) { try body(event) }
+                if let event = try EventRecord.decodeForFolding(current.value, position: position, types: filter) { try body(event) }
                 if position & 0xFFFF == 0 { tick(position) }
                 entry = try cursor.next()
             }
