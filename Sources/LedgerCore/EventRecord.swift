@@ -136,13 +136,7 @@ public enum EventRecord {
             try reader.skipBytes("meta key")
             try reader.skipBytes("meta value")
         }
-        let payloadLength = try reader.varint("payload length")
-        let payload = try reader.bytes(Int(clamping: payloadLength), "payload")
-        guard reader.offset == contentEnd else {
-            throw reader.corrupt("content ends at byte \(reader.offset), trailer expected at \(contentEnd)")
-        }
-        let version = try reader.fixed("version")
-        let recordedAt = Int64(bitPattern: try reader.fixed("recordedAt"))
+        let (payload, version, recordedAt) = try reader.payloadAndStamp(contentEnd: contentEnd)
         let decoded = known.map { EventCatalog.decode($0, version: UInt16(schema), payload: payload) }
             ?? EventCatalog.decode(type: type, version: UInt16(schema), payload: payload)
         guard let data = decoded else {
@@ -184,13 +178,7 @@ public enum EventRecord {
             let key = try reader.string("meta key")
             meta[key] = try reader.string("meta value")
         }
-        let payloadLength = try reader.varint("payload length")
-        let payload = try reader.bytes(Int(clamping: payloadLength), "payload")
-        guard reader.offset == contentEnd else {
-            throw reader.corrupt("content ends at byte \(reader.offset), trailer expected at \(contentEnd)")
-        }
-        let version = try reader.fixed("version")
-        let recordedAt = Int64(bitPattern: try reader.fixed("recordedAt"))
+        let (payload, version, recordedAt) = try reader.payloadAndStamp(contentEnd: contentEnd)
         let hash = try reader.bytes(hashSize, "hash")
 
         let draft = EventDraft(id: id, subject: subject, type: type, schemaVersion: UInt16(schema),
@@ -293,6 +281,15 @@ struct RecordReader {
             if b & 0x80 == 0 { return value }
             shift += 7
         }
+    }
+
+    /// The payload, the last part of the content, then the stamp that follows the content.
+    mutating func payloadAndStamp(contentEnd: Int) throws(LedgerError) -> (payload: [UInt8], version: UInt64, recordedAt: Int64) {
+        let payloadLength = try varint("payload length")
+        let payload = try bytes(Int(clamping: payloadLength), "payload")
+        guard offset == contentEnd else { throw corrupt("content ends at byte \(offset), trailer expected at \(contentEnd)") }
+        let version = try fixed("version")
+        return (payload, version, Int64(bitPattern: try fixed("recordedAt")))
     }
 
     /// 8 bytes as a big-endian integer (an id's halves).
