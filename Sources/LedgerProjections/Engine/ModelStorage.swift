@@ -1,6 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import LMDB
 import LedgerCore
 import LedgerStore
+import Synchronization
 
 /// Where read models live in the store, next to the log.
 ///
@@ -73,6 +77,31 @@ public struct Generation: Sendable, Hashable {
     }
 }
 
+/// Each model's `served/<model>` key, and the served generation last decoded with the bytes it
+/// was decoded from: a query reads the record (in its own snapshot) and decodes it again only
+/// when the bytes differ.
+final class ServedGenerations: Sendable {
+    struct Entry {
+        var key: [UInt8]
+        var generation: (bytes: [UInt8], generation: Generation)?
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    func entry(_ model: String) -> Entry {
+        entries.withLock { entries in
+            if let entry = entries[model] { return entry }
+            let entry = Entry(key: ModelSchema.servedKey(model), generation: nil)
+            entries[model] = entry
+            return entry
+        }
+    }
+
+    func remember(_ model: String, bytes: [UInt8], _ generation: Generation) {
+        entries.withLock { $0[model, default: Entry(key: ModelSchema.servedKey(model))].generation = (bytes, generation) }
+    }
+}
+
 /// The engine's databases and the reads and writes on them that every path shares.
 struct ModelStorage: Sendable {
     let env: Environment
@@ -80,6 +109,7 @@ struct ModelStorage: Sendable {
     let generations: Database
     let events: Database
     let meta: Database
+    let servedCache = ServedGenerations()
 
     init(env: Environment) throws {
         self.env = env
@@ -99,7 +129,16 @@ struct ModelStorage: Sendable {
     }
 
     func served(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {
-        try generation(ModelSchema.servedKey(model), model, txn)
+        let known = servedCache.entry(model)
+        guard let bytes = try txn.get(generations, key: known.key) else { return nil }
+        if let cached = known.generation, cached.bytes.count == bytes.count, let stored = bytes.baseAddress,
+           cached.bytes.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, stored, bytes.count) == 0 } ?? false }) {
+            return cached.generation
+        }
+        let generation: Generation
+        do { generation = try Generation.decode(bytes) } catch { throw damaged(model, error) }
+        servedCache.remember(model, bytes: Array(bytes), generation)
+        return generation
     }
 
     func shadow(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {
