@@ -240,19 +240,34 @@ enum RetentionRules {
     /// plan or its auto-renew does, so the entitlement's change times are the ones to visit.
     static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementRules.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
-        let times = Set(EntitlementRules.changeTimes(of: state.access, policy: policy.subscription)).sorted()
+        // Sorted, then each time once (cheaper than hashing every time into a set).
+        var times: [Timestamp] = []
+        for time in EntitlementRules.changeTimes(of: state.access, policy: policy.subscription).sorted() where time != times.last { times.append(time) }
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
         for c in times[..<now].reversed() {
-            guard place(state, at: c, policy: policy).tier == .active else { break }
+            guard isActive(state, at: c, policy: policy) else { break }
             since = c
         }
         if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
-        for c in times[now...] {
-            let placement = place(state, at: c, policy: policy)
-            if placement.tier != .active { return (since, (placement.tier, c)) }
+        for c in times[now...] where !isActive(state, at: c, policy: policy) {
+            return (since, (place(state, at: c, policy: policy).tier, c))
         }
         return (since, nil)
+    }
+
+    /// Whether `place` puts the subject in `active` at `t`, without placing it anywhere else:
+    /// the look back asks this at every change time, and only the first time it is `false`
+    /// needs the tier (and the flow's day 0, found from every transaction).
+    static func isActive(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> Bool {
+        let access = state.access
+        guard access.deletions.known(at: t).isEmpty, EntitlementRules.decide(access, at: t, policy: policy.subscription).isPaid else { return false }
+        // Paid access keeps the subject active unless the flow starts at a cancellation (000's
+        // "Day 0: User cancels") for a subject who has paid.
+        guard let retention = policy.retention, retention.startsAt == .cancellation else { return true }
+        let facts = access.subscription
+        guard facts.autoRenewing(at: t) == false, facts.autoRenew.known(at: t).contains(where: { !$0.value.enabled }) else { return true }
+        return !facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
     }
 
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow

@@ -1,0 +1,46 @@
+import LedgerCore
+import LedgerTestSupport
+import PropertyBased
+import Testing
+@testable import LedgerProjections
+
+/// The retention tier's look back asks `RetentionRules.isActive` at each change time instead
+/// of placing the subject: the two must agree everywhere.
+@Suite struct RetentionLookBackTests {
+    /// Every flow start the policy knows, with and without the retention flow.
+    static let policies: [Policy] = {
+        var policies = Policy.Retention.Start.allCases.map { start in
+            var policy = Policy.reference
+            policy.retention?.startsAt = start
+            return policy
+        }
+        var none = Policy.reference
+        none.retention = nil
+        policies.append(none)
+        return policies
+    }()
+
+    @Test func isActiveAgreesWithPlaceAtEveryChangeTime() async {
+        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            var states: [String: RetentionProjection.State] = [:]
+            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
+                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+                let recorded = RecordedEvent(stored, data: event.data)
+                guard RetentionProjection.eventTypes.contains(recorded.type) else { continue }
+                RetentionProjection.apply(recorded, to: &states[recorded.subject, default: RetentionProjection.State()])
+            }
+            #expect(!states.isEmpty)
+            for policy in Self.policies {
+                for (subject, state) in states {
+                    let times = Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap { [$0, $0.adding(seconds: -1)] }
+                    for t in times {
+                        let placed = RetentionRules.place(state, at: t, policy: policy).tier == .active
+                        #expect(RetentionRules.isActive(state, at: t, policy: policy) == placed,
+                                "seed \(seed), \(subject) at \(t), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
+                    }
+                }
+            }
+        }
+    }
+}
