@@ -22,19 +22,22 @@ struct StreamChunk: Sendable, Equatable {
         var bytes: [UInt8] = []
         var previous: UInt64 = 0
         for position in positions {
-            Self.appendInteger(position &- previous, to: &bytes)
+            bytes.appendVarint(position &- previous)
             previous = position
         }
         return bytes
     }
 
-    static func appendInteger(_ value: UInt64, to bytes: inout [UInt8]) {
-        var v = value
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        bytes.append(UInt8(v))
+    /// Whether `key` is a chunk key of the subject whose `LogSchema.streamPrefix` is `prefix`.
+    static func isKey(_ key: UnsafeRawBufferPointer, of prefix: [UInt8]) -> Bool {
+        key.count == prefix.count + 8 && key.prefix(prefix.count).elementsEqual(prefix)
+    }
+
+    /// The first version a chunk key of that subject names; `nil` for another key, or version 0
+    /// (which no chunk starts at).
+    static func firstVersion(key: UnsafeRawBufferPointer, prefix: [UInt8]) -> UInt64? {
+        guard isKey(key, of: prefix), let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: key[prefix.count...])), first > 0 else { return nil }
+        return first
     }
 
     /// Calls `body` with each position of a packed value in order; `false` when the value is
@@ -71,9 +74,7 @@ struct StreamChunk: Sendable, Equatable {
     /// A stored entry under `prefix` (a subject's `LogSchema.streamPrefix`); `nil` when the key
     /// is another subject's or the entry is not a chunk.
     init?(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, prefix: [UInt8]) {
-        guard key.count == prefix.count + 8, key.prefix(prefix.count).elementsEqual(prefix),
-              let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: key[prefix.count...])), first > 0
-        else { return nil }
+        guard let first = Self.firstVersion(key: key, prefix: prefix) else { return nil }
         var positions: [UInt64] = []
         guard Self.forEachPosition(value, { positions.append($0) }) else { return nil }
         self.first = first
@@ -95,36 +96,39 @@ struct StreamChunk: Sendable, Equatable {
     }
 }
 
-/// A stream index entry that is not what the log's writer wrote, found while writing: it
-/// aborts the whole write transaction (a `LedgerError` would fail only one batch of a group,
-/// after the batch had written).
+/// A stream index entry that is not what the log's writer wrote, found by the writer (a
+/// version looked up, a chunk extended): it aborts the whole write transaction, where a
+/// `LedgerError` would fail only one batch of a group, possibly after the batch had written.
+/// Reads report the same damage as `damagedStream()`.
 struct StreamIndexDamage: Error, CustomStringConvertible {
     var subject: String
     var description: String { "the stream index of \(subject) is damaged; run `ledger verify`" }
 }
 
 extension LogStorage {
-    /// The last chunk of a subject's stream: its first version and how many positions it holds.
-    private func lastChunk(_ prefix: [UInt8], _ txn: borrowing Transaction) throws -> (first: UInt64, count: Int)? {
-        let beyond = prefix + [UInt8](repeating: 0xFF, count: 8)
-        return try txn.withCursor(streams) { cursor in
-            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
-            guard let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) else { return nil }
-            guard let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])), first > 0,
-                  let summary = StreamChunk.summary(entry.value)
-            else { throw Self.damagedStream() }
-            return (first, summary.count)
-        }
+    /// Puts `cursor` on the last chunk of `subject` (whose prefix is `prefix`) and returns it
+    /// with its first version; `nil` when the subject has none. One seek.
+    private func seekLastChunk(_ cursor: borrowing Cursor, _ subject: String, _ prefix: [UInt8]) throws -> (entry: Entry, first: UInt64)? {
+        var beyond = prefix
+        beyond.append(contentsOf: repeatElement(0xFF, count: 8))
+        let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
+        guard let entry, StreamChunk.isKey(entry.key, of: prefix) else { return nil }
+        guard let first = StreamChunk.firstVersion(key: entry.key, prefix: prefix) else { throw StreamIndexDamage(subject: subject) }
+        return (entry, first)
     }
 
+    /// A stream index entry that does not decode, met by a read.
     static func damagedStream() -> LedgerError {
         LedgerError(.corruptRecord, "an entry of the stream index is damaged; run `ledger verify`")
     }
 
     /// A subject's last version (0 if it has no events): the end of its last chunk, found with one seek.
     func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
-        guard let chunk = try lastChunk(LogSchema.streamPrefix(subject), txn) else { return 0 }
-        return chunk.first + UInt64(chunk.count) - 1
+        try txn.withCursor(streams) { cursor in
+            guard let (entry, first) = try seekLastChunk(cursor, subject, LogSchema.streamPrefix(subject)) else { return 0 }
+            guard let summary = StreamChunk.summary(entry.value) else { throw StreamIndexDamage(subject: subject) }
+            return first + UInt64(summary.count) - 1
+        }
     }
 
     /// Records `position` as the next version of `subject`'s stream and returns that version:
@@ -132,29 +136,22 @@ extension LogStorage {
     /// it), or the first of a new chunk when that one is full or the subject is new.
     func appendToStream(_ subject: String, position: UInt64, _ txn: borrowing Transaction) throws -> UInt64 {
         let prefix = LogSchema.streamPrefix(subject)
-        var beyond = prefix
-        beyond.append(contentsOf: repeatElement(0xFF, count: 8))
         return try txn.withCursor(streams) { cursor in
-            let entry = try cursor.seek(atLeast: beyond) != nil ? try cursor.previous() : try cursor.last()
             var version: UInt64 = 1
-            if let entry, entry.key.count == prefix.count + 8, entry.key.prefix(prefix.count).elementsEqual(prefix) {
-                guard let first = LogSchema.integer(UnsafeRawBufferPointer(rebasing: entry.key[prefix.count...])), first > 0,
-                      let summary = StreamChunk.summary(entry.value), position > summary.last
-                else { throw StreamIndexDamage(subject: subject) }
+            if let (entry, first) = try seekLastChunk(cursor, subject, prefix) {
+                guard let summary = StreamChunk.summary(entry.value), position > summary.last else { throw StreamIndexDamage(subject: subject) }
                 version = first + UInt64(summary.count)
                 if summary.count < StreamChunk.capacity {
                     // Copied first: the entry's bytes live in the page the put rewrites.
                     let key = Array(entry.key)
                     var packed = Array(entry.value)
-                    StreamChunk.appendInteger(position - summary.last, to: &packed)
+                    packed.appendVarint(position - summary.last)
                     try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .current) } }
                     return version
                 }
             }
-            var key = prefix
-            key.append(contentsOf: LogSchema.key(version))
-            var packed: [UInt8] = []
-            StreamChunk.appendInteger(position, to: &packed)
+            let key = prefix + LogSchema.key(version)
+            let packed = StreamChunk(first: version, positions: [position]).packed
             try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .noOverwrite) } }
             return version
         }
@@ -170,12 +167,11 @@ extension LogStorage {
             var entry = try cursor.seek(atLeast: startKey)
             if entry.map({ !$0.key.elementsEqual(startKey) }) ?? true {
                 let before = entry != nil ? try cursor.previous() : try cursor.last()
-                let isSubjects = before.map { $0.key.count == prefix.count + 8 && $0.key.prefix(prefix.count).elementsEqual(prefix) } ?? false
+                let isSubjects = before.map { StreamChunk.isKey($0.key, of: prefix) } ?? false
                 entry = isSubjects ? before : try cursor.seek(atLeast: startKey)
             }
             var out: [(version: UInt64, position: UInt64)] = []
-            while let current = entry, out.count < limit,
-                  current.key.count == prefix.count + 8, current.key.prefix(prefix.count).elementsEqual(prefix) {
+            while let current = entry, out.count < limit, StreamChunk.isKey(current.key, of: prefix) {
                 guard let chunk = StreamChunk(key: current.key, value: current.value, prefix: prefix) else { throw Self.damagedStream() }
                 for (offset, position) in chunk.positions.enumerated() where chunk.first + UInt64(offset) >= start && out.count < limit {
                     out.append((chunk.first + UInt64(offset), position))

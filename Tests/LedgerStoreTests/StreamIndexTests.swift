@@ -61,8 +61,9 @@ import Testing
         }
     }
 
-    /// A damaged chunk found while appending aborts the whole transaction: the append fails
-    /// as a damaged record and nothing of the batch is written.
+    /// A damaged chunk found by the writer (extending it, or checking an expected version)
+    /// aborts the whole transaction: the append fails as a damaged record and nothing of the
+    /// batch is written.
     @Test func aDamagedChunkFailsTheAppendAndWritesNothing() throws {
         try withStorePath { path in
             do {
@@ -81,6 +82,14 @@ import Testing
             do throws(LedgerError) {
                 _ = try log.append([draft("a", 2), draft("b", 3)])
                 Issue.record("an append over a damaged stream index succeeded")
+            } catch {
+                #expect(error.code == .corruptRecord)
+                #expect(error.message == "committing an append: the stream index of b is damaged; run `ledger verify`")
+            }
+            // Found while checking an expected version (before any write), the same.
+            do throws(LedgerError) {
+                _ = try log.append([draft("a", 4), draft("b", 5)], expecting: ["b": .exact(1)])
+                Issue.record("an append expecting a version over a damaged stream index succeeded")
             } catch {
                 #expect(error.code == .corruptRecord)
                 #expect(error.message == "committing an append: the stream index of b is damaged; run `ledger verify`")

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The event catalog: every event type of SPEC §2.3, each layout version it has been written
 /// in, and the conversions between a type's JSON `data`, its typed payload and the binary
 /// payload the log stores. Older versions are upcast on read, never rewritten.
@@ -41,11 +37,7 @@ public enum EventCatalog {
 
     /// The known type whose name is these UTF-8 bytes, `nil` for a name the catalog does not know.
     static func knownType(_ utf8: UnsafeRawBufferPointer) -> KnownType? {
-        guard let base = utf8.baseAddress else { return nil }
-        for type in known where type.utf8.count == utf8.count {
-            if type.utf8.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, base, utf8.count) == 0 } ?? false }) { return type }
-        }
-        return nil
+        known.first { utf8.hasSameBytes(as: $0.utf8) }
     }
 
     /// Decodes a stored binary payload of a known type, as `decode(type:version:payload:)`.

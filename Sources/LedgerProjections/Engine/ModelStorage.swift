@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LMDB
 import LedgerCore
 import LedgerStore
@@ -131,10 +128,7 @@ struct ModelStorage: Sendable {
     func served(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {
         let known = servedCache.entry(model)
         guard let bytes = try txn.get(generations, key: known.key) else { return nil }
-        if let cached = known.generation, cached.bytes.count == bytes.count, let stored = bytes.baseAddress,
-           cached.bytes.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, stored, bytes.count) == 0 } ?? false }) {
-            return cached.generation
-        }
+        if let cached = known.generation, bytes.hasSameBytes(as: cached.bytes) { return cached.generation }
         let generation: Generation
         do { generation = try Generation.decode(bytes) } catch { throw damaged(model, error) }
         servedCache.remember(model, bytes: Array(bytes), generation)

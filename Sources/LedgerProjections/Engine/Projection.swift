@@ -128,14 +128,7 @@ public struct StateWriter: Sendable {
 
     public init() {}
 
-    public mutating func write(_ value: UInt64) {
-        var v = value
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        bytes.append(UInt8(v))
-    }
+    public mutating func write(_ value: UInt64) { bytes.appendVarint(value) }
 
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
     public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
@@ -156,7 +149,7 @@ public struct StateWriter: Sendable {
         }
     }
 
-    /// A string written in full, outside the list (records other than states use it).
+    /// A string written in full, outside the window (records other than states use it).
     mutating func writePlain(_ value: String) {
         write(UInt64(value.utf8.count))
         bytes.append(contentsOf: value.utf8)

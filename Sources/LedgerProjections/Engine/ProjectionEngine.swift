@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LMDB
 import LedgerCore
 import LedgerStore
@@ -127,13 +124,7 @@ public final class ProjectionEngine: CommitObserver {
     /// only compares the stored bytes with the cached ones.
     func servedPolicy(_ txn: borrowing Transaction) throws -> (policy: Policy, hash: String) {
         guard let stored = try txn.get(storage.meta, key: LogSchema.policyKey) else { return (Policy.reference, Self.referenceHash) }
-        if let cached = policyCache.withLock({ $0 }), cached.bytes.count == stored.count,
-           cached.bytes.withUnsafeBytes({ cached in
-               guard let a = cached.baseAddress, let b = stored.baseAddress else { return stored.isEmpty }
-               return memcmp(a, b, stored.count) == 0
-           }) {
-            return (cached.policy, cached.hash)
-        }
+        if let cached = policyCache.withLock({ $0 }), stored.hasSameBytes(as: cached.bytes) { return (cached.policy, cached.hash) }
         let bytes = Array(stored)
         switch Policy.decode(bytes) {
         case .success(let policy):

@@ -7,9 +7,9 @@ import LedgerCore
 ///
 /// The caller's thread reads and decodes events; the folding itself runs on a second thread,
 /// fed batches of events through a bounded hand-over, so a rebuild keeps two cores busy. (The
-/// payloads are decoded on the caller's thread: the models' folding is the heavier half, and
-/// the profile showed the folding thread the bottleneck while it also decoded.) Call
-/// `finish()` before reading the states.
+/// payloads are decoded on the caller's thread, which splits the work most evenly: with the
+/// decoding on the folding thread, that thread was the bottleneck.) Call `finish()` before
+/// reading the states.
 ///
 /// ```swift
 /// let fold = ReadModelFold()

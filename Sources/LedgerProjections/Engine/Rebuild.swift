@@ -390,5 +390,3 @@ struct FlatView: Sequence {
 
     func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
 }
-
-

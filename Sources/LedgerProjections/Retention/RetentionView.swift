@@ -167,15 +167,12 @@ enum RetentionRules {
         let facts = access.subscription
         let entitlement = EntitlementRules.decide(access, at: t, policy: policy.subscription)
         let isActive = entitlement.isPaid
-        let paid = facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
-        guard let retention = policy.retention, paid else {
+        guard let retention = policy.retention, hasPaid(facts, at: t) else {
             return isActive ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
         }
         var start: (at: Timestamp, rule: String)?
-        if retention.startsAt == .cancellation, facts.autoRenewing(at: t) == false,
-           let cancel = facts.autoRenew.known(at: t).last(where: { !$0.value.enabled }) {
-            // 000's "Day 0: User cancels": the flow starts while the paid period runs out.
-            start = (cancel.at, "cancellation")
+        if let cancelled = cancellation(facts, at: t, retention) {
+            start = (cancelled, "cancellation")
         } else if isActive {
             return Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement)
         } else {
@@ -262,12 +259,24 @@ enum RetentionRules {
     static func isActive(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> Bool {
         let access = state.access
         guard access.deletions.known(at: t).isEmpty, EntitlementRules.decide(access, at: t, policy: policy.subscription).isPaid else { return false }
-        // Paid access keeps the subject active unless the flow starts at a cancellation (000's
-        // "Day 0: User cancels") for a subject who has paid.
-        guard let retention = policy.retention, retention.startsAt == .cancellation else { return true }
-        let facts = access.subscription
-        guard facts.autoRenewing(at: t) == false, facts.autoRenew.known(at: t).contains(where: { !$0.value.enabled }) else { return true }
-        return !facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
+        // Paid access keeps the subject active unless a cancellation starts the flow for a
+        // subject who has paid.
+        guard let retention = policy.retention, cancellation(access.subscription, at: t, retention) != nil else { return true }
+        return !hasPaid(access.subscription, at: t)
+    }
+
+    /// Whether a transaction other than a free trial had begun by `t`: the flow is for those
+    /// who paid; the others are `free` (`neverPaid`).
+    static func hasPaid(_ facts: SubscriptionFacts, at t: Timestamp) -> Bool {
+        facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
+    }
+
+    /// 000's "Day 0: User cancels": under a policy whose flow starts at cancellation, when
+    /// auto-renew is off at `t`, the latest time it was turned off; the flow then starts while
+    /// the paid period runs out. `nil` otherwise.
+    static func cancellation(_ facts: SubscriptionFacts, at t: Timestamp, _ retention: Policy.Retention) -> Timestamp? {
+        guard retention.startsAt == .cancellation, facts.autoRenewing(at: t) == false else { return nil }
+        return facts.autoRenew.known(at: t).last { !$0.value.enabled }?.at
     }
 
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow
