@@ -86,6 +86,7 @@ let package = Package(
                 "ledger-test-child",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -19,6 +19,9 @@ public struct Database: Sendable, Hashable {
         public static let reverseKey = Flags(rawValue: UInt32(MDB_REVERSEKEY))
         /// A key may hold several sorted values.
         public static let dupSort = Flags(rawValue: UInt32(MDB_DUPSORT))
+        /// With `.dupSort`: every value has the same size, and LMDB packs them without a
+        /// header each.
+        public static let dupFixed = Flags(rawValue: UInt32(MDB_DUPFIXED))
     }
 }
 
@@ -35,6 +38,8 @@ public struct PutFlags: OptionSet, Sendable {
     public static let current = PutFlags(rawValue: UInt32(MDB_CURRENT))
     /// For `.dupSort` databases: fail if this key/value pair is already stored.
     public static let noDupData = PutFlags(rawValue: UInt32(MDB_NODUPDATA))
+    /// For `.dupSort` databases: the value sorts after every value of its key (bulk loads).
+    public static let appendDuplicate = PutFlags(rawValue: UInt32(MDB_APPENDDUP))
 }
 
 /// One key/value pair read inside a transaction.

@@ -40,10 +40,42 @@ public struct Transaction: ~Copyable {
     }
 
     /// The bytes of pages `db` occupies (branch, leaf and overflow pages times the page size).
+    /// For a `.dupSort` database, LMDB counts only the tree of its keys, not the trees that
+    /// hold a key's many values.
     public func sizeOnDisk(_ db: Database) throws(LMDBError) -> Int {
         var stat = MDB_stat()
         try check(mdb_stat(handle, db.dbi, &stat), "mdb_stat", db.name)
         return (stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages) * Int(stat.ms_psize)
+    }
+
+    /// Pages on LMDB's free list: freed by earlier transactions, kept until no snapshot can
+    /// see them, then reused before the file grows.
+    public func freePages() throws(LMDBError) -> Int {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, 0, &cursor), "mdb_cursor_open", "the free list")
+        defer { mdb_cursor_close(cursor) }
+        var k = MDB_val(), v = MDB_val()
+        var total = 0
+        var rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST)
+        while rc == MDB_SUCCESS {
+            // Each value is a page list whose first word is its length.
+            if v.mv_size >= MemoryLayout<Int>.size, let data = v.mv_data { total += data.loadUnaligned(as: Int.self) }
+            rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+        }
+        guard rc == MDB_NOTFOUND else { throw LMDBError(rc, "mdb_cursor_get", "the free list") }
+        return total
+    }
+
+    /// Pages of LMDB's own bookkeeping: the two meta pages, the main database (which names
+    /// the others) and the free list's tree.
+    public func bookkeepingPages() throws(LMDBError) -> Int {
+        var pages = 2
+        for dbi: MDB_dbi in [0, 1] {
+            var stat = MDB_stat()
+            try check(mdb_stat(handle, dbi, &stat), "mdb_stat", dbi == 0 ? "the free list" : "main")
+            pages += stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
+        }
+        return pages
     }
 
     /// Runs `body` with a cursor over `db`; the cursor is closed when `body` returns.
@@ -101,9 +133,42 @@ public struct Transaction: ~Copyable {
         try withBytes(key) { (k) throws(LMDBError) in try delete(db, key: k) }
     }
 
+    /// Deletes one value of a `.dupSort` key. Returns whether it was there.
+    @discardableResult
+    public func delete(_ db: Database, key: [UInt8], value: [UInt8]) throws(LMDBError) -> Bool {
+        try withBytes(key) { (k) throws(LMDBError) in
+            try withBytes(value) { (v) throws(LMDBError) in
+                var key = MDB_val(k)
+                var value = MDB_val(v)
+                let rc = mdb_del(handle, db.dbi, &key, &value)
+                if rc == MDB_NOTFOUND { return false }
+                try checkWrite(rc, "mdb_del", db.name)
+                return true
+            }
+        }
+    }
+
     /// Removes every entry of `db` (the database itself stays).
     public func removeAll(_ db: Database) throws(LMDBError) {
         try checkWrite(mdb_drop(handle, db.dbi, 0), "mdb_drop", db.name)
+    }
+
+    /// Deletes `db` itself from the environment and closes its handle: it must not be used
+    /// again. Takes effect when this transaction commits.
+    public func drop(_ db: Database) throws(LMDBError) {
+        try checkWrite(mdb_drop(handle, db.dbi, 1), "mdb_drop", db.name)
+    }
+
+    /// Opens (or with `.create`, creates) a named database inside this write transaction, for
+    /// changes of layout that must commit together with the data they move. The handle stays
+    /// valid for the life of the environment once this transaction commits; `nil` if the
+    /// database does not exist and `.create` is not given.
+    public func openDatabase(_ name: String, flags: Database.Flags) throws(LMDBError) -> Database? {
+        var dbi: MDB_dbi = 0
+        let rc = mdb_dbi_open(handle, name, flags.rawValue, &dbi)
+        if rc == MDB_NOTFOUND { return nil }
+        try checkWrite(rc, "mdb_dbi_open", name)
+        return Database(dbi: dbi, name: name)
     }
 
     func checkWrite(_ rc: Int32, _ operation: String, _ context: String?) throws(LMDBError) {
@@ -155,6 +220,20 @@ public struct Cursor: ~Copyable {
     public func seek(exactly key: UnsafeRawBufferPointer) throws(LMDBError) -> Entry? {
         try get(MDB_SET_KEY, key: key)
     }
+
+    /// In a `.dupSort` database: moves to the first value of `key` that is ≥ `value`
+    /// (`MDB_GET_BOTH_RANGE`); `nil` if `key` has none.
+    public func seek(key: UnsafeRawBufferPointer, valueAtLeast value: UnsafeRawBufferPointer) throws(LMDBError) -> Entry? {
+        var k = MDB_val(key)
+        var v = MDB_val(value)
+        let rc = mdb_cursor_get(handle, &k, &v, MDB_GET_BOTH_RANGE)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc, "mdb_cursor_get", database.name)
+        return Entry(key: k.buffer, value: v.buffer)
+    }
+
+    /// In a `.dupSort` database: moves to the next value of the current key; `nil` after its last.
+    public func nextDuplicate() throws(LMDBError) -> Entry? { try get(MDB_NEXT_DUP) }
 
     /// Stores `value` under `key` through the cursor (write transactions only).
     public func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: PutFlags = []) throws(LMDBError) {

@@ -195,10 +195,7 @@ public final class EventLog: Sendable {
     /// The event with `id`, or `nil`.
     public func event(id: EventID) throws(LedgerError) -> StoredEvent? {
         try storage.read("reading event \(id)") { txn in
-            guard let bytes = try txn.get(storage.ids, key: id.bytes) else { return nil }
-            guard let position = LogSchema.integer(bytes), let record = try txn.get(storage.events, key: LogSchema.key(position)) else {
-                throw LedgerError(.corruptRecord, "the id index points \(id) at a missing record; run `ledger verify`")
-            }
+            guard let (position, record) = try storage.stored(id, txn) else { return nil }
             return try EventRecord.decode(record, position: position)
         }
     }
@@ -245,6 +242,7 @@ extension LedgerError {
     public static func storage(_ error: any Error, doing what: String) -> LedgerError {
         if let error = error as? LedgerError { return error }
         if let damage = error as? StreamIndexDamage { return LedgerError(.corruptRecord, "\(what): \(damage)") }
+        if let full = error as? IDIndexFull { return LedgerError(.storage, "\(what): \(full)") }
         if let lmdb = error as? LMDBError {
             var wrapped = LedgerError(.storage, "\(what): \(lmdb)")
             wrapped.storageCode = lmdb.returnCode

@@ -1,3 +1,4 @@
+import LMDB
 import LedgerCore
 
 /// The named databases of a store and how their keys are laid out.
@@ -6,8 +7,14 @@ import LedgerCore
 public enum LogSchema {
     /// position (u64 BE) → record (see `EventRecord`).
     public static let events = "events"
-    /// event id (16 bytes) → position (u64 BE).
-    public static let ids = "ids"
+    /// `idKey` → one fixed-size value per event, sorted: the first 8 bytes of SHA-256(id) ‖
+    /// the position (u48 BE). Opened with `idsFlags` (see `IDIndex`).
+    public static let ids = "idHashes"
+    /// How `ids` is opened: its values are sorted duplicates of one size.
+    public static let idsFlags: Database.Flags = [.dupSort, .dupFixed]
+    /// Layout 2's id index: event id (16 bytes) → position (u64 BE). Replaced by `ids` when
+    /// such a store is first opened for writing.
+    static let layout2IDs = "ids"
     /// subject length (u16 BE) ‖ subject ‖ first version (u64 BE) → the positions of that
     /// version and the ones after it, up to 128, packed (see `StreamChunk`). A subject's
     /// current version is the end of the last chunk under its prefix.
@@ -25,9 +32,10 @@ public enum LogSchema {
     public static func policyValue(_ policy: Policy) -> [UInt8] {
         Array(policy.json.serialized(sortedKeys: true).utf8)
     }
-    /// The store layout this code writes: 2 packs the stream index (layout 1, a key per
-    /// event, is upgraded when the store is first opened for writing).
-    public static let storeFormat: UInt8 = 2
+    /// The store layout this code writes: 2 packs the stream index (layout 1 kept a key per
+    /// event), 3 packs the id index (layout 2 kept a key per id). Older layouts are upgraded
+    /// when the store is first opened for writing.
+    public static let storeFormat: UInt8 = 3
 
     /// A u64 as 8 big-endian bytes.
     public static func key(_ value: UInt64) -> [UInt8] {

@@ -24,29 +24,40 @@ struct LogStorage: Sendable {
         let flags: Database.Flags = readOnly ? [] : [.create]
         do {
             events = try env.openDatabase(LogSchema.events, flags: flags)
-            ids = try env.openDatabase(LogSchema.ids, flags: flags)
             streams = try env.openDatabase(LogSchema.streams, flags: flags)
             meta = try env.openDatabase(LogSchema.meta, flags: flags)
         } catch let error as LMDBError where error.code == .notFound {
-            throw LedgerError(.storage, "\(env.path) is not an EntitlementLedger store (its databases are missing); create one with `ledger init`")
+            throw Self.notAStore(env)
         }
-        let meta = self.meta, streams = self.streams
+        let meta = self.meta, streams = self.streams, events = self.events
         let format: UInt8? = try env.read { txn in try txn.get(meta, key: LogSchema.formatKey).flatMap { $0.first } }
         if let format, format > LogSchema.storeFormat {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
         }
-        if format == 1 && readOnly {
-            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout 1; open it once for writing (any `ledger` command but `verify`/`stats`) to upgrade it to layout \(LogSchema.storeFormat)")
+        if let format, format < LogSchema.storeFormat && readOnly {
+            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); open it once for writing (any `ledger` command but `verify`/`stats`) to upgrade it to layout \(LogSchema.storeFormat)")
         }
         if format != LogSchema.storeFormat && !readOnly {
             try env.write { txn in
                 // Layout 1 kept a stream index key per event; layout 2 packs them (`StreamChunk`).
                 if format == 1 { try Self.packStreamIndex(streams, txn) }
+                // Layouts 1 and 2 kept an id index key per id; layout 3 packs them (`IDIndex`).
+                // A new store gets its empty index here too.
+                _ = try Self.indexIDsByHash(events: events, txn)
                 try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
             }
         }
+        do {
+            ids = try env.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags)
+        } catch let error as LMDBError where error.code == .notFound {
+            throw Self.notAStore(env)
+        }
         // Last: the observer opens its databases beside the log's.
         observer = try makeObserver?(env)
+    }
+
+    private static func notAStore(_ env: Environment) -> LedgerError {
+        LedgerError(.storage, "\(env.path) is not an EntitlementLedger store (its databases are missing); create one with `ledger init`")
     }
 
     /// Runs a read transaction, turning storage errors into `LedgerError`.
@@ -141,7 +152,6 @@ struct LogStorage: Sendable {
         let drafts = append.drafts
         // Each event is encoded once; its version and recordedAt are stamped in when written.
         var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
-        let idKeys = drafts.map(\.id.bytes)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstIndex: [EventID: Int] = [:]
         var fresh: [Int] = []
@@ -157,7 +167,7 @@ struct LogStorage: Sendable {
                 continue
             }
             firstIndex[id] = i
-            switch try lookUp(idKey: idKeys[i], content: EventRecord.content(ofUnhashed: records[i]), txn) {
+            switch try lookUp(id, content: EventRecord.content(ofUnhashed: records[i]), txn) {
             case .absent:
                 fresh.append(i)
             case .same(let position):
@@ -194,7 +204,7 @@ struct LogStorage: Sendable {
         // 3. Writes.
         for i in fresh {
             let draft = drafts[i]
-            let written = try write(&records[i], idKey: idKeys[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
+            let written = try write(&records[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -209,7 +219,7 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], idKey: [UInt8], draft: EventDraft, data: EventData,
+    private func write(_ record: inout [UInt8], draft: EventDraft, data: EventData,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         head.position += 1
@@ -223,7 +233,7 @@ struct LogStorage: Sendable {
         record.append(contentsOf: hash)
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
-        try txn.put(ids, key: idKey, value: positionKey, flags: .noOverwrite)
+        try index(draft.id, at: head.position, txn)
         head.hash = hash
         head.recordedAt = recordedAt
         try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)
@@ -237,15 +247,9 @@ struct LogStorage: Sendable {
         case different(position: UInt64)
     }
 
-    /// Looks up `idKey` and compares the stored event's content with `content`.
-    private func lookUp(idKey: [UInt8], content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
-        guard let stored = try txn.get(ids, key: idKey) else { return .absent }
-        guard let position = LogSchema.integer(stored),
-              let record = try txn.get(events, key: LogSchema.key(position)),
-              let storedContent = EventRecord.content(ofRecord: record)
-        else {
-            throw LedgerError(.corruptRecord, "the id index points at a missing record; run `ledger verify`")
-        }
+    /// Looks up `id` and compares the stored event's content with `content`.
+    private func lookUp(_ id: EventID, content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
+        guard let (position, record) = try stored(id, txn), let storedContent = EventRecord.content(ofRecord: record) else { return .absent }
         return storedContent.elementsEqual(content) ? .same(position: position) : .different(position: position)
     }
 
@@ -293,8 +297,7 @@ struct LogStorage: Sendable {
                     }
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
-                let idKey = draft.id.bytes
-                switch try lookUp(idKey: idKey, content: EventRecord.content(ofUnhashed: record), txn) {
+                switch try lookUp(draft.id, content: EventRecord.content(ofUnhashed: record), txn) {
                 case .absent:
                     break
                 case .same(let position):
@@ -307,7 +310,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idKey: idKey, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+                let written = try write(&record, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -126,13 +126,14 @@ private struct VerifyState {
         }
         previousHash = hash
 
-        let positionKey = LogSchema.key(position)
-        guard let indexed = try txn.get(s.ids, key: event.id.bytes) else {
-            return VerifyProblem(kind: .idIndex, position: position, message: "event \(event.id) is missing from the id index")
+        let indexed = try txn.withCursor(s.ids) { cursor in
+            let entry = LogSchema.idEntry(event.id, position: position)
+            return try IDIndex.key.withUnsafeBytes { k in
+                try entry.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v)?.value.elementsEqual(v) == true }
+            }
         }
-        guard indexed.elementsEqual(positionKey) else {
-            return VerifyProblem(kind: .idIndex, position: position,
-                                 message: "the id index points \(event.id) at \(LogSchema.integer(indexed).map(String.init) ?? "a bad value")")
+        guard indexed else {
+            return VerifyProblem(kind: .idIndex, position: position, message: "event \(event.id) is missing from the id index")
         }
 
         let expectedVersion = (versions[event.subject] ?? 0) + 1
@@ -164,10 +165,8 @@ private struct VerifyState {
         let events = UInt64(try txn.count(s.events))
         let ids = UInt64(try txn.count(s.ids))
         if ids != events {
-            return try findStray(in: s.ids, kind: .idIndex, s, txn, head: head) { key, position in
-                (try txn.get(s.events, key: LogSchema.key(position))).flatMap { try? EventRecord.decode($0, position: position) }?.id.bytes
-                    .elementsEqual(key) ?? false
-            } ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for \(events) events")
+            return try findStrayID(s, txn, head: head)
+                ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for \(events) events")
         }
         if let problem = try checkStreamTotal(s, txn, head: head, events: events) { return problem }
         // The subject count can be compared only when nothing was appended since the walk.
@@ -211,18 +210,18 @@ private struct VerifyState {
         } ?? VerifyProblem(kind: .streamIndex, position: nil, message: "the stream index holds \(streamed) positions for \(events) events")
     }
 
-    /// Walks an index for an entry that points nowhere or at the wrong event.
-    private func findStray(in db: Database, kind: VerifyProblem.Kind, _ s: LogStorage, _ txn: borrowing Transaction, head: UInt64,
-                           matches: (UnsafeRawBufferPointer, UInt64) throws -> Bool) throws -> VerifyProblem? {
-        try txn.withCursor(db) { c in
+    /// Walks the id index for an entry that points nowhere or at an event with another id.
+    private func findStrayID(_ s: LogStorage, _ txn: borrowing Transaction, head: UInt64) throws -> VerifyProblem? {
+        try txn.withCursor(s.ids) { c in
             var entry = try c.first()
             while let e = entry {
-                guard let position = LogSchema.integer(e.value) else {
-                    return VerifyProblem(kind: kind, position: nil, message: "an index entry holds \(e.value.count) bytes, not a position")
+                guard let position = IDIndex.position(ofEntry: e.value) else {
+                    return VerifyProblem(kind: .idIndex, position: nil, message: "an id index entry holds \(e.value.count) bytes, not a hash and a position")
                 }
-                let pointsRight = try position > 0 && position <= head && matches(e.key, position)
+                let id = try txn.get(s.events, key: LogSchema.key(position)).flatMap { try? EventRecord.decode($0, position: position) }?.id
+                let pointsRight = position > 0 && position <= head && id.map { IDIndex.entry(e.value, has: IDIndex.hash($0)) } == true
                 if !pointsRight {
-                    return VerifyProblem(kind: kind, position: position, message: "an index entry points at position \(position), which does not hold that event")
+                    return VerifyProblem(kind: .idIndex, position: position, message: "an id index entry points at position \(position), which does not hold that event")
                 }
                 entry = try c.next()
             }

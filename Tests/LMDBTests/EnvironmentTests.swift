@@ -105,6 +105,60 @@ func mode(of path: String) -> mode_t {
         }
     }
 
+    /// A `.dupSort, .dupFixed` database keeps a key's values sorted; the cursor finds the
+    /// first value at or above a given one and steps through the key's values only.
+    @Test func fixedSizeDuplicatesAreSortedAndSeekable() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("dups", flags: [.create, .dupSort, .dupFixed])
+            try env.write { txn in
+                for n in [40, 10, 30, 20] { try txn.put(db, key: [1], value: bigEndian(UInt64(n)), flags: .noDupData) }
+                try txn.put(db, key: [2], value: bigEndian(5))
+                #expect(throws: LMDBError.self) { try txn.put(db, key: [1], value: bigEndian(30), flags: .noDupData) }
+                #expect(try txn.delete(db, key: [1], value: bigEndian(20)))
+                #expect(try !txn.delete(db, key: [1], value: bigEndian(21)))
+            }
+            let key: [UInt8] = [1]
+            let (fromAbove15, fromAbove41, count) = try env.read { txn in
+                let found = try [UInt64(15), 41].map { start in
+                    try txn.withCursor(db) { cursor in
+                        let value = bigEndian(start)
+                        var entry = try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v) } }
+                        var out: [UInt64] = []
+                        while let e = entry {
+                            out.append(e.value.reduce(0) { $0 << 8 | UInt64($1) })
+                            entry = try cursor.nextDuplicate()
+                        }
+                        return out
+                    }
+                }
+                return (found[0], found[1], try txn.count(db))
+            }
+            #expect(fromAbove15 == [30, 40])
+            #expect(fromAbove41 == [])
+            #expect(count == 4)
+        }
+    }
+
+    /// A database opened inside a write transaction exists once it commits; one dropped there
+    /// is gone.
+    @Test func databasesAreOpenedAndDroppedInsideAWriteTransaction() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let old = try env.openDatabase("old")
+            try env.write { txn in try txn.put(old, key: [1], value: [1]) }
+            try env.write { txn in
+                #expect(try txn.openDatabase("missing", flags: []) == nil)
+                let new = try #require(try txn.openDatabase("new", flags: [.create]))
+                try txn.put(new, key: [7], value: [7])
+                try txn.drop(old)
+            }
+            let new = try env.openDatabase("new", flags: [])
+            #expect(try env.read { txn in try txn.get(new, key: [7]).map { Array($0) } } == [7])
+            #expect(throws: LMDBError.self) { try env.openDatabase("old", flags: []) }
+        }
+    }
+
     @Test func readsAreZeroCopyPointersIntoTheMap() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path)

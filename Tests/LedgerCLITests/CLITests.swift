@@ -159,8 +159,8 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         let words = String(storage).split(separator: " ").map { String($0).trimmingCharacters(in: .punctuationCharacters) }
         let figures = words.compactMap { Double($0) }
         let names = words.filter { $0.first?.isLetter == true }
-        #expect(names == ["storage.bytesPerEvent", "bytes/event", "events", "ids", "streams", "models", "other"])
-        #expect(figures.count == 6)
+        #expect(names == ["storage.bytesPerEvent", "bytes/event", "events", "ids", "streams", "models", "free", "other"])
+        #expect(figures.count == 7)
         #expect(abs(figures.dropFirst().reduce(0, +) - (figures.first ?? 0)) <= 3, "\(storage)")
         #expect(run.stdout.contains("Targets"))
         #expect(run.stdout.contains("status p50"))

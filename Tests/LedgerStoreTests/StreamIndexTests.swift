@@ -130,12 +130,12 @@ import Testing
     }
 
     /// Rewrites a store's stream index as layout 1 had it (prefix ‖ version → position, u64
-    /// BE) and marks the store layout 1; subjects are `user-(position - 1) % 3`.
+    /// BE), its id index as layouts 1 and 2 had it, and marks the store layout 1; subjects are
+    /// `user-(position - 1) % 3`.
     func rewriteAsLayout1(_ path: String, events count: UInt64) throws {
         let env = try Environment(path: path)
         let streams = try env.openDatabase(LogSchema.streams)
         let events = try env.openDatabase(LogSchema.events)
-        let meta = try env.openDatabase(LogSchema.meta)
         try env.write { txn in
             try txn.removeAll(streams)
             var versions: [String: UInt64] = [:]
@@ -145,7 +145,7 @@ import Testing
                 #expect(try txn.get(events, key: LogSchema.key(position)) != nil)
                 try txn.put(streams, key: LogSchema.streamKey(subject, version: versions[subject] ?? 0), value: LogSchema.key(position))
             }
-            try txn.put(meta, key: LogSchema.formatKey, value: [1])
+            try rewriteIDsAsLayout2(txn, format: 1)
         }
     }
 }

@@ -13,9 +13,9 @@ import Testing
     }
 
     /// Opens the raw environment and one of the log's databases, and writes to it.
-    func tamper(_ path: String, _ name: String, _ body: (borrowing Transaction, Database) throws -> Void) throws {
+    func tamper(_ path: String, _ name: String, flags: Database.Flags = [], _ body: (borrowing Transaction, Database) throws -> Void) throws {
         let env = try Environment(path: path)
-        let db = try env.openDatabase(name)
+        let db = try env.openDatabase(name, flags: flags)
         try env.write { txn in try body(txn, db) }
     }
 
@@ -63,8 +63,8 @@ import Testing
         try withStorePath { path in
             try store(path)
             let id = try #require(try EventLog(path: path).event(at: 11)?.id)
-            try tamper(path, LogSchema.ids) { txn, db in
-                let removed = try txn.delete(db, key: id.bytes)
+            try tamper(path, LogSchema.ids, flags: LogSchema.idsFlags) { txn, db in
+                let removed = try txn.delete(db, key: LogSchema.idKey, value: LogSchema.idEntry(id, position: 11))
                 #expect(removed)
             }
             let report = try verify(path)
@@ -77,8 +77,8 @@ import Testing
     @Test func anExtraIdIndexEntryIsFound() throws {
         try withStorePath { path in
             try store(path)
-            try tamper(path, LogSchema.ids) { txn, db in
-                try txn.put(db, key: EventID.random().bytes, value: LogSchema.key(4))
+            try tamper(path, LogSchema.ids, flags: LogSchema.idsFlags) { txn, db in
+                try txn.put(db, key: LogSchema.idKey, value: LogSchema.idEntry(EventID.random(), position: 4))
             }
             let report = try verify(path)
             #expect(report.problem?.kind == .idIndex)
