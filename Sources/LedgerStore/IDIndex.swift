@@ -20,29 +20,34 @@ enum IDIndex {
     /// The largest position an entry can hold (2⁴⁸ − 1).
     static let maxPosition: UInt64 = 1 << 48 - 1
 
-    /// The first 8 bytes of SHA-256 of the id's 16 bytes.
-    static func hash(_ id: EventID) -> [UInt8] {
-        Array(SHA256.hash(data: id.bytes).prefix(hashSize))
+    /// The first 8 bytes of SHA-256 of the id's 16 bytes, as a big-endian integer.
+    static func hash(_ id: EventID) -> UInt64 {
+        withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { bytes in
+            SHA256.hash(data: bytes).withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }
+        }
     }
 
-    /// The entry of `id` at `position`: its hash ‖ the position (6 bytes, big-endian).
-    static func entry(hash: [UInt8], position: UInt64) -> [UInt8] {
-        var bytes = hash
-        for shift in stride(from: (positionSize - 1) * 8, through: 0, by: -8) {
-            bytes.append(UInt8(truncatingIfNeeded: position >> UInt64(shift)))
+    /// Runs `body` with the entry of `hash` at `position`: the hash ‖ the position (6 bytes,
+    /// big-endian), both big-endian so that entries sort by hash, then position.
+    static func withEntry<R>(hash: UInt64, position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: (hash.bigEndian, (position << 16).bigEndian)) { both in
+            try body(UnsafeRawBufferPointer(rebasing: both[..<(hashSize + positionSize)]))
         }
-        return bytes
+    }
+
+    /// The entry of `hash` at `position`, as bytes.
+    static func entry(hash: UInt64, position: UInt64) -> [UInt8] { withEntry(hash: hash, position: position) { Array($0) } }
+
+    /// The hash in an entry; `nil` if it is not an entry's size.
+    static func hash(ofEntry entry: UnsafeRawBufferPointer) -> UInt64? {
+        guard entry.count == hashSize + positionSize else { return nil }
+        return UInt64(bigEndian: entry.loadUnaligned(as: UInt64.self))
     }
 
     /// The position in an entry; `nil` if it is not an entry's size.
     static func position(ofEntry entry: UnsafeRawBufferPointer) -> UInt64? {
         guard entry.count == hashSize + positionSize else { return nil }
         return entry[hashSize...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-    }
-
-    /// Whether `entry` starts with `hash`.
-    static func entry(_ entry: UnsafeRawBufferPointer, has hash: [UInt8]) -> Bool {
-        entry.count == hashSize + positionSize && hash.withUnsafeBytes { entry.prefix(hashSize).elementsEqual($0) }
     }
 }
 
@@ -63,36 +68,40 @@ extension LogSchema {
 }
 
 extension LogStorage {
-    /// The position of the event stored with `id`, and its record; `nil` if there is none.
-    /// Reads the record at each position under the id's hash prefix (nearly always one).
-    func stored(_ id: EventID, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
-        let hash = IDIndex.hash(id)
-        let idBytes = id.bytes
-        var candidates: [UInt64] = []
+    /// The position of the event stored with `id` (whose `IDIndex.hash` is `hash`), and its
+    /// record; `nil` if there is none. Reads the record at each position under the hash
+    /// (nearly always one, or none).
+    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
         try txn.withCursor(ids) { cursor in
-            let start = IDIndex.entry(hash: hash, position: 0)
-            var entry = try IDIndex.key.withUnsafeBytes { k in try start.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v) } }
-            while let current = entry, IDIndex.entry(current.value, has: hash) {
+            var entry = try IDIndex.key.withUnsafeBytes { key in
+                try IDIndex.withEntry(hash: hash, position: 0) { start in try cursor.seek(key: key, valueAtLeast: start) }
+            }
+            while let current = entry, IDIndex.hash(ofEntry: current.value) == hash {
                 guard let position = IDIndex.position(ofEntry: current.value) else { break }
-                candidates.append(position)
+                guard let record = try txn.get(events, key: LogSchema.key(position)), let content = EventRecord.content(ofRecord: record),
+                      content.count >= 16
+                else {
+                    throw LedgerError(.corruptRecord, "the id index points at position \(position), which holds no readable record; run `ledger verify`")
+                }
+                let matches = withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { content.prefix(16).elementsEqual($0) }
+                if matches { return (position, record) }
                 entry = try cursor.nextDuplicate()
             }
+            return nil
         }
-        for position in candidates {
-            guard let record = try txn.get(events, key: LogSchema.key(position)), let content = EventRecord.content(ofRecord: record),
-                  content.count >= 16
-            else {
-                throw LedgerError(.corruptRecord, "the id index points at position \(position), which holds no readable record; run `ledger verify`")
-            }
-            if idBytes.withUnsafeBytes({ content.prefix(16).elementsEqual($0) }) { return (position, record) }
-        }
-        return nil
     }
 
-    /// Adds `id` at `position` to the id index.
-    func index(_ id: EventID, at position: UInt64, _ txn: borrowing Transaction) throws {
+    /// The position of the event stored with `id`, and its record; `nil` if there is none.
+    func stored(_ id: EventID, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+        try stored(id, hash: IDIndex.hash(id), txn)
+    }
+
+    /// Adds the id whose `IDIndex.hash` is `hash` at `position` to the id index.
+    func index(hash: UInt64, at position: UInt64, _ txn: borrowing Transaction) throws {
         guard position <= IDIndex.maxPosition else { throw IDIndexFull(position: position) }
-        try txn.put(ids, key: IDIndex.key, value: IDIndex.entry(hash: IDIndex.hash(id), position: position), flags: .noDupData)
+        try IDIndex.key.withUnsafeBytes { key in
+            try IDIndex.withEntry(hash: hash, position: position) { entry in try txn.put(ids, key: key, value: entry, flags: .noDupData) }
+        }
     }
 
     /// Builds the layout-3 id index from the log, in `txn`, and drops the layout-2 one (a
@@ -101,7 +110,7 @@ extension LogStorage {
         guard let index = try txn.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags.union(.create)) else {
             throw LedgerError(.storage, "could not create the id index")
         }
-        var entries: [[UInt8]] = []
+        var entries: [(hash: UInt64, position: UInt64)] = []
         try txn.withCursor(events) { cursor in
             var entry = try cursor.first()
             while let e = entry {
@@ -109,13 +118,17 @@ extension LogStorage {
                       let id = EventID(bytes: content.prefix(16))
                 else { throw LedgerError(.corruptRecord, "a record of the log is damaged; the id index cannot be rebuilt (run `ledger verify`)") }
                 guard position <= IDIndex.maxPosition else { throw IDIndexFull(position: position) }
-                entries.append(IDIndex.entry(hash: IDIndex.hash(id), position: position))
+                entries.append((IDIndex.hash(id), position))
                 entry = try cursor.next()
             }
         }
-        entries.sort { $0.lexicographicallyPrecedes($1) }
+        entries.sort { ($0.hash, $0.position) < ($1.hash, $1.position) }
         try txn.removeAll(index)
-        for entry in entries { try txn.put(index, key: IDIndex.key, value: entry, flags: .appendDuplicate) }
+        try IDIndex.key.withUnsafeBytes { key in
+            for entry in entries {
+                try IDIndex.withEntry(hash: entry.hash, position: entry.position) { value in try txn.put(index, key: key, value: value, flags: .appendDuplicate) }
+            }
+        }
         if let layout2 = try txn.openDatabase(LogSchema.layout2IDs, flags: []) { try txn.drop(layout2) }
         return index
     }

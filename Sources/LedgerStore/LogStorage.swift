@@ -152,6 +152,7 @@ struct LogStorage: Sendable {
         let drafts = append.drafts
         // Each event is encoded once; its version and recordedAt are stamped in when written.
         var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
+        var idHashes = [UInt64](repeating: 0, count: drafts.count)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstIndex: [EventID: Int] = [:]
         var fresh: [Int] = []
@@ -167,7 +168,8 @@ struct LogStorage: Sendable {
                 continue
             }
             firstIndex[id] = i
-            switch try lookUp(id, content: EventRecord.content(ofUnhashed: records[i]), txn) {
+            idHashes[i] = IDIndex.hash(id)
+            switch try lookUp(id, hash: idHashes[i], content: EventRecord.content(ofUnhashed: records[i]), txn) {
             case .absent:
                 fresh.append(i)
             case .same(let position):
@@ -204,7 +206,7 @@ struct LogStorage: Sendable {
         // 3. Writes.
         for i in fresh {
             let draft = drafts[i]
-            let written = try write(&records[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
+            let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -219,7 +221,7 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], draft: EventDraft, data: EventData,
+    private func write(_ record: inout [UInt8], idHash: UInt64, draft: EventDraft, data: EventData,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         head.position += 1
@@ -233,7 +235,7 @@ struct LogStorage: Sendable {
         record.append(contentsOf: hash)
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
-        try index(draft.id, at: head.position, txn)
+        try index(hash: idHash, at: head.position, txn)
         head.hash = hash
         head.recordedAt = recordedAt
         try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)
@@ -247,9 +249,9 @@ struct LogStorage: Sendable {
         case different(position: UInt64)
     }
 
-    /// Looks up `id` and compares the stored event's content with `content`.
-    private func lookUp(_ id: EventID, content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
-        guard let (position, record) = try stored(id, txn), let storedContent = EventRecord.content(ofRecord: record) else { return .absent }
+    /// Looks up `id` (whose `IDIndex.hash` is `hash`) and compares the stored event's content with `content`.
+    private func lookUp(_ id: EventID, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
+        guard let (position, record) = try stored(id, hash: hash, txn), let storedContent = EventRecord.content(ofRecord: record) else { return .absent }
         return storedContent.elementsEqual(content) ? .same(position: position) : .different(position: position)
     }
 
@@ -297,7 +299,8 @@ struct LogStorage: Sendable {
                     }
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
-                switch try lookUp(draft.id, content: EventRecord.content(ofUnhashed: record), txn) {
+                let idHash = IDIndex.hash(draft.id)
+                switch try lookUp(draft.id, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn) {
                 case .absent:
                     break
                 case .same(let position):
@@ -310,7 +313,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+                let written = try write(&record, idHash: idHash, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -127,9 +127,8 @@ private struct VerifyState {
         previousHash = hash
 
         let indexed = try txn.withCursor(s.ids) { cursor in
-            let entry = LogSchema.idEntry(event.id, position: position)
-            return try IDIndex.key.withUnsafeBytes { k in
-                try entry.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v)?.value.elementsEqual(v) == true }
+            try IDIndex.key.withUnsafeBytes { k in
+                try IDIndex.withEntry(hash: IDIndex.hash(event.id), position: position) { v in try cursor.seek(key: k, valueAtLeast: v)?.value.elementsEqual(v) == true }
             }
         }
         guard indexed else {
@@ -219,7 +218,7 @@ private struct VerifyState {
                     return VerifyProblem(kind: .idIndex, position: nil, message: "an id index entry holds \(e.value.count) bytes, not a hash and a position")
                 }
                 let id = try txn.get(s.events, key: LogSchema.key(position)).flatMap { try? EventRecord.decode($0, position: position) }?.id
-                let pointsRight = position > 0 && position <= head && id.map { IDIndex.entry(e.value, has: IDIndex.hash($0)) } == true
+                let pointsRight = position > 0 && position <= head && id.map { IDIndex.hash(ofEntry: e.value) == IDIndex.hash($0) } == true
                 if !pointsRight {
                     return VerifyProblem(kind: .idIndex, position: position, message: "an id index entry points at position \(position), which does not hold that event")
                 }

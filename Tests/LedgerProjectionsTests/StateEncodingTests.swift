@@ -24,9 +24,25 @@ import Testing
     }
 
     @Test func aRepeatedStringIsOneByte() {
-        let bytes = encode { w in w.write("1000010-1"); w.write("pro.monthly"); w.write("1000010-1") }
-        // length 9 << 1, the bytes; length 11 << 1, the bytes; slot 0 << 1 | 1.
-        #expect(bytes == [18] + Array("1000010-1".utf8) + [22] + Array("pro.monthly".utf8) + [1])
+        let bytes = encode { w in w.write("1000010-1"); w.write("pro.monthly"); w.write("1000010-1"); w.write("pro.monthly") }
+        // length 9 << 1, the bytes; length 11 << 1, the bytes; slot 0 << 2 | 1; slot 1 << 2 | 1.
+        #expect(bytes == [18] + Array("1000010-1".utf8) + [22] + Array("pro.monthly".utf8) + [1, 5])
+    }
+
+    @Test func aStringThatBeginsLikeOneInTheWindowIsThatSlotsPrefixAndTheRest() throws {
+        let strings = ["1000010-1", "pro.monthly", "1000010-2", "pro.yearly", "1000010-2"]
+        let bytes = encode { w in for s in strings { w.write(s) } }
+        // "1000010-2": 8 bytes of slot 0 (8 << 5 | 0 << 2 | 3 = 259, LEB128 131 2), then 1 byte "2".
+        // "pro.yearly": 4 bytes of slot 1 (4 << 5 | 1 << 2 | 3 = 135, LEB128 135 1), then 6 bytes.
+        // "1000010-2" again: slot 2 << 2 | 1.
+        #expect(bytes == [18] + Array("1000010-1".utf8) + [22] + Array("pro.monthly".utf8)
+                + [131, 2, 1] + Array("2".utf8) + [135, 1, 6] + Array("yearly".utf8) + [9])
+        #expect(try decode(bytes) { r throws(StateReader.Damaged) in try strings.map { _ throws(StateReader.Damaged) in try r.string() } } == strings)
+    }
+
+    @Test func aStringSharingFewerThanThreeBytesIsWrittenInFull() {
+        let bytes = encode { w in w.write("abc"); w.write("abX") }
+        #expect(bytes == [6] + Array("abc".utf8) + [6] + Array("abX".utf8))
     }
 
     @Test func stringsRoundTripThroughTheWindow() throws {
@@ -46,7 +62,22 @@ import Testing
 
     @Test func aReferenceBeyondTheStringsReadIsDamaged() {
         #expect(throws: StateReader.Damaged.self) {
-            _ = try decode([18] + Array("1000010-1".utf8) + [3]) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }
+            _ = try decode([18] + Array("1000010-1".utf8) + [5]) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }
+        }
+    }
+
+    @Test func aPrefixLongerThanItsSlotsStringOrBreakingUTF8IsDamaged() {
+        // 10 bytes of the 9-byte slot 0.
+        #expect(throws: StateReader.Damaged.self) {
+            _ = try decode([18] + Array("1000010-1".utf8) + [195, 2, 0]) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }
+        }
+        // 1 byte of "é" (2 bytes), then "x".
+        #expect(throws: StateReader.Damaged.self) {
+            _ = try decode([4] + Array("é".utf8) + [35, 1] + Array("x".utf8)) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }
+        }
+        // A rest longer than the bytes left.
+        #expect(throws: StateReader.Damaged.self) {
+            _ = try decode([18] + Array("1000010-1".utf8) + [131, 2, 9, 50]) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }
         }
     }
 

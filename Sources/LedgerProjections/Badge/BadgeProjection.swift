@@ -7,8 +7,9 @@ import LedgerCore
 /// billing-issue rule reads.
 public enum BadgeProjection: Projection {
     public static let name = "badge"
-    /// 2: strings and timestamps in the compact state encoding (back references, differences).
-    public static let codeVersion: UInt32 = 2
+    /// 2: strings and timestamps in the compact state encoding (back references, differences);
+    /// 3: strings may also refer to a prefix, a transaction's kind and trial share a byte.
+    public static let codeVersion: UInt32 = 3
     public static let eventTypes: Set<String> = SubscriptionFacts.eventTypes.union([
         "inbox.message_delivered", "inbox.message_read", "maintenance.scheduled", "maintenance.completed",
         "session.started", "security.flag_raised", "security.flag_cleared",

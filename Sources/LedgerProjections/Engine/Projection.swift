@@ -113,10 +113,13 @@ extension ProjectionState {
 /// Writes a state's compact encoding: unsigned LEB128 integers, zig-zag signed ones, and
 /// two things a state repeats a lot made small:
 ///
-/// - **Strings**: the last `StringWindow.size` distinct ones written are kept in a window; a
-///   string in it is written as its slot (`slot << 1 | 1`, one byte), any other as its UTF-8
-///   length (`length << 1`) and bytes. A subscription's original transaction id and product
-///   id, repeated by every renewal, mostly take a byte each.
+/// - **Strings**: the last `StringWindow.size` distinct ones written are kept in a window. A
+///   string in it is written as its slot (`slot << 2 | 1`, one byte); one that begins with at
+///   least `StringWindow.minimumShared` bytes of a string in it as that slot and the bytes shared
+///   (`shared << 5 | slot << 2 | 3`), then the rest's length and bytes; any other as its UTF-8
+///   length (`length << 1`) and bytes. A subscription's original transaction id and product id,
+///   repeated by every renewal, mostly take a byte each; a renewal's own transaction id, which
+///   shares most of its digits with the one before, a few bytes.
 /// - **Timestamps** are written as the zig-zag difference from the timestamp written before
 ///   (the first from 0): a renewal's purchase time is its record time, its period ends a month on.
 ///
@@ -140,13 +143,20 @@ public struct StateWriter: Sendable {
     }
 
     public mutating func write(_ value: String) {
-        if let slot = strings.find(value) {
-            write(UInt64(slot) << 1 | 1)
-        } else {
+        switch strings.match(value) {
+        case .whole(let slot):
+            write(UInt64(slot) << 2 | 1)
+            return
+        case .prefix(let slot, let shared):
+            write(UInt64(shared) << 5 | UInt64(slot) << 2 | 3)
+            let rest = value.utf8.dropFirst(shared)
+            write(UInt64(rest.count))
+            bytes.append(contentsOf: rest)
+        case .none:
             write(UInt64(value.utf8.count) << 1)
             bytes.append(contentsOf: value.utf8)
-            strings.push(value)
         }
+        strings.push(value)
     }
 
     /// A string written in full, outside the window (records other than states use it).
@@ -177,15 +187,47 @@ public struct StateWriter: Sendable {
 /// order, so a slot number names a string. Slots rather than a most-recent-first list, so
 /// that a reference moves nothing.
 struct StringWindow: Sendable {
+    /// Slots: a slot number takes 3 bits of a string's code.
     static let size = 8
+    /// The fewest bytes a string must share with a slot's to be written as that slot's prefix
+    /// (fewer would save a byte at most, and cost the reader a copy).
+    static let minimumShared = 3
     private var slots: [String] = []
     private var next = 0
 
-    /// The slot holding `value`, if any.
-    func find(_ value: String) -> Int? {
+    enum Match: Equatable {
+        case whole(slot: Int)
+        case prefix(slot: Int, shared: Int)
+    }
+
+    /// The slot holding `value`; else the slot sharing the longest prefix with it, if that is
+    /// at least `minimumShared` bytes (the lowest slot of equals).
+    func match(_ value: String) -> Match? {
+        var best: Match?
+        var bestShared = Self.minimumShared - 1
         let length = value.utf8.count
-        for slot in slots.indices where slots[slot].utf8.count == length && slots[slot] == value { return slot }
-        return nil
+        let compared: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
+            for slot in slots.indices {
+                let shared = slots[slot].utf8.withContiguousStorageIfAvailable { other in
+                    // Most strings differ in their first byte.
+                    guard let first = other.first, first == bytes.first else { return 0 }
+                    let limit = min(bytes.count, other.count)
+                    var i = 1
+                    while i < limit && bytes[i] == other[i] { i += 1 }
+                    return i
+                } ?? (slots[slot] == value ? length : 0)
+                if shared == length && shared == slots[slot].utf8.count {
+                    best = .whole(slot: slot)
+                    return
+                }
+                if shared > bestShared {
+                    bestShared = shared
+                    best = .prefix(slot: slot, shared: shared)
+                }
+            }
+        }
+        if compared == nil, let slot = slots.firstIndex(of: value) { return .whole(slot: slot) }   // not contiguous: whole strings only
+        return best
     }
 
     /// The string in `slot`; `nil` for a slot not filled yet.
@@ -255,11 +297,34 @@ public struct StateReader {
 
     public mutating func string() throws(Damaged) -> String {
         let code = try uint()
-        if code & 1 == 1 {
-            guard let value = strings.take(Int(clamping: code >> 1)) else { throw Damaged(what: "bad string reference at byte \(offset)") }
-            return value
+        let value: String
+        switch code & 3 {
+        case 1:
+            guard let whole = strings.take(Int(clamping: code >> 2)) else { throw Damaged(what: "bad string reference at byte \(offset)") }
+            return whole
+        case 3:
+            guard var start = strings.take(Int(code >> 2 & 7)), code >> 5 <= UInt64(start.utf8.count) else {
+                throw Damaged(what: "bad string prefix reference at byte \(offset)")
+            }
+            let shared = Int(code >> 5)
+            let length = try uint()
+            guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
+            offset += Int(length)
+            // The shared bytes and the rest, joined in a scratch buffer and checked whole (the
+            // prefix may end inside a character the rest finishes).
+            let text = start.withUTF8 { prefix in
+                withUnsafeTemporaryAllocation(byteCount: shared + rest.count, alignment: 1) { joined in
+                    UnsafeMutableRawBufferPointer(rebasing: joined[..<shared]).copyMemory(from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(prefix)[..<shared]))
+                    UnsafeMutableRawBufferPointer(rebasing: joined[shared...]).copyMemory(from: rest)
+                    return StrictUTF8.string(UnsafeRawBufferPointer(joined))
+                }
+            }
+            guard let text else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
+            value = text
+        default:
+            value = try utf8(length: code >> 1)
         }
-        let value = try utf8(length: code >> 1)
         strings.push(value)
         return value
     }

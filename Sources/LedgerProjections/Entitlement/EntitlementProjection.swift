@@ -7,8 +7,9 @@ import LedgerCore
 /// time puts it. `view(of:at:policy:)` applies the six-step precedence.
 public enum EntitlementProjection: Projection {
     public static let name = "entitlement"
-    /// 2: strings and timestamps in the compact state encoding (back references, differences).
-    public static let codeVersion: UInt32 = 2
+    /// 2: strings and timestamps in the compact state encoding (back references, differences);
+    /// 3: strings may also refer to a prefix, a transaction's kind and trial share a byte.
+    public static let codeVersion: UInt32 = 3
     public static let eventTypes: Set<String> = SubscriptionFacts.eventTypes.union([
         "support.entitlement_granted", "entitlement.verified", "entitlement.verification_failed",
         "account.created", "account.signed_in", "account.signed_out", "account.deleted",

@@ -8,8 +8,9 @@ import LedgerCore
 /// plus recovery passes and family organizers' cancellations.
 public enum RetentionProjection: Projection {
     public static let name = "retention"
-    /// 2: strings and timestamps in the compact state encoding (back references, differences).
-    public static let codeVersion: UInt32 = 2
+    /// 2: strings and timestamps in the compact state encoding (back references, differences);
+    /// 3: strings may also refer to a prefix, a transaction's kind and trial share a byte.
+    public static let codeVersion: UInt32 = 3
     public static let eventTypes: Set<String> = EntitlementProjection.eventTypes.union(["oneoff.purchased", "family.organizer_cancelled"])
 
     public struct State: ProjectionState {

@@ -15,6 +15,9 @@ public struct SubscriptionFacts: Sendable, Equatable {
         public var purchasedAt: Timestamp
         public var expiresAt: Timestamp
         public var isTrial: Bool
+
+        /// The bit of a stored transaction's kind byte that says it is a trial.
+        static let trialFlag: UInt8 = 4
     }
 
     /// A refund, its reversal, or a revocation of one transaction.
@@ -274,10 +277,11 @@ extension SubscriptionFacts {
 
     // MARK: Encoding
 
+    /// A transaction is stored with its kind and, in bit 2 of the same byte, whether it is a trial.
     func encode(to writer: inout StateWriter) {
         writer.write(transactions) { w, t in
-            w.write(t.kind.rawValue); w.write(t.id); w.write(t.originalId); w.write(t.productId)
-            w.write(t.purchasedAt); w.write(t.expiresAt); w.write(t.isTrial)
+            w.write(t.kind.rawValue | (t.isTrial ? Transaction.trialFlag : 0)); w.write(t.id); w.write(t.originalId); w.write(t.productId)
+            w.write(t.purchasedAt); w.write(t.expiresAt)
         }
         writer.write(extensions) { w, e in w.write(e.transactionId); w.write(e.expiresAt) }
         writer.write(marks) { w, m in w.write(m.kind.rawValue); w.write(m.transactionId) }
@@ -289,9 +293,10 @@ extension SubscriptionFacts {
 
     init(from reader: inout StateReader) throws(StateReader.Damaged) {
         transactions = try reader.dated { r throws(StateReader.Damaged) in
-            guard let kind = Transaction.Kind(rawValue: try r.byte()) else { throw StateReader.Damaged(what: "bad transaction kind") }
+            let head = try r.byte()
+            guard let kind = Transaction.Kind(rawValue: head & ~Transaction.trialFlag) else { throw StateReader.Damaged(what: "bad transaction kind") }
             return Transaction(kind: kind, id: try r.string(), originalId: try r.string(), productId: try r.string(),
-                               purchasedAt: try r.timestamp(), expiresAt: try r.timestamp(), isTrial: try r.bool())
+                               purchasedAt: try r.timestamp(), expiresAt: try r.timestamp(), isTrial: head & Transaction.trialFlag != 0)
         }
         extensions = try reader.dated { r throws(StateReader.Damaged) in Extension(transactionId: try r.string(), expiresAt: try r.timestamp()) }
         marks = try reader.dated { r throws(StateReader.Damaged) in
