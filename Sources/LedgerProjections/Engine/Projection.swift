@@ -235,6 +235,7 @@ struct StringWindow: Sendable {
 
     /// A string not in the window takes the next slot.
     mutating func push(_ value: String) {
+        if slots.isEmpty { slots.reserveCapacity(Self.size) }   // one allocation, not one per doubling
         if slots.count < Self.size { slots.append(value) } else { slots[next] = value }
         next = (next + 1) % Self.size
     }
@@ -258,7 +259,17 @@ public struct StateReader {
     public var isAtEnd: Bool { offset == bytes.count }
     var remaining: Int { bytes.count - offset }
 
+    @inline(__always)
     public mutating func uint() throws(Damaged) -> UInt64 {
+        // Most integers of a state (counts, slots, small differences) are one byte.
+        if offset < bytes.count, bytes[offset] < 0x80 {
+            defer { offset += 1 }
+            return UInt64(bytes[offset])
+        }
+        return try longUInt()
+    }
+
+    private mutating func longUInt() throws(Damaged) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
