@@ -35,10 +35,13 @@ struct LogStorage: Sendable {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
         }
         if let format, format < LogSchema.storeFormat && readOnly {
-            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); open it once for writing (any `ledger` command but `verify`/`stats`) to upgrade it to layout \(LogSchema.storeFormat)")
+            throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to upgrade it to layout \(LogSchema.storeFormat)")
         }
         if format != LogSchema.storeFormat && !readOnly {
             try env.write { txn in
+                // Read again under the write lock: another process may have upgraded it since.
+                let format = try txn.get(meta, key: LogSchema.formatKey).flatMap { $0.first }
+                guard format != LogSchema.storeFormat else { return }
                 // Layout 1 kept a stream index key per event; layout 2 packs them (`StreamChunk`).
                 if format == 1 { try Self.packStreamIndex(streams, txn) }
                 // Layouts 1 and 2 kept an id index key per id; layout 3 packs them (`IDIndex`).

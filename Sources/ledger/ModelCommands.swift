@@ -46,7 +46,10 @@ struct StatusCommand: ParsableCommand {
         defer { ledger.close() }
         let (views, stale) = try ledger.engine.views(of: subject, at: t)
         for name in stale {
-            Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + " the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)")
+            let answered = views.contains { $0.model == name }
+            Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + (answered
+                ? " the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)"
+                : " the \(name) model was built by another code version, whose states this ledger cannot read, so it is left out (run `ledger rebuild \(name)`)"))
         }
         if global.json {
             print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, JSON.object($0.view)) }).text)
@@ -194,8 +197,11 @@ struct RebuildCommand: ParsableCommand {
         print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")) from \(report.events) events in \(String(format: "%.2f", report.foldSeconds)) s (\(Int(rate)) events/s).")
         print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t).")
         let subjects = Set(report.changes.map(\.subject)).count
+        for name in report.notCompared {
+            print("The served \(name) model was built by another code version, whose states this ledger cannot read: its views were not compared.")
+        }
         if report.changes.isEmpty {
-            print("No view changes.")
+            if report.notCompared.count < report.models.count { print(report.notCompared.isEmpty ? "No view changes." : "No view changes in the models compared.") }
         } else {
             print("")
             print("\(report.changes.count) field change\(report.changes.count == 1 ? "" : "s") in \(subjects) subject\(subjects == 1 ? "" : "s"):")

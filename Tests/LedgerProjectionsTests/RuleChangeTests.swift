@@ -126,6 +126,56 @@ import Testing
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 6))
         }
     }
+
+    /// New code that stores its state another way cannot read the old build: status leaves the
+    /// model out (naming it stale), the typed view says to rebuild, and the rebuild (which
+    /// cannot compare views with the old build, and says so) mends both.
+    @Test func aModelWhoseEncodingChangedIsLeftOutUntilRebuilt() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path, projections: [Counting.self])
+                try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
+                ledger.close()
+            }
+            let ledger = try Ledger(path: path, projections: [CountingInText.self])
+            defer { ledger.close() }
+            let (views, stale) = try ledger.engine.views(of: "u1", at: feb5)
+            #expect(views.isEmpty)
+            #expect(stale == ["counting"])
+            do throws(LedgerError) {
+                _ = try ledger.view(CountingInText.self, of: "u1", at: feb5)
+                Issue.record("an unreadable old build answered")
+            } catch {
+                #expect(error.code == .unsupportedFormat)
+                #expect(error.message == "read model counting was built by code version 1, whose states this ledger (code version 3) cannot read; run `ledger rebuild counting`")
+            }
+            let report = try ledger.engine.rebuild(at: feb5)
+            #expect(report.notCompared == ["counting"])
+            #expect(report.changes.isEmpty)
+            let rebuilt = try ledger.engine.views(of: "u1", at: feb5)
+            #expect(rebuilt.stale == [])
+            #expect(rebuilt.views.map(\.model) == ["counting"])
+            #expect(rebuilt.views.first?.view == ["count": .integer(2)])
+        }
+    }
+}
+
+/// The same model with its state stored another way: the count as a decimal string.
+enum CountingInText: Projection {
+    struct State: ProjectionState {
+        var count: UInt64 = 0
+        init() {}
+        func encode(to writer: inout StateWriter) { writer.write(String(count)) }
+        init(from reader: inout StateReader) throws(StateReader.Damaged) {
+            guard let count = UInt64(try reader.string()) else { throw StateReader.Damaged(what: "not a count") }
+            self.count = count
+        }
+    }
+    static let name = "counting"
+    static let codeVersion: UInt32 = 3
+    static let eventTypes = Counting.eventTypes
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
 }
 
 /// A minimal projection: how many usage events a subject recorded.

@@ -62,20 +62,23 @@ extension ProjectionEngine {
     }
 
     /// Every model's view of `key` at `t` under the store's policy, in one read snapshot, with
-    /// the names of models that are stale or behind the log.
+    /// the names of models that are stale or behind the log. A stale model is still answered
+    /// when its state decodes; one built by another code version whose state does not is left
+    /// out of `views` (and named in `stale`).
     public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject)], stale: [String]) {
         do {
             return try storage.env.read { txn in
                 let (policy, policyHash) = try servedPolicy(txn)
                 let head = try storage.head(txn)
                 var stale: [String] = []
-                let views = try models.map { model in
+                let views = try models.compactMap { model -> (model: String, view: JSONObject)? in
                     let served = try storage.served(model.name, txn)
                     if staleness(model, served, policyHash: policyHash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
                     let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
                     do throws(StateReader.Damaged) {
                         return (model: model.name, view: try model.viewJSON(bytes, t, policy))
                     } catch {
+                        if let served, served.codeVersion != model.codeVersion { return nil }
                         throw storage.damaged(model.name, error)
                     }
                 }
@@ -97,7 +100,7 @@ extension ProjectionEngine {
                 do throws(StateReader.Damaged) {
                     return P.view(of: try P.State.decode(bytes), at: t, policy: policy)
                 } catch {
-                    throw storage.damaged(P.name, error)
+                    throw storage.unreadable(P.name, error, served: served, codeVersion: P.codeVersion)
                 }
             }
         } catch {
@@ -146,7 +149,7 @@ extension ProjectionEngine {
                         do throws(StateReader.Damaged) {
                             view = try runner.viewJSON(current.value, t, policy)
                         } catch {
-                            throw storage.damaged(model, error)
+                            throw storage.unreadable(model, error, served: served, codeVersion: runner.codeVersion)
                         }
                         try body(key, view)
                         entry = try cursor.next()

@@ -115,7 +115,7 @@ struct ModelStorage: Sendable {
             states = try env.openDatabase(ModelSchema.states, flags: readOnly ? [] : [.create])
             generations = try env.openDatabase(ModelSchema.generations, flags: readOnly ? [] : [.create])
         } catch let error as LMDBError where error.code == .notFound {
-            throw LedgerError(.storage, "the store at \(env.path) has no read models yet; open it once for writing (any `ledger` command but `verify`/`stats`) to build them")
+            throw LedgerError(.storage, "the store at \(env.path) has no read models yet; open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to build them")
         }
         events = try env.openDatabase(LogSchema.events, flags: [])
         meta = try env.openDatabase(LogSchema.meta, flags: [])
@@ -123,6 +123,13 @@ struct ModelStorage: Sendable {
 
     func damaged(_ model: String, _ what: StateReader.Damaged) -> LedgerError {
         LedgerError(.corruptRecord, "read model \(model) is damaged (\(what)); run `ledger rebuild \(model)`")
+    }
+
+    /// A state of `model` that does not decode: damage, or, when another code version built the
+    /// served generation, an encoding this code does not read.
+    func unreadable(_ model: String, _ what: StateReader.Damaged, served: Generation?, codeVersion: UInt32) -> LedgerError {
+        guard let served, served.codeVersion != codeVersion else { return damaged(model, what) }
+        return LedgerError(.unsupportedFormat, "read model \(model) was built by code version \(served.codeVersion), whose states this ledger (code version \(codeVersion)) cannot read; run `ledger rebuild \(model)`")
     }
 
     func served(_ model: String, _ txn: borrowing Transaction) throws -> Generation? {

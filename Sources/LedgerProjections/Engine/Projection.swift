@@ -247,6 +247,8 @@ public struct StateReader {
     public struct Damaged: Error, Sendable, CustomStringConvertible {
         public var what: String
         public var description: String { what }
+        /// A state that does not decode, saying what is wrong (a projection's own decoder throws it too).
+        public init(what: String) { self.what = what }
     }
 
     private let bytes: UnsafeRawBufferPointer

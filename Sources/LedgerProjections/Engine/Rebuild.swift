@@ -69,6 +69,9 @@ public struct RebuildReport: Sendable {
     public var policyTo: String
     /// Every field that changes, by subject, model and field.
     public var changes: [ViewChange]
+    /// Models whose served build, made by another code version, this code cannot read: their
+    /// views could not be compared, so `changes` says nothing about them.
+    public var notCompared: [String] = []
     /// Events folded.
     public var events: UInt64
     /// Events appended while it ran, applied before the swap.
@@ -114,6 +117,7 @@ public struct RebuildReport: Sendable {
                 let counts = summary[field] ?? [:]
                 return (field, JSON.object(JSONObject(counts.keys.sorted().map { ($0, JSON.integer(Int64(counts[$0] ?? 0))) })))
             })),
+            "notCompared": .array(notCompared.map(JSON.string)),
         ]
     }
 }
@@ -190,10 +194,15 @@ extension ProjectionEngine {
             let folds = try foldLog(chosen, through: head, txn, progress: progress)
             let foldSeconds = (clock.now - start).seconds
             var changes: [ViewChange] = []
+            var notCompared: [String] = []
             if compare {
                 for (model, fold) in zip(chosen, folds) {
                     let generation = try storage.served(model.name, txn)
-                    changes += try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn)
+                    if let found = try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn) {
+                        changes += found
+                    } else {
+                        notCompared.append(model.name)
+                    }
                 }
                 // By subject, then in model and field order (the sort is made stable by the index).
                 let order = Dictionary(uniqueKeysWithValues: chosen.enumerated().map { ($1.name, $0) })
@@ -202,7 +211,7 @@ extension ProjectionEngine {
                 }.map(\.element)
             }
             let report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
-                                       changes: changes, events: head, caughtUp: 0, foldSeconds: foldSeconds)
+                                       changes: changes, notCompared: notCompared, events: head, caughtUp: 0, foldSeconds: foldSeconds)
             return Folded(report: report, folds: folds, snapshot: head)
         }
     }
@@ -227,9 +236,11 @@ extension ProjectionEngine {
         return fold.folds
     }
 
-    /// Field by field, the views at `at` of the served generation and of the fold.
+    /// Field by field, the views at `at` of the served generation and of the fold; `nil` when
+    /// the served generation was built by another code version whose states this code cannot
+    /// read (a state that does not decode under the same code version is damage, and throws).
     private func diff(_ model: ModelRunner, _ fold: any StateFold, served generation: Generation?, servedPolicy: Policy,
-                      newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> [ViewChange] {
+                      newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> [ViewChange]? {
         var keys = Set(fold.keys)
         if let generation {
             try txn.withCursor(storage.states) { cursor in
@@ -248,7 +259,13 @@ extension ProjectionEngine {
             let stored = try generation.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
             let encoded = fold.encodedState(of: key)
             if samePolicy, let stored, let encoded, stored.elementsEqual(encoded) { continue }
-            let old = try model.viewJSON(stored, at, servedPolicy)
+            let old: JSONObject
+            do throws(StateReader.Damaged) {
+                old = try model.viewJSON(stored, at, servedPolicy)
+            } catch {
+                if let generation, generation.codeVersion != model.codeVersion { return nil }
+                throw storage.damaged(model.name, error)
+            }
             let new: JSONObject = try encoded.map { bytes in
                 try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
             } ?? (try model.viewJSON(nil, at, newPolicy))
