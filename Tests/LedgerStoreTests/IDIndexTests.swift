@@ -5,23 +5,6 @@ import LedgerStore
 import LedgerTestSupport
 import Testing
 
-/// Every id index entry as stored: (key, value), in order.
-func idIndexEntries(_ path: String) throws -> [(key: [UInt8], value: [UInt8])] {
-    let env = try Environment(path: path)
-    let db = try env.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags)
-    return try env.read { txn in
-        try txn.withCursor(db) { cursor in
-            var entries: [(key: [UInt8], value: [UInt8])] = []
-            var entry = try cursor.first()
-            while let e = entry {
-                entries.append((Array(e.key), Array(e.value)))
-                entry = try cursor.next()
-            }
-            return entries
-        }
-    }
-}
-
 /// Replaces a store's id index with layout 2's (event id → position, u64 BE, a key each) and
 /// marks the store `format`, in `txn`.
 func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
@@ -58,7 +41,7 @@ func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
                 try log.append(Array(drafts[25...]))
                 log.close()
             }
-            let entries = try idIndexEntries(path)
+            let entries = try entries(of: LogSchema.ids, flags: LogSchema.idsFlags, at: path)
             let expected = drafts.enumerated().map { LogSchema.idEntry($1.id, position: UInt64($0 + 1)) }
             #expect(entries.map(\.key) == Array(repeating: LogSchema.idKey, count: 60))
             #expect(entries.map(\.value) == expected.sorted { $0.lexicographicallyPrecedes($1) })
@@ -82,11 +65,7 @@ func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
     @Test func idsSharingAHashPrefixAreToldApartByTheirRecords() throws {
         try withStorePath { path in
             let drafts = (0..<10).map { draft("user-\($0 % 2)", $0) }
-            do {
-                let log = try EventLog(path: path)
-                try log.append(drafts)
-                log.close()
-            }
+            try writeStore(path, drafts)
             do {
                 let env = try Environment(path: path)
                 let ids = try env.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags)
@@ -110,23 +89,12 @@ func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
     @Test func aLayout2StoreIsUpgradedWhenOpenedForWriting() throws {
         try withStorePath { path in
             let drafts = (0..<30).map { draft("user-\($0 % 3)", $0) }
-            do {
-                let log = try EventLog(path: path)
-                try log.append(drafts)
-                log.close()
-            }
+            try writeStore(path, drafts)
             do {
                 let env = try Environment(path: path)
                 try env.write { txn in try rewriteIDsAsLayout2(txn, format: 2) }
             }
-            var readOnly = EventLog.Options()
-            readOnly.readOnly = true
-            do throws(LedgerError) {
-                _ = try EventLog(path: path, options: readOnly)
-                Issue.record("a layout-2 store opened read only")
-            } catch {
-                #expect(error.message.contains("has layout 2; open it once for writing"))
-            }
+            expectReadOnlyOpenRefused(path, layout: 2)
             do {
                 let log = try EventLog(path: path)
                 #expect(try log.verify() == VerifyReport(eventsChecked: 30, problem: nil))
@@ -134,7 +102,7 @@ func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
                 #expect(try log.append([drafts[4]]).outcomes == [.duplicate(position: 5)])
                 log.close()
             }
-            let entries = try idIndexEntries(path)
+            let entries = try entries(of: LogSchema.ids, flags: LogSchema.idsFlags, at: path)
             #expect(entries.map(\.value) == drafts.enumerated().map { LogSchema.idEntry($1.id, position: UInt64($0 + 1)) }.sorted { $0.lexicographicallyPrecedes($1) })
             let env = try Environment(path: path)
             #expect(throws: LMDBError.self) { try env.openDatabase("ids", flags: []) }

@@ -7,23 +7,6 @@ import Testing
 /// The stream index of store layout 2: each subject's positions packed in chunks of 128
 /// versions under the chunk's first version.
 @Suite struct StreamIndexTests {
-    /// Every (key, value) of the stream index, in key order.
-    func streamEntries(_ path: String) throws -> [(key: [UInt8], value: [UInt8])] {
-        let env = try Environment(path: path)
-        let db = try env.openDatabase(LogSchema.streams)
-        return try env.read { txn in
-            try txn.withCursor(db) { cursor in
-                var entries: [(key: [UInt8], value: [UInt8])] = []
-                var entry = try cursor.first()
-                while let e = entry {
-                    entries.append((Array(e.key), Array(e.value)))
-                    entry = try cursor.next()
-                }
-                return entries
-            }
-        }
-    }
-
     @Test func aSubjectsPositionsArePackedAsDifferencesInOneEntry() throws {
         try withStorePath { path in
             do {
@@ -33,7 +16,7 @@ import Testing
                 try log.append([draft("a", 3)])
                 log.close()
             }
-            let entries = try streamEntries(path)
+            let entries = try entries(of: LogSchema.streams, at: path)
             #expect(entries.map(\.key) == [LogSchema.streamKey("a", version: 1), LogSchema.streamKey("b", version: 1)])
             #expect(entries.map(\.value) == [[1, 2, 1], [2]])
         }
@@ -56,7 +39,7 @@ import Testing
                 #expect(try log.verify() == VerifyReport(eventsChecked: 601, problem: nil))
                 log.close()
             }
-            let longKeys = try streamEntries(path).map(\.key).filter { $0.starts(with: LogSchema.streamPrefix("long")) }
+            let longKeys = try entries(of: LogSchema.streams, at: path).map(\.key).filter { $0.starts(with: LogSchema.streamPrefix("long")) }
             #expect(longKeys == [1, 129, 257].map { LogSchema.streamKey("long", version: $0) })
         }
     }
@@ -103,20 +86,9 @@ import Testing
     /// time it is opened for writing; read only, it is refused with what to do.
     @Test func aLayout1StoreIsUpgradedWhenOpenedForWriting() throws {
         try withStorePath { path in
-            do {
-                let log = try EventLog(path: path)
-                try log.append((0..<40).map { draft("user-\($0 % 3)", $0) })
-                log.close()
-            }
+            try writeStore(path, (0..<40).map { draft("user-\($0 % 3)", $0) })
             try rewriteAsLayout1(path, events: 40)
-            var readOnly = EventLog.Options()
-            readOnly.readOnly = true
-            do throws(LedgerError) {
-                _ = try EventLog(path: path, options: readOnly)
-                Issue.record("a layout-1 store opened read only")
-            } catch {
-                #expect(error.message.contains("has layout 1; open it once for writing"))
-            }
+            expectReadOnlyOpenRefused(path, layout: 1)
             do {
                 let log = try EventLog(path: path)
                 #expect(try log.events(subject: "user-1").collect().map(\.position) == Array(stride(from: 2, through: 40, by: 3)))
@@ -125,7 +97,7 @@ import Testing
                 #expect(result.outcomes == [.appended(position: 41, version: 14)])
                 log.close()
             }
-            #expect(try streamEntries(path).count == 3)
+            #expect(try entries(of: LogSchema.streams, at: path).count == 3)
         }
     }
 
