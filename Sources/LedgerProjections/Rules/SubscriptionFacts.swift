@@ -185,14 +185,16 @@ extension SubscriptionFacts {
 
     /// The transaction covering `t` (the latest purchased, if several), or `nil`.
     public func coverage(at t: Timestamp) -> Coverage? {
-        var best: Coverage?
-        for fact in transactions.known(at: t) where fact.value.purchasedAt <= t {
-            let end = end(of: fact.value, at: t)
+        // By index, so that only the transaction that wins is copied whole (each holds three strings).
+        let known = transactions.known(at: t)
+        var best: (index: Int, end: Timestamp)?
+        for i in known.indices where known[i].value.purchasedAt <= t {
+            let end = end(of: known[i].value, at: t)
             guard t < end else { continue }
-            if let current = best, (current.transaction.value.purchasedAt, current.transaction.position) > (fact.value.purchasedAt, fact.position) { continue }
-            best = Coverage(transaction: fact, end: end)
+            if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
+            best = (i, end)
         }
-        return best
+        return best.map { Coverage(transaction: known[$0.index], end: $0.end) }
     }
 
     /// The latest transaction known at `t` (by purchase time), covering or not.
