@@ -207,7 +207,8 @@ extension SubscriptionFacts {
 
     /// The end of the current or latest covered period known at `t`.
     public func latestEnd(at t: Timestamp) -> Timestamp? {
-        transactions.known(at: t).map { end(of: $0.value, at: t) }.max()
+        let known = transactions.known(at: t)
+        return known.indices.map { end(of: known[$0].value, at: t) }.max()
     }
 
     /// The latest billing failure known at `t`, with its grace and issue windows.
@@ -216,9 +217,10 @@ extension SubscriptionFacts {
         let original = failure.value.originalId
         var coveredUntil: Timestamp?
         var recovered = false
-        for fact in transactions.known(at: t) where fact.value.originalId == original {
-            if fact.value.purchasedAt <= failure.at {
-                let end = end(of: fact.value, at: t)
+        let known = transactions.known(at: t)
+        for i in known.indices where known[i].value.originalId == original {
+            if known[i].value.purchasedAt <= failure.at {
+                let end = end(of: known[i].value, at: t)
                 coveredUntil = max(coveredUntil ?? end, end)
             } else {
                 recovered = true
@@ -249,11 +251,12 @@ extension SubscriptionFacts {
     /// an `auto_renew_changed`.
     public func autoRenewing(at t: Timestamp) -> Bool? {
         guard hasTransactions(at: t) else { return nil }
-        let purchase = transactions.known(at: t).last { $0.value.kind == .purchase }
+        let known = transactions.known(at: t)
+        let purchase = known.lastIndex { $0.value.kind == .purchase }
         let change = autoRenew.known(at: t).last
         guard let change else { return true }
         guard let purchase else { return change.value.enabled }
-        return (purchase.at, purchase.position) > (change.at, change.position) ? true : change.value.enabled
+        return (known[purchase].at, known[purchase].position) > (change.at, change.position) ? true : change.value.enabled
     }
 
     /// Every time at which coverage, billing grace or the billing issue may change with no new
