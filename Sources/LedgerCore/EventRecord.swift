@@ -74,6 +74,14 @@ public enum EventRecord {
         return UnsafeRawBufferPointer(rebasing: record[1 ..< record.count - trailerSize])
     }
 
+    /// The id of a whole stored record (the content's first 16 bytes), read in place; `nil` if
+    /// the record is too short to hold one.
+    public static func id(ofRecord record: UnsafeRawBufferPointer) -> EventID? {
+        guard record.count >= 1 + 16 + trailerSize else { return nil }
+        return EventID(high: UInt64(bigEndian: record.loadUnaligned(fromByteOffset: 1, as: UInt64.self)),
+                       low: UInt64(bigEndian: record.loadUnaligned(fromByteOffset: 9, as: UInt64.self)))
+    }
+
     /// The hash stored at the end of a record.
     public static func hash(ofRecord record: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
         guard record.count >= 1 + trailerSize else { return nil }
@@ -122,8 +130,8 @@ public enum EventRecord {
         guard wanted else { return nil }
         let subject = try reader.string("subject")
         for _ in 0..<(try reader.metaCount()) {
-            try reader.skipBytes("meta key")
-            try reader.skipBytes("meta value")
+            try reader.lengthPrefixed("meta key")
+            try reader.lengthPrefixed("meta value")
         }
         let (payload, version, recordedAt) = try reader.payloadAndStamp(contentEnd: header.contentEnd)
         let schema = header.schemaVersion
@@ -304,31 +312,27 @@ struct RecordReader {
         return value
     }
 
-    /// Steps over a length-prefixed byte string.
-    mutating func skipBytes(_ field: @autoclosure () -> String) throws(LedgerError) {
+    /// A length-prefixed byte string, in place (every string of a record, and the bytes the
+    /// folding decoder steps over).
+    @discardableResult
+    mutating func lengthPrefixed(_ field: @autoclosure () -> String) throws(LedgerError) -> UnsafeRawBufferPointer {
         let length = try varint("\(field()) length")
         guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field())") }
-        offset += Int(length)
+        defer { offset += Int(length) }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
     }
 
     /// The event type: the catalog's own string and entry for a type it knows (no new string
     /// per record), otherwise the bytes as text.
     mutating func typeName() throws(LedgerError) -> (String, EventCatalog.KnownType?) {
-        let length = try varint("type length")
-        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at type") }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
-        offset += Int(length)
+        let slice = try lengthPrefixed("type")
         if let known = EventCatalog.knownType(slice) { return (known.name, known) }
         guard let text = StrictUTF8.string(slice) else { throw corrupt("type is not valid UTF-8") }
         return (text, nil)
     }
 
     mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {
-        let length = try varint("\(field()) length")
-        guard length <= UInt64(bytes.count - offset) else { throw corrupt("truncated at \(field())") }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
-        offset += Int(length)
-        guard let text = StrictUTF8.string(slice) else { throw corrupt("\(field()) is not valid UTF-8") }
+        guard let text = StrictUTF8.string(try lengthPrefixed(field())) else { throw corrupt("\(field()) is not valid UTF-8") }
         return text
     }
 }

@@ -78,13 +78,10 @@ extension LogStorage {
             }
             while let current = entry, IDIndex.hash(ofEntry: current.value) == hash {
                 guard let position = IDIndex.position(ofEntry: current.value) else { break }
-                guard let record = try txn.get(events, key: LogSchema.key(position)), let content = EventRecord.content(ofRecord: record),
-                      content.count >= 16
-                else {
+                guard let record = try txn.get(events, key: LogSchema.key(position)), let stored = EventRecord.id(ofRecord: record) else {
                     throw LedgerError(.corruptRecord, "the id index points at position \(position), which holds no readable record; run `ledger verify`")
                 }
-                let matches = withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { content.prefix(16).elementsEqual($0) }
-                if matches { return (position, record) }
+                if stored == id { return (position, record) }
                 entry = try cursor.nextDuplicate()
             }
             return nil
@@ -94,6 +91,17 @@ extension LogStorage {
     /// The position of the event stored with `id`, and its record; `nil` if there is none.
     func stored(_ id: EventID, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
         try stored(id, hash: IDIndex.hash(id), txn)
+    }
+
+    /// Whether the id index holds `id` at exactly `position` (what `verify` checks per event).
+    func idIndexHolds(_ id: EventID, at position: UInt64, _ txn: borrowing Transaction) throws -> Bool {
+        try txn.withCursor(ids) { cursor in
+            try IDIndex.key.withUnsafeBytes { key in
+                try IDIndex.withEntry(hash: IDIndex.hash(id), position: position) { entry in
+                    try cursor.seek(key: key, valueAtLeast: entry)?.value.elementsEqual(entry) == true
+                }
+            }
+        }
     }
 
     /// Adds the id whose `IDIndex.hash` is `hash` at `position` to the id index.
@@ -114,9 +122,9 @@ extension LogStorage {
         try txn.withCursor(events) { cursor in
             var entry = try cursor.first()
             while let e = entry {
-                guard let position = LogSchema.integer(e.key), let content = EventRecord.content(ofRecord: e.value), content.count >= 16,
-                      let id = EventID(bytes: content.prefix(16))
-                else { throw LedgerError(.corruptRecord, "a record of the log is damaged; the id index cannot be rebuilt (run `ledger verify`)") }
+                guard let position = LogSchema.integer(e.key), let id = EventRecord.id(ofRecord: e.value) else {
+                    throw LedgerError(.corruptRecord, "a record of the log is damaged; the id index cannot be rebuilt (run `ledger verify`)")
+                }
                 guard position <= IDIndex.maxPosition else { throw IDIndexFull(position: position) }
                 entries.append((IDIndex.hash(id), position))
                 entry = try cursor.next()

@@ -126,12 +126,7 @@ private struct VerifyState {
         }
         previousHash = hash
 
-        let indexed = try txn.withCursor(s.ids) { cursor in
-            try IDIndex.key.withUnsafeBytes { k in
-                try IDIndex.withEntry(hash: IDIndex.hash(event.id), position: position) { v in try cursor.seek(key: k, valueAtLeast: v)?.value.elementsEqual(v) == true }
-            }
-        }
-        guard indexed else {
+        guard try s.idIndexHolds(event.id, at: position, txn) else {
             return VerifyProblem(kind: .idIndex, position: position, message: "event \(event.id) is missing from the id index")
         }
 
@@ -217,7 +212,7 @@ private struct VerifyState {
                 guard let position = IDIndex.position(ofEntry: e.value) else {
                     return VerifyProblem(kind: .idIndex, position: nil, message: "an id index entry holds \(e.value.count) bytes, not a hash and a position")
                 }
-                let id = try txn.get(s.events, key: LogSchema.key(position)).flatMap { try? EventRecord.decode($0, position: position) }?.id
+                let id = try txn.get(s.events, key: LogSchema.key(position)).flatMap(EventRecord.id(ofRecord:))
                 let pointsRight = position > 0 && position <= head && id.map { IDIndex.hash(ofEntry: e.value) == IDIndex.hash($0) } == true
                 if !pointsRight {
                     return VerifyProblem(kind: .idIndex, position: position, message: "an id index entry points at position \(position), which does not hold that event")

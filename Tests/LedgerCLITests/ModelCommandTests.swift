@@ -84,6 +84,7 @@ import Testing
             let report = try dry.json()
             #expect(report["dryRun"] as? Bool == true)
             #expect(report["at"] as? String == "2026-02-05T00:00:00.000Z")
+            #expect(report["notCompared"] as? [String] == [])
             let changes = try #require(report["changes"] as? [[String: Any]])
             // Photolala's 60-day billing grace: "grace" is pro again, so retention-active too.
             #expect(Set(changes.map { $0["subject"] as? String }) == ["grace"])

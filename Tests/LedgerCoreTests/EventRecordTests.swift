@@ -34,6 +34,15 @@ let draftGenerator = zip(
         }
     }
 
+    @Test func theIdOfARecordIsReadInPlace() async {
+        await propertyCheck(count: 100, input: draftGenerator) { draft in
+            var record = EventRecord.encode(draft, version: 3, recordedAt: Timestamp(milliseconds: 5))
+            record.append(contentsOf: [UInt8](repeating: 0, count: 32))
+            #expect(record.withUnsafeBytes(EventRecord.id(ofRecord:)) == draft.id)
+            #expect(record.prefix(1 + 16 + EventRecord.trailerSize - 1).withUnsafeBytes(EventRecord.id(ofRecord:)) == nil)
+        }
+    }
+
     @Test func stampingARecordSetsItsVersionAndRecordedAtAndNothingElse() async {
         await propertyCheck(count: 100, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
             var record = EventRecord.encode(draft, version: 0, recordedAt: Timestamp(milliseconds: 0))

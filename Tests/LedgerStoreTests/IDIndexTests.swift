@@ -15,7 +15,7 @@ func rewriteIDsAsLayout2(_ txn: borrowing Transaction, format: UInt8) throws {
     try txn.withCursor(events) { cursor in
         var entry = try cursor.first()
         while let e = entry {
-            try txn.put(layout2, key: Array(e.value[1 ..< 17]), value: Array(e.key))
+            try txn.put(layout2, key: try #require(EventRecord.id(ofRecord: e.value)).bytes, value: Array(e.key))
             entry = try cursor.next()
         }
     }

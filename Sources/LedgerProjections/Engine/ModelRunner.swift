@@ -25,6 +25,13 @@ struct ModelRunner: Sendable {
         }
     }
 
+    /// For each event type some runner reads, the runners (by index) that read it: one lookup
+    /// per event instead of one per model, for the rebuild's fold and the append's inline one.
+    static func readers(_ runners: [ModelRunner]) -> [String: [Int]] {
+        let types = runners.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
+        return Dictionary(uniqueKeysWithValues: types.map { type in (type, runners.indices.filter { runners[$0].eventTypes.contains(type) }) })
+    }
+
     init<P: Projection>(_ projection: P.Type) {
         makeTimeline = { TypedTimeline<P>() }
         name = P.name

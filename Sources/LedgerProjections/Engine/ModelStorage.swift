@@ -136,8 +136,7 @@ struct ModelStorage: Sendable {
         let known = servedCache.entry(model)
         guard let bytes = try txn.get(generations, key: known.key) else { return nil }
         if let cached = known.generation, bytes.hasSameBytes(as: cached.bytes) { return cached.generation }
-        let generation: Generation
-        do { generation = try Generation.decode(bytes) } catch { throw damaged(model, error) }
+        let generation = try decode(bytes, of: model)
         servedCache.remember(model, bytes: Array(bytes), generation)
         return generation
     }
@@ -147,7 +146,10 @@ struct ModelStorage: Sendable {
     }
 
     private func generation(_ key: [UInt8], _ model: String, _ txn: borrowing Transaction) throws -> Generation? {
-        guard let bytes = try txn.get(generations, key: key) else { return nil }
+        try txn.get(generations, key: key).map { try decode($0, of: model) }
+    }
+
+    private func decode(_ bytes: UnsafeRawBufferPointer, of model: String) throws(LedgerError) -> Generation {
         do { return try Generation.decode(bytes) } catch { throw damaged(model, error) }
     }
 

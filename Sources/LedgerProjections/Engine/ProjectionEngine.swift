@@ -12,8 +12,8 @@ import Synchronization
 public final class ProjectionEngine: CommitObserver {
     let storage: ModelStorage
     let models: [ModelRunner]
-    /// Every event type some model reads.
-    let eventTypes: Set<String>
+    /// For each event type, the models (by index) that read it.
+    let readers: [String: [Int]]
     /// A model this far behind is caught up inside the next append's transaction; further
     /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
     let inlineCatchUpLimit: UInt64 = 10_000
@@ -25,7 +25,7 @@ public final class ProjectionEngine: CommitObserver {
     init(env: Environment, projections: [any Projection.Type]) throws {
         storage = try ModelStorage(env: env)
         models = projections.map { ModelRunner.make($0) }
-        eventTypes = models.reduce(into: []) { $0.formUnion($1.eventTypes) }
+        readers = ModelRunner.readers(models)
     }
 
     /// The models' names, in registration order.
@@ -36,8 +36,8 @@ public final class ProjectionEngine: CommitObserver {
     // MARK: Inline (the writer thread, inside the append's transaction)
 
     public func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
-        var active: [(ModelRunner, Generation, any StateFold)] = []
-        for model in models {
+        var active = [InlineSession.Entry?](repeating: nil, count: models.count)
+        for (index, model) in models.enumerated() {
             var served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
             // Built by other code: its states may not even decode under this code's encoding.
             // It stays where it is, reported stale, until a rebuild replaces it.
@@ -47,7 +47,7 @@ public final class ProjectionEngine: CommitObserver {
             }
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order.
-            if served.checkpoint == head { active.append((model, served, model.makeFold())) }
+            if served.checkpoint == head { active[index] = InlineSession.Entry(model: model, generation: served, fold: model.makeFold()) }
         }
         return InlineSession(engine: self, active: active)
     }
@@ -143,20 +143,28 @@ public final class ProjectionEngine: CommitObserver {
 
 /// The states one append's transaction touches, per model that is up to date.
 final class InlineSession: CommitSession {
+    struct Entry {
+        let model: ModelRunner
+        let generation: Generation
+        let fold: any StateFold
+    }
+
     let engine: ProjectionEngine
-    var active: [(model: ModelRunner, generation: Generation, fold: any StateFold)]
+    /// By the engine's model index: the models this transaction advances (`nil`: left as it is).
+    let active: [Entry?]
     var last: UInt64?
 
-    init(engine: ProjectionEngine, active: [(ModelRunner, Generation, any StateFold)]) {
+    init(engine: ProjectionEngine, active: [Entry?]) {
         self.engine = engine
-        self.active = active.map { (model: $0.0, generation: $0.1, fold: $0.2) }
+        self.active = active
     }
 
     func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
         last = event.position
-        guard engine.eventTypes.contains(event.type) else { return }
+        guard let readers = engine.readers[event.type] else { return }
         let recorded = RecordedEvent(event, data: data)
-        for entry in active where entry.model.eventTypes.contains(event.type) {
+        for index in readers {
+            guard let entry = active[index] else { continue }
             let generation = entry.generation.id
             try entry.fold.apply(recorded) { key in try engine.storage.state(generation, key, txn) }
         }
@@ -164,7 +172,7 @@ final class InlineSession: CommitSession {
 
     func finish(_ txn: borrowing Transaction) throws {
         guard let last else { return }
-        for entry in active {
+        for case let entry? in active {
             try engine.write(entry.fold, into: entry.generation.id, txn)
             var advanced = entry.generation
             advanced.checkpoint = last

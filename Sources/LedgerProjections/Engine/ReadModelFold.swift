@@ -24,8 +24,7 @@ public final class ReadModelFold: @unchecked Sendable {
     let folds: [any StateFold]
     /// Every event type some model reads; others may be skipped before decoding.
     public let eventTypes: Set<String>
-    /// For each event type, the folds (by index) of the models that read it: one lookup per
-    /// event instead of one per model.
+    /// For each event type, the folds (by index) of the models that read it.
     let readers: [String: [Int]]
 
     /// Events waiting to be handed over (the caller's thread).
@@ -43,7 +42,7 @@ public final class ReadModelFold: @unchecked Sendable {
         self.runners = runners
         folds = runners.map { $0.makeFold() }
         eventTypes = runners.reduce(into: []) { $0.formUnion($1.eventTypes) }
-        readers = Dictionary(uniqueKeysWithValues: eventTypes.map { type in (type, runners.indices.filter { runners[$0].eventTypes.contains(type) }) })
+        readers = ModelRunner.readers(runners)
         pending.reserveCapacity(Self.batch)
     }
 
