@@ -41,6 +41,27 @@ import Testing
         }
     }
 
+    /// Past `parallelFrom` states a model's states are encoded on every core; the rebuild
+    /// writes them with `MDB_APPEND`, which refuses a key out of byte order (checked: a reversed
+    /// sort fails here). Subjects of several scripts and cases, and more than one chunk each.
+    @Test func aModelOfThousandsOfStatesIsEncodedInKeyByteOrderOnEveryCore() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            var history = RandomHistory(seed: 14)
+            let prefixes = ["a", "Z", "é", "Ω", "e"]
+            var events: [LedgerEvent] = []
+            for s in 0..<6_000 { events += history.history(of: "\(prefixes[s % prefixes.count])\(s)", count: 1) }
+            for chunk in stride(from: 0, to: events.count, by: 1_000) {
+                try ledger.append(Array(events[chunk..<min(chunk + 1_000, events.count)]))
+            }
+            let incremental = try Self.served(ledger)
+            #expect(incremental.values.contains { $0.count > 4_096 })
+            try ledger.engine.rebuild(compare: false)
+            #expect(try Self.served(ledger) == incremental)
+        }
+    }
+
     @Test func storedAndDecodedEventsFoldToTheServedStates() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)

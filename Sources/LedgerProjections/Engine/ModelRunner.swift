@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// A projection with its types erased, as the engine runs it.
@@ -79,9 +80,46 @@ final class TypedStates<P: Projection> {
         P.apply(event, to: &states.values[index])
     }
 
+    /// Every key's encoded state in key byte order. A rebuild writes every state after the
+    /// fold, on one thread while the other core idles, so large sets are encoded on all cores
+    /// (each slot of the result is written by one thread; the states are only read).
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
-        states.map { (key: Array($0.key.utf8), state: $0.value.encoded) }
-            .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+        var order: [(key: [UInt8], index: Dictionary<String, P.State>.Index)] = []
+        order.reserveCapacity(states.count)
+        for index in states.indices { order.append((Array(states[index].key.utf8), index)) }
+        order.sort { ByteOrder.precedes($0.key, $1.key) }
+        var encoded = [[UInt8]](repeating: [], count: order.count)
+        let chunks = order.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * 4
+        let size = (order.count + chunks - 1) / max(chunks, 1)
+        encoded.withUnsafeMutableBufferPointer { buffer in
+            let out = Slots(buffer: buffer), states = self.states, indices = order.map(\.index)
+            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                for i in chunk * size ..< min(indices.count, (chunk + 1) * size) { out.buffer[i] = states.values[indices[i]].encoded }
+            }
+        }
+        return zip(order, encoded).map { (key: $0.key, state: $1) }
+    }
+
+    /// Below this many states, one thread encodes them (an append's few hundred).
+    static var parallelFrom: Int { 4_096 }
+}
+
+/// The result's slots, each written by one thread alone.
+private struct Slots: @unchecked Sendable {
+    let buffer: UnsafeMutableBufferPointer<[UInt8]>
+}
+
+/// Byte order of UTF-8 keys, the order LMDB keeps them in.
+enum ByteOrder {
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBytes { x in
+            b.withUnsafeBytes { y in
+                let common = min(x.count, y.count)
+                guard common > 0, let left = x.baseAddress, let right = y.baseAddress else { return x.count < y.count }
+                let order = memcmp(left, right, common)
+                return order != 0 ? order < 0 : x.count < y.count
+            }
+        }
     }
 }
 
