@@ -47,6 +47,12 @@ import Testing
         // The stored bytes are version 1's: version 2's layout does not read them.
         #expect(EventCatalog.decode(type: "usage.recorded", version: 2, payload: stored) == nil)
         #expect(EventCatalog.currentVersions["usage.recorded"] == 2)
+        // The same from a stored record, as a rebuild reads it (the type resolved from its bytes).
+        let draft = EventDraft(subject: "u", type: "usage.recorded", schemaVersion: 1, occurredAt: Timestamp(milliseconds: 5), source: .app, payload: stored)
+        let record = EventRecord.encode(draft, version: 1, recordedAt: Timestamp(milliseconds: 6)) + [UInt8](repeating: 0, count: EventRecord.hashSize)
+        let folded = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 1, types: .init(["usage.recorded"])) }
+        #expect(folded?.data == .usageRecorded(expected))
+        #expect(folded?.storedSchemaVersion == 1)
     }
 
     @Test func aTruncatedOrPaddedPayloadNeverDecodes() throws {

@@ -26,24 +26,37 @@ public enum EventCatalog {
         public let index: Int
         public let name: String
         let utf8: [UInt8]
-        let layouts: [(version: UInt16, layout: Layout)]
+        /// Each schema version's payload decoder (`decode(_:payload:)` of its layout), so that
+        /// reading a payload copies no `Layout`.
+        let decoders: [(version: UInt16, decode: @Sendable ([UInt8]) -> EventData?)]
     }
 
     /// Every type name the catalog knows, in byte order.
     public static let known: [KnownType] = layouts.keys.sorted().enumerated().map { index, name in
         KnownType(index: index, name: name, utf8: Array(name.utf8),
-                  layouts: (layouts[name] ?? [:]).sorted { $0.key < $1.key }.map { (version: $0.key, layout: $0.value) })
+                  decoders: (layouts[name] ?? [:]).sorted { $0.key < $1.key }.map { version, layout in
+                      (version: version, decode: { payload in decode(layout, payload: payload) })
+                  })
+    }
+
+    /// For each name length, the places in `known` of the names that long: a record's type is
+    /// compared with a few names, not with all fifty.
+    static let knownByLength: [[Int]] = known.reduce(into: []) { table, type in
+        while table.count <= type.utf8.count { table.append([]) }
+        table[type.utf8.count].append(type.index)
     }
 
     /// The known type whose name is these UTF-8 bytes, `nil` for a name the catalog does not know.
     static func knownType(_ utf8: UnsafeRawBufferPointer) -> KnownType? {
-        known.first { utf8.hasSameBytes(as: $0.utf8) }
+        guard utf8.count < knownByLength.count else { return nil }
+        for index in knownByLength[utf8.count] where utf8.hasSameBytes(as: known[index].utf8) { return known[index] }
+        return nil
     }
 
     /// Decodes a stored binary payload of a known type, as `decode(type:version:payload:)`.
     static func decode(_ type: KnownType, version: UInt16, payload: [UInt8]) -> EventData? {
-        guard let layout = type.layouts.first(where: { $0.version == version })?.layout else { return nil }
-        return decode(layout, payload: payload)
+        for decoder in type.decoders where decoder.version == version { return decoder.decode(payload) }
+        return nil
     }
 
     /// The layout of `type` at `version`, `nil` for an unknown pair.
@@ -147,26 +160,48 @@ public struct Layout: Sendable {
             for field in fields { field.write(value, &out) }
             return out
         }
-        decodeBinary = { bytes in Self.read(bytes, fields) }
+        // The readers alone: iterating the fields would copy each (six closures and four
+        // strings, retained and released) for every field of every event read.
+        let readers = FieldReaders<T>(all: fields.map(\.read))
+        decodeBinary = { bytes in Self.read(bytes, readers) }
         if let current = T.self as? any EventPayload.Type {
-            decodeEventData = Self.dataDecoder(current, fields: fields)
+            decodeEventData = Self.dataDecoder(current, readers: readers)
         } else {
             decodeEventData = nil
         }
     }
 
     /// For a current layout: binary payload → `EventData`, statically typed.
-    private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, fields: [Field<T>]) -> (@Sendable ([UInt8]) -> EventData?)? {
-        guard let fields = fields as? [Field<E>] else { return nil }
-        return { bytes in read(bytes, fields)?.eventData }
+    private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, readers: FieldReaders<T>) -> (@Sendable ([UInt8]) -> EventData?)? {
+        guard let readers = readers as? FieldReaders<E> else { return nil }
+        return { bytes in
+            // No `E?` here: this code is not specialized, and an optional of a generic type
+            // costs a metadata lookup per call.
+            var value = E()
+            return read(bytes, readers, into: &value) ? value.eventData : nil
+        }
+    }
+
+    /// A layout's field readers, in binary order.
+    struct FieldReaders<T>: @unchecked Sendable {
+        // @unchecked: as `Field`'s, the closures capture only key paths and codecs.
+        let all: [(inout PayloadReader, UnsafeMutableRawPointer) -> Bool]
     }
 
     /// A binary payload read field by field; `nil` unless it decodes exactly.
-    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ fields: [Field<T>]) -> T? {
-        var reader = PayloadReader(bytes)
+    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ readers: FieldReaders<T>) -> T? {
         var value = T()
-        for field in fields { guard field.read(&reader, &value) else { return nil } }
-        return reader.isAtEnd ? value : nil
+        return read(bytes, readers, into: &value) ? value : nil
+    }
+
+    /// Reads every field into `value` (made by `init()`); whether the bytes decode exactly.
+    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ readers: FieldReaders<T>, into value: inout T) -> Bool {
+        var reader = PayloadReader(bytes)
+        return withUnsafeMutablePointer(to: &value) { pointer in
+            let root = UnsafeMutableRawPointer(pointer)
+            for read in readers.all { guard read(&reader, root) else { return false } }
+            return reader.isAtEnd
+        }
     }
 
     /// Decodes and checks a JSON `data` object.

@@ -75,7 +75,10 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     let decode: (JSON, inout Root) -> Bool
     let encode: (Root) -> JSON?
     let write: (Root, inout [UInt8]) -> Void
-    let read: (inout PayloadReader, inout Root) -> Bool
+    /// Reads the value into the `Root` the pointer points at. Not generic over `Root`: the
+    /// catalog calls it from code that is not specialized, where a closure over a generic
+    /// `inout Root` costs a function-type metadata lookup per call.
+    let read: (inout PayloadReader, UnsafeMutableRawPointer) -> Bool
 
     /// A key that must be present.
     public static func required<V>(_ name: String, _ path: WritableKeyPath<Root, V>, _ codec: ValueCodec<V>,
@@ -91,7 +94,7 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
               write: { root, out in codec.write(root[keyPath: path], &out) },
               read: { reader, root in
                   guard let value = codec.read(&reader) else { return false }
-                  property.set(value, in: &root)
+                  property.set(value, in: root)
                   return true
               })
     }
@@ -122,11 +125,11 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
               read: { reader, root in
                   switch reader.byte() {
                   case 0:
-                      property.set(nil, in: &root)
+                      property.set(nil, in: root)
                       return true
                   case 1:
                       guard let value = codec.read(&reader) else { return false }
-                      property.set(value, in: &root)
+                      property.set(value, in: root)
                       return true
                   default:
                       return false
@@ -148,13 +151,12 @@ struct StoredProperty<Root, Value> {
         offset = MemoryLayout<Root>.offset(of: path)
     }
 
-    func set(_ value: Value, in root: inout Root) {
+    /// Sets the property of the (initialized) `Root` at `root`.
+    func set(_ value: Value, in root: UnsafeMutableRawPointer) {
         guard let offset else {
-            root[keyPath: path] = value
+            root.assumingMemoryBound(to: Root.self).pointee[keyPath: path] = value
             return
         }
-        withUnsafeMutablePointer(to: &root) { pointer in
-            (UnsafeMutableRawPointer(pointer) + offset).assumingMemoryBound(to: Value.self).pointee = value
-        }
+        (root + offset).assumingMemoryBound(to: Value.self).pointee = value
     }
 }

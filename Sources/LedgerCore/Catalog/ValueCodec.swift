@@ -252,8 +252,15 @@ public enum Patterns {
     static func isTimeZone(_ s: String) -> Bool {
         func letter(_ c: UInt8) -> Bool { (c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "z") }
         func part(_ c: UInt8) -> Bool { letter(c) || digit(c) || c == UInt8(ascii: "_") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") }
-        let segments = s.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard let first = segments.first, let head = first.first, letter(head) else { return false }
-        return segments.allSatisfy { !$0.isEmpty && $0.allSatisfy(part) }
+        // One pass, no split (a rebuild checks the zone of every session it reads): a letter
+        // first, then parts, each "/" between two non-empty segments.
+        let slash = UInt8(ascii: "/")
+        guard let head = s.utf8.first, letter(head) else { return false }
+        var previous = head
+        for c in s.utf8.dropFirst() {
+            guard c == slash ? previous != slash : part(c) else { return false }
+            previous = c
+        }
+        return previous != slash
     }
 }
