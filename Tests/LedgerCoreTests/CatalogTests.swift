@@ -37,6 +37,14 @@ import Testing
         }
     }
 
+    @Test func everyCaseOfEventDataNamesItsPayloadsType() {
+        for type in EventCatalog.payloadTypes {
+            let data = type.init().eventData
+            #expect(data.type == type.type)
+            #expect(Swift.type(of: data.payload) == type)
+        }
+    }
+
     @Test func usageRecordedVersionOneReadsAsVersionTwoWithCountOne() throws {
         let v1 = try #require(EventCatalog.layout(of: "usage.recorded", version: 1))
         let stored = v1.binary(try v1.decode(["feature": "scan"]).get())

@@ -158,8 +158,63 @@ public enum EventData: Sendable, Hashable {
         }
     }
 
-    /// The event type name, such as `subscription.purchased`.
-    public var type: String { Swift.type(of: payload).type }
+    /// The event type name, such as `subscription.purchased`: read from the case, not through
+    /// `payload` (which boxes the payload in an existential, an allocation for most types, on
+    /// every event a fold routes).
+    public var type: String {
+        switch self {
+        case .subscriptionPurchased: SubscriptionPurchased.type
+        case .subscriptionRenewed: SubscriptionRenewed.type
+        case .subscriptionRenewalFailed: SubscriptionRenewalFailed.type
+        case .subscriptionGraceExpired: SubscriptionGraceExpired.type
+        case .subscriptionAutoRenewChanged: SubscriptionAutoRenewChanged.type
+        case .subscriptionExpired: SubscriptionExpired.type
+        case .subscriptionRefunded: SubscriptionRefunded.type
+        case .subscriptionRefundReversed: SubscriptionRefundReversed.type
+        case .subscriptionRevoked: SubscriptionRevoked.type
+        case .subscriptionProductChanged: SubscriptionProductChanged.type
+        case .subscriptionRenewalExtended: SubscriptionRenewalExtended.type
+        case .purchaseStarted: PurchaseStarted.type
+        case .purchasePending: PurchasePending.type
+        case .purchaseFailed: PurchaseFailed.type
+        case .entitlementVerified: EntitlementVerified.type
+        case .entitlementVerificationFailed: EntitlementVerificationFailed.type
+        case .restoreRequested: RestoreRequested.type
+        case .restoreSucceeded: RestoreSucceeded.type
+        case .restoreFailed: RestoreFailed.type
+        case .oneOffPurchased: OneOffPurchased.type
+        case .appStoreNotification: AppStoreNotification.type
+        case .appStoreSubjectBound: AppStoreSubjectBound.type
+        case .accountCreated: AccountCreated.type
+        case .accountSignedIn: AccountSignedIn.type
+        case .accountSignedOut: AccountSignedOut.type
+        case .accountDeletionRequested: AccountDeletionRequested.type
+        case .accountDeletionCancelled: AccountDeletionCancelled.type
+        case .accountDeletionStepCompleted: AccountDeletionStepCompleted.type
+        case .accountDeletionStepFailed: AccountDeletionStepFailed.type
+        case .accountDeleted: AccountDeleted.type
+        case .accountExportRequested: AccountExportRequested.type
+        case .accountExportCompleted: AccountExportCompleted.type
+        case .supportEntitlementGranted: SupportEntitlementGranted.type
+        case .supportNoteAdded: SupportNoteAdded.type
+        case .familyOrganizerCancelled: FamilyOrganizerCancelled.type
+        case .sessionStarted: SessionStarted.type
+        case .sessionBackgrounded: SessionBackgrounded.type
+        case .sessionForegrounded: SessionForegrounded.type
+        case .sessionEnded: SessionEnded.type
+        case .usageRecorded: UsageRecorded.type
+        case .resourceCreated: ResourceCreated.type
+        case .resourceDeleted: ResourceDeleted.type
+        case .inboxMessageDelivered: InboxMessageDelivered.type
+        case .inboxMessageRead: InboxMessageRead.type
+        case .maintenanceScheduled: MaintenanceScheduled.type
+        case .maintenanceCompleted: MaintenanceCompleted.type
+        case .securityFlagRaised: SecurityFlagRaised.type
+        case .securityFlagCleared: SecurityFlagCleared.type
+        case .notificationPreferencesChanged: NotificationPreferencesChanged.type
+        case .notificationSent: NotificationSent.type
+        }
+    }
 }
 
 extension EventCatalog {
