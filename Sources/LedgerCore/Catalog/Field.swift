@@ -71,6 +71,9 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     public let valueSchema: JSONObject
     /// A hint added to the message for a wrong value, when the codec has one.
     let hint: @Sendable (JSON) -> String?
+    /// Whether `read` writes at the property's offset (its key path names a stored property)
+    /// rather than applying the key path.
+    let readsInPlace: Bool
 
     let decode: (JSON, inout Root) -> Bool
     let encode: (Root) -> JSON?
@@ -85,6 +88,7 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
         return Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+              readsInPlace: property.offset != nil,
               decode: { json, root in
                   guard let value = codec.fromJSON(json) else { return false }
                   root[keyPath: path] = value
@@ -104,6 +108,7 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
         return Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+              readsInPlace: property.offset != nil,
               decode: { json, root in
                   if case .null = json {
                       root[keyPath: path] = nil

@@ -45,6 +45,7 @@ public struct AccountDeletionStepCompleted: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
+    public static let fields = shape(step: \.step, error: \.error)
     public var eventData: EventData { .accountDeletionStepCompleted(self) }
 }
 
@@ -54,6 +55,7 @@ public struct AccountDeletionStepFailed: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
+    public static let fields = shape(step: \.step, error: \.error)
     public var eventData: EventData { .accountDeletionStepFailed(self) }
 }
 
@@ -69,6 +71,7 @@ public struct AccountExportRequested: DataExportPayload {
     public static let type = "account.export_requested"
     public var location: String?
     public init() {}
+    public static let fields = shape(location: \.location)
     public var eventData: EventData { .accountExportRequested(self) }
 }
 
@@ -77,6 +80,7 @@ public struct AccountExportCompleted: DataExportPayload {
     public static let type = "account.export_completed"
     public var location: String?
     public init() {}
+    public static let fields = shape(location: \.location)
     public var eventData: EventData { .accountExportCompleted(self) }
 }
 

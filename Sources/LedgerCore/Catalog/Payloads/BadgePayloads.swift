@@ -5,6 +5,7 @@ public struct InboxMessageDelivered: InboxMessagePayload {
     public static let type = "inbox.message_delivered"
     public var messageId = ""
     public init() {}
+    public static let fields = shape(messageId: \.messageId)
     public var eventData: EventData { .inboxMessageDelivered(self) }
 }
 
@@ -13,6 +14,7 @@ public struct InboxMessageRead: InboxMessagePayload {
     public static let type = "inbox.message_read"
     public var messageId = ""
     public init() {}
+    public static let fields = shape(messageId: \.messageId)
     public var eventData: EventData { .inboxMessageRead(self) }
 }
 
@@ -43,6 +45,7 @@ public struct SecurityFlagRaised: SecurityFlagPayload {
     public static let type = "security.flag_raised"
     public var flag = ""
     public init() {}
+    public static let fields = shape(flag: \.flag)
     public var eventData: EventData { .securityFlagRaised(self) }
 }
 
@@ -51,6 +54,7 @@ public struct SecurityFlagCleared: SecurityFlagPayload {
     public static let type = "security.flag_cleared"
     public var flag = ""
     public init() {}
+    public static let fields = shape(flag: \.flag)
     public var eventData: EventData { .securityFlagCleared(self) }
 }
 

@@ -1,5 +1,8 @@
 // Data shapes that several event types share. Each shape lists its fields once; a type of
-// that shape declares only its name, its stored properties and its `EventData` case.
+// that shape declares its name, its stored properties, its `EventData` case and its fields as
+// `shape(…)` of its own properties' key paths. (A key path written here, through the shape's
+// requirement, is not a stored property's: the decoder would apply it as a key path, a runtime
+// walk for every field of every event read, instead of writing at the property's offset.)
 
 /// No data: `account.signed_in`, `account.signed_out`, `account.deletion_cancelled`,
 /// `account.deleted`, `restore.requested`.
@@ -16,8 +19,8 @@ public protocol ProductAttemptPayload: EventPayload {
 }
 
 extension ProductAttemptPayload {
-    public static var fields: [Field<Self>] {
-        [.required("productId", \.productId, .identifier), .optional("reason", \.reason, .text)]
+    public static func shape(productId: WritableKeyPath<Self, String>, reason: WritableKeyPath<Self, String?>) -> [Field<Self>] {
+        [.required("productId", productId, .identifier), .optional("reason", reason, .text)]
     }
 }
 
@@ -30,10 +33,11 @@ public protocol TransactionEndPayload: EventPayload {
 }
 
 extension TransactionEndPayload {
-    public static var fields: [Field<Self>] {
-        [.required("transactionId", \.transactionId, .identifier),
-         .required("originalTransactionId", \.originalTransactionId, .identifier),
-         .optional("reason", \.reason, .text)]
+    public static func shape(transactionId: WritableKeyPath<Self, String>, originalTransactionId: WritableKeyPath<Self, String>,
+                             reason: WritableKeyPath<Self, String?>) -> [Field<Self>] {
+        [.required("transactionId", transactionId, .identifier),
+         .required("originalTransactionId", originalTransactionId, .identifier),
+         .optional("reason", reason, .text)]
     }
 }
 
@@ -44,8 +48,8 @@ public protocol DeletionStepPayload: EventPayload {
 }
 
 extension DeletionStepPayload {
-    public static var fields: [Field<Self>] {
-        [.required("step", \.step, .identifier), .optional("error", \.error, .text)]
+    public static func shape(step: WritableKeyPath<Self, String>, error: WritableKeyPath<Self, String?>) -> [Field<Self>] {
+        [.required("step", step, .identifier), .optional("error", error, .text)]
     }
 }
 
@@ -55,7 +59,7 @@ public protocol DataExportPayload: EventPayload {
 }
 
 extension DataExportPayload {
-    public static var fields: [Field<Self>] { [.optional("location", \.location, .text)] }
+    public static func shape(location: WritableKeyPath<Self, String?>) -> [Field<Self>] { [.optional("location", location, .text)] }
 }
 
 /// A device: `session.backgrounded`, `session.foregrounded`.
@@ -64,7 +68,7 @@ public protocol DevicePayload: EventPayload {
 }
 
 extension DevicePayload {
-    public static var fields: [Field<Self>] { [.required("deviceId", \.deviceId, .identifier)] }
+    public static func shape(deviceId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("deviceId", deviceId, .identifier)] }
 }
 
 /// A resource of a kind: `resource.created`, `resource.deleted`.
@@ -74,8 +78,8 @@ public protocol ResourcePayload: EventPayload {
 }
 
 extension ResourcePayload {
-    public static var fields: [Field<Self>] {
-        [.required("kind", \.kind, .identifier), .required("resourceId", \.resourceId, .identifier)]
+    public static func shape(kind: WritableKeyPath<Self, String>, resourceId: WritableKeyPath<Self, String>) -> [Field<Self>] {
+        [.required("kind", kind, .identifier), .required("resourceId", resourceId, .identifier)]
     }
 }
 
@@ -85,7 +89,7 @@ public protocol InboxMessagePayload: EventPayload {
 }
 
 extension InboxMessagePayload {
-    public static var fields: [Field<Self>] { [.required("messageId", \.messageId, .identifier)] }
+    public static func shape(messageId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("messageId", messageId, .identifier)] }
 }
 
 /// A security flag: `security.flag_raised`, `security.flag_cleared`.
@@ -94,5 +98,5 @@ public protocol SecurityFlagPayload: EventPayload {
 }
 
 extension SecurityFlagPayload {
-    public static var fields: [Field<Self>] { [.required("flag", \.flag, .identifier)] }
+    public static func shape(flag: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("flag", flag, .identifier)] }
 }

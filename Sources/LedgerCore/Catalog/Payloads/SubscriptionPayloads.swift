@@ -142,6 +142,7 @@ public struct SubscriptionRefunded: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
+    public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public var eventData: EventData { .subscriptionRefunded(self) }
 }
 
@@ -165,6 +166,7 @@ public struct SubscriptionRevoked: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
+    public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public var eventData: EventData { .subscriptionRevoked(self) }
 }
 
@@ -231,6 +233,7 @@ public struct PurchaseStarted: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    public static let fields = shape(productId: \.productId, reason: \.reason)
     public var eventData: EventData { .purchaseStarted(self) }
 }
 
@@ -240,6 +243,7 @@ public struct PurchasePending: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    public static let fields = shape(productId: \.productId, reason: \.reason)
     public var eventData: EventData { .purchasePending(self) }
 }
 
@@ -249,6 +253,7 @@ public struct PurchaseFailed: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    public static let fields = shape(productId: \.productId, reason: \.reason)
     public var eventData: EventData { .purchaseFailed(self) }
 }
 

@@ -23,6 +23,7 @@ public struct SessionBackgrounded: DevicePayload {
     public static let type = "session.backgrounded"
     public var deviceId = ""
     public init() {}
+    public static let fields = shape(deviceId: \.deviceId)
     public var eventData: EventData { .sessionBackgrounded(self) }
 }
 
@@ -31,6 +32,7 @@ public struct SessionForegrounded: DevicePayload {
     public static let type = "session.foregrounded"
     public var deviceId = ""
     public init() {}
+    public static let fields = shape(deviceId: \.deviceId)
     public var eventData: EventData { .sessionForegrounded(self) }
 }
 
@@ -84,6 +86,7 @@ public struct ResourceCreated: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
+    public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public var eventData: EventData { .resourceCreated(self) }
 }
 
@@ -93,5 +96,6 @@ public struct ResourceDeleted: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
+    public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public var eventData: EventData { .resourceDeleted(self) }
 }
