@@ -12,3 +12,19 @@ extension UnsafeRawBufferPointer {
         return bytes.withUnsafeBytes { memcmp($0.baseAddress ?? base, base, count) == 0 }
     }
 }
+
+extension [UInt8] {
+    /// Whether these bytes sort before `other` in byte order (`memcmp`, then length): the order
+    /// LMDB keeps keys in, so states sorted by it are written as appends.
+    @inlinable
+    public func precedesInByteOrder(_ other: [UInt8]) -> Bool {
+        withUnsafeBytes { x in
+            other.withUnsafeBytes { y in
+                let common = Swift.min(x.count, y.count)
+                guard common > 0, let left = x.baseAddress, let right = y.baseAddress else { return x.count < y.count }
+                let order = memcmp(left, right, common)
+                return order != 0 ? order < 0 : x.count < y.count
+            }
+        }
+    }
+}

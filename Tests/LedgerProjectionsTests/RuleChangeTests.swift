@@ -100,15 +100,18 @@ import Testing
         }
     }
 
+    /// A store whose `counting` model (code version 1) has folded u1's two usages, closed.
+    func buildCounting(at path: String) throws {
+        let ledger = try Ledger(path: path, projections: [Counting.self])
+        defer { ledger.close() }
+        try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
+    }
+
     /// A model whose code version changed is stale until rebuilt, appends leave it as it is,
     /// and the rebuild uses the new code.
     @Test func aModelBuiltByAnotherCodeVersionIsStale() throws {
         try withStorePath { path in
-            do {
-                let ledger = try Ledger(path: path, projections: [Counting.self])
-                try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
-                ledger.close()
-            }
+            try buildCounting(at: path)
             let ledger = try Ledger(path: path, projections: [CountingTwice.self])
             defer { ledger.close() }
             let status = try #require(try ledger.engine.statuses().first)
@@ -132,11 +135,7 @@ import Testing
     /// cannot compare views with the old build, and says so) mends both.
     @Test func aModelWhoseEncodingChangedIsLeftOutUntilRebuilt() throws {
         try withStorePath { path in
-            do {
-                let ledger = try Ledger(path: path, projections: [Counting.self])
-                try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
-                ledger.close()
-            }
+            try buildCounting(at: path)
             let ledger = try Ledger(path: path, projections: [CountingInText.self])
             defer { ledger.close() }
             let (views, stale) = try ledger.engine.views(of: "u1", at: feb5)

@@ -215,7 +215,7 @@ extension ProjectionEngine {
             var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
             while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
                 let key = Array(current.key.dropFirst(4))
-                while index < expected.count, expected[index].key.lexicographicallyPrecedes(key) {
+                while index < expected.count, expected[index].key.precedesInByteOrder(key) {
                     report(expected[index].key, "missing from the served model")
                     index += 1
                 }

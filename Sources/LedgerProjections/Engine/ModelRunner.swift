@@ -84,17 +84,18 @@ final class TypedStates<P: Projection> {
     /// fold, on one thread while the other core idles, so large sets are encoded on all cores
     /// (each slot of the result is written by one thread; the states are only read).
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
-        var order: [(key: [UInt8], index: Dictionary<String, P.State>.Index)] = []
-        order.reserveCapacity(states.count)
-        for index in states.indices { order.append((Array(states[index].key.utf8), index)) }
-        order.sort { ByteOrder.precedes($0.key, $1.key) }
+        var sorting: [(key: [UInt8], index: Dictionary<String, P.State>.Index)] = []
+        sorting.reserveCapacity(states.count)
+        for index in states.indices { sorting.append((Array(states[index].key.utf8), index)) }
+        sorting.sort { $0.key.precedesInByteOrder($1.key) }
+        let order = sorting
         var encoded = [[UInt8]](repeating: [], count: order.count)
         let chunks = order.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * 4
-        let size = (order.count + chunks - 1) / max(chunks, 1)
+        let size = (order.count + chunks - 1) / chunks
         encoded.withUnsafeMutableBufferPointer { buffer in
-            let out = Slots(buffer: buffer), states = self.states, indices = order.map(\.index)
+            let out = Slots(buffer: buffer), states = self.states
             DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                for i in chunk * size ..< min(indices.count, (chunk + 1) * size) { out.buffer[i] = states.values[indices[i]].encoded }
+                for i in chunk * size ..< min(order.count, (chunk + 1) * size) { out.buffer[i] = states.values[order[i].index].encoded }
             }
         }
         return zip(order, encoded).map { (key: $0.key, state: $1) }
@@ -107,20 +108,6 @@ final class TypedStates<P: Projection> {
 /// The result's slots, each written by one thread alone.
 private struct Slots: @unchecked Sendable {
     let buffer: UnsafeMutableBufferPointer<[UInt8]>
-}
-
-/// Byte order of UTF-8 keys, the order LMDB keeps them in.
-enum ByteOrder {
-    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a.withUnsafeBytes { x in
-            b.withUnsafeBytes { y in
-                let common = min(x.count, y.count)
-                guard common > 0, let left = x.baseAddress, let right = y.baseAddress else { return x.count < y.count }
-                let order = memcmp(left, right, common)
-                return order != 0 ? order < 0 : x.count < y.count
-            }
-        }
-    }
 }
 
 /// A `StateFold` over `TypedStates<P>`, its methods closures made where `P` is known: made from

@@ -41,8 +41,8 @@ public final class ReadModelFold: @unchecked Sendable {
     init(_ runners: [ModelRunner]) {
         self.runners = runners
         folds = runners.map { $0.makeFold() }
-        eventTypes = runners.reduce(into: []) { $0.formUnion($1.eventTypes) }
         readers = ModelRunner.readers(runners)
+        eventTypes = Set(readers.keys)
         pending.reserveCapacity(Self.batch)
     }
 
