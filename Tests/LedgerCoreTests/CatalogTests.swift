@@ -42,6 +42,8 @@ import Testing
             let data = type.init().eventData
             #expect(data.type == type.type)
             #expect(Swift.type(of: data.payload) == type)
+            // The fold finds an event's readers at this place.
+            #expect(EventCatalog.payloadTypes.indices.contains(data.ordinal) && EventCatalog.payloadTypes[data.ordinal] == type)
         }
     }
 

@@ -107,4 +107,43 @@ import Testing
             #expect(error?.position == UInt64(count + 1))
         }
     }
+
+    /// The folds number their keys in one shared table. A model keyed by something other than
+    /// the subject numbers that key in the same table, so a key reached as one event's subject
+    /// and as another's payload field is one state, inline and rebuilt alike.
+    @Test func aModelKeyedByAPayloadFieldFoldsAKeyReachedBothWaysIntoOneState() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, projections: ReadModels.all + [ByFeature.self])
+            defer { ledger.close() }
+            let t = ts("2026-03-01T10:00:00Z")
+            try ledger.append([
+                Make.session("scan", at: t, zone: "UTC"),                      // key "scan", the subject
+                Make.usage("u1", at: days(1, after: t), feature: "scan"),      // key "scan", the feature
+                Make.usage("scan", at: days(2, after: t), feature: "print"),   // key "print"
+                Make.usage("print", at: days(3, after: t), feature: "scan"),   // key "scan"
+            ])
+            let expected = [("print", 1), ("scan", 3)]
+            let inline = try ledger.engine.servedStates(of: ByFeature.name)
+            #expect(inline.map(\.key) == expected.map(\.0))
+            #expect(try inline.map { entry in try entry.state.withUnsafeBytes { try ByFeature.State.decode($0).count } } == expected.map { UInt64($0.1) })
+            try ledger.engine.rebuild(compare: false)
+            #expect(try ledger.engine.servedStates(of: ByFeature.name).map(\.key) == inline.map(\.key))
+            #expect(try ledger.engine.servedStates(of: ByFeature.name).map(\.state) == inline.map(\.state))
+            #expect(try ledger.engine.view(ByFeature.self, of: "scan", at: days(9, after: t)) == Counting.View(count: 3))
+        }
+    }
+}
+
+/// Usage counted by feature, sessions by subject: a model whose key is not always the subject.
+enum ByFeature: Projection {
+    typealias State = Counting.State
+    static let name = "by_feature"
+    static let codeVersion: UInt32 = 1
+    static let eventTypes: Set<String> = ["usage.recorded", "session.started"]
+    static func key(for event: RecordedEvent) -> String? {
+        if case .usageRecorded(let usage) = event.data { return usage.feature }
+        return event.subject
+    }
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
 }

@@ -161,58 +161,62 @@ public enum EventData: Sendable, Hashable {
     /// The event type name, such as `subscription.purchased`: read from the case, not through
     /// `payload` (which boxes the payload in an existential, an allocation for most types, on
     /// every event a fold routes).
-    public var type: String {
+    public var type: String { EventCatalog.typeNames[ordinal] }
+
+    /// The place of its type in `EventCatalog.payloadTypes` (and `typeNames`): a fold finds the
+    /// models that read an event by this number, in an array, instead of hashing its type name.
+    public var ordinal: Int {
         switch self {
-        case .subscriptionPurchased: SubscriptionPurchased.type
-        case .subscriptionRenewed: SubscriptionRenewed.type
-        case .subscriptionRenewalFailed: SubscriptionRenewalFailed.type
-        case .subscriptionGraceExpired: SubscriptionGraceExpired.type
-        case .subscriptionAutoRenewChanged: SubscriptionAutoRenewChanged.type
-        case .subscriptionExpired: SubscriptionExpired.type
-        case .subscriptionRefunded: SubscriptionRefunded.type
-        case .subscriptionRefundReversed: SubscriptionRefundReversed.type
-        case .subscriptionRevoked: SubscriptionRevoked.type
-        case .subscriptionProductChanged: SubscriptionProductChanged.type
-        case .subscriptionRenewalExtended: SubscriptionRenewalExtended.type
-        case .purchaseStarted: PurchaseStarted.type
-        case .purchasePending: PurchasePending.type
-        case .purchaseFailed: PurchaseFailed.type
-        case .entitlementVerified: EntitlementVerified.type
-        case .entitlementVerificationFailed: EntitlementVerificationFailed.type
-        case .restoreRequested: RestoreRequested.type
-        case .restoreSucceeded: RestoreSucceeded.type
-        case .restoreFailed: RestoreFailed.type
-        case .oneOffPurchased: OneOffPurchased.type
-        case .appStoreNotification: AppStoreNotification.type
-        case .appStoreSubjectBound: AppStoreSubjectBound.type
-        case .accountCreated: AccountCreated.type
-        case .accountSignedIn: AccountSignedIn.type
-        case .accountSignedOut: AccountSignedOut.type
-        case .accountDeletionRequested: AccountDeletionRequested.type
-        case .accountDeletionCancelled: AccountDeletionCancelled.type
-        case .accountDeletionStepCompleted: AccountDeletionStepCompleted.type
-        case .accountDeletionStepFailed: AccountDeletionStepFailed.type
-        case .accountDeleted: AccountDeleted.type
-        case .accountExportRequested: AccountExportRequested.type
-        case .accountExportCompleted: AccountExportCompleted.type
-        case .supportEntitlementGranted: SupportEntitlementGranted.type
-        case .supportNoteAdded: SupportNoteAdded.type
-        case .familyOrganizerCancelled: FamilyOrganizerCancelled.type
-        case .sessionStarted: SessionStarted.type
-        case .sessionBackgrounded: SessionBackgrounded.type
-        case .sessionForegrounded: SessionForegrounded.type
-        case .sessionEnded: SessionEnded.type
-        case .usageRecorded: UsageRecorded.type
-        case .resourceCreated: ResourceCreated.type
-        case .resourceDeleted: ResourceDeleted.type
-        case .inboxMessageDelivered: InboxMessageDelivered.type
-        case .inboxMessageRead: InboxMessageRead.type
-        case .maintenanceScheduled: MaintenanceScheduled.type
-        case .maintenanceCompleted: MaintenanceCompleted.type
-        case .securityFlagRaised: SecurityFlagRaised.type
-        case .securityFlagCleared: SecurityFlagCleared.type
-        case .notificationPreferencesChanged: NotificationPreferencesChanged.type
-        case .notificationSent: NotificationSent.type
+        case .subscriptionPurchased: 0
+        case .subscriptionRenewed: 1
+        case .subscriptionRenewalFailed: 2
+        case .subscriptionGraceExpired: 3
+        case .subscriptionAutoRenewChanged: 4
+        case .subscriptionExpired: 5
+        case .subscriptionRefunded: 6
+        case .subscriptionRefundReversed: 7
+        case .subscriptionRevoked: 8
+        case .subscriptionProductChanged: 9
+        case .subscriptionRenewalExtended: 10
+        case .purchaseStarted: 11
+        case .purchasePending: 12
+        case .purchaseFailed: 13
+        case .entitlementVerified: 14
+        case .entitlementVerificationFailed: 15
+        case .restoreRequested: 16
+        case .restoreSucceeded: 17
+        case .restoreFailed: 18
+        case .oneOffPurchased: 19
+        case .appStoreNotification: 20
+        case .appStoreSubjectBound: 21
+        case .accountCreated: 22
+        case .accountSignedIn: 23
+        case .accountSignedOut: 24
+        case .accountDeletionRequested: 25
+        case .accountDeletionCancelled: 26
+        case .accountDeletionStepCompleted: 27
+        case .accountDeletionStepFailed: 28
+        case .accountDeleted: 29
+        case .accountExportRequested: 30
+        case .accountExportCompleted: 31
+        case .supportEntitlementGranted: 32
+        case .supportNoteAdded: 33
+        case .familyOrganizerCancelled: 34
+        case .sessionStarted: 35
+        case .sessionBackgrounded: 36
+        case .sessionForegrounded: 37
+        case .sessionEnded: 38
+        case .usageRecorded: 39
+        case .resourceCreated: 40
+        case .resourceDeleted: 41
+        case .inboxMessageDelivered: 42
+        case .inboxMessageRead: 43
+        case .maintenanceScheduled: 44
+        case .maintenanceCompleted: 45
+        case .securityFlagRaised: 46
+        case .securityFlagCleared: 47
+        case .notificationPreferencesChanged: 48
+        case .notificationSent: 49
         }
     }
 }

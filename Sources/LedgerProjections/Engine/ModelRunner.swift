@@ -6,7 +6,8 @@ struct ModelRunner: Sendable {
     let name: String
     let codeVersion: UInt32
     let eventTypes: Set<String>
-    let makeFold: @Sendable () -> any StateFold
+    /// A fresh fold numbering its keys in `table` (shared with the other models' folds).
+    let makeFold: @Sendable (KeyTable) -> any StateFold
     /// The view of a stored state (`nil`: the key has none) as JSON.
     let viewJSON: @Sendable (UnsafeRawBufferPointer?, Timestamp, Policy) throws(StateReader.Damaged) -> JSONObject
 
@@ -26,11 +27,11 @@ struct ModelRunner: Sendable {
         }
     }
 
-    /// For each event type some runner reads, the runners (by index) that read it: one lookup
-    /// per event instead of one per model, for the rebuild's fold and the append's inline one.
-    static func readers(_ runners: [ModelRunner]) -> [String: [Int]] {
-        let types = runners.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
-        return Dictionary(uniqueKeysWithValues: types.map { type in (type, runners.indices.filter { runners[$0].eventTypes.contains(type) }) })
+    /// For each catalog event type, by `EventData.ordinal`, the runners (by index) that read
+    /// it: one array index per event instead of a hash of its type name per model, for the
+    /// rebuild's fold and the append's inline one.
+    static func readers(_ runners: [ModelRunner]) -> [[Int]] {
+        EventCatalog.typeNames.map { type in runners.indices.filter { runners[$0].eventTypes.contains(type) } }
     }
 
     init<P: Projection>(_ projection: P.Type) {
@@ -38,7 +39,7 @@ struct ModelRunner: Sendable {
         name = P.name
         codeVersion = P.codeVersion
         eventTypes = P.eventTypes
-        makeFold = { TypedFold(P.self) }
+        makeFold = { table in TypedFold(P.self, table: table) }
         viewJSON = { bytes, t, policy throws(StateReader.Damaged) in
             let state = try bytes.map { bytes throws(StateReader.Damaged) in try P.State.decode(bytes) } ?? P.State()
             return P.view(of: state, at: t, policy: policy).json
@@ -46,14 +47,38 @@ struct ModelRunner: Sendable {
     }
 }
 
+/// The keys a set of folds has met, numbered in the order first met: the folds of one rebuild
+/// (or one append) share a table, so an event's subject is hashed once for all the models that
+/// read it, and each model keeps its states in an array by number instead of a table of its own.
+final class KeyTable {
+    @exclusivity(unchecked) private var numbers: [String: Int] = [:]
+    /// The keys by number.
+    @exclusivity(unchecked) private(set) var keys: [String] = []
+
+    /// The number of `key`, given it the first time.
+    func number(of key: String) -> Int {
+        if let number = numbers[key] { return number }
+        let number = keys.count
+        numbers[key] = number
+        keys.append(key)
+        return number
+    }
+
+    /// The number of `key`, or `nil` when no fold has met it.
+    func existingNumber(of key: String) -> Int? { numbers[key] }
+}
+
 /// States of one model being folded in memory: a rebuild's whole model, or the keys one
 /// write transaction touches.
 protocol StateFold: AnyObject {
+    /// The key table this fold shares with the other folds of its rebuild or append.
+    var table: KeyTable { get }
     /// Keys held.
     var count: Int { get }
-    /// Applies `event` to its key's state; `load` gives the stored state's bytes the first
-    /// time a key is touched (`nil`: none stored).
-    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws
+    /// Applies `event` to its key's state; `subject` is the number of the event's subject in
+    /// `table` (the caller looks it up once for every model), and `load` gives the stored
+    /// state's bytes the first time a key is touched (`nil`: none stored).
+    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws
     /// Every held key (UTF-8) with its encoded state, in key byte order: the order LMDB
     /// stores them, so writing them is an append.
     func encodedStates() -> [(key: [UInt8], state: [UInt8])]
@@ -63,39 +88,71 @@ protocol StateFold: AnyObject {
     var keys: [String] { get }
 }
 
-/// A model's states in memory, by key.
-final class TypedStates<P: Projection> {
-    var states: [String: P.State] = [:]
-
+extension StateFold {
+    /// Applies `event`, numbering its subject in the fold's own table.
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+        try apply(event, subject: table.number(of: event.subject), load: load)
+    }
+}
+
+/// A model's states in memory, by their keys' numbers in a shared `KeyTable`.
+final class TypedStates<P: Projection> {
+    let table: KeyTable
+    /// By key number; a number this model holds no state for has an empty state here and
+    /// `false` in `held`. (Unchecked exclusivity: one thread folds, and no access overlaps
+    /// another; the checks were an eighth of the folding thread.)
+    @exclusivity(unchecked) private(set) var states: [P.State] = []
+    @exclusivity(unchecked) private(set) var held: [Bool] = []
+    @exclusivity(unchecked) private(set) var count = 0
+
+    init(table: KeyTable) { self.table = table }
+
+    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws {
         guard let key = P.key(for: event) else { return }
-        var index = states.index(forKey: key)
-        if index == nil {
-            let loaded = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) } }
-            states[key] = loaded ?? P.State()
-            index = states.index(forKey: key)
+        // A model keyed by something other than the subject numbers its key in the same table,
+        // so a key is one slot whichever event reached it.
+        let slot = key == event.subject ? subject : table.number(of: key)
+        if slot >= states.count {
+            let missing = table.keys.count - states.count
+            states.append(contentsOf: repeatElement(P.State(), count: missing))
+            held.append(contentsOf: repeatElement(false, count: missing))
         }
-        guard let index else { return }
+        if !held[slot] {
+            if let bytes = try load(key) {
+                states[slot] = try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) }
+            }
+            held[slot] = true
+            count += 1
+        }
         // Mutates the stored state in place: no copy of its arrays.
-        P.apply(event, to: &states.values[index])
+        P.apply(event, to: &states[slot])
+    }
+
+    /// The numbers of the held keys.
+    var heldSlots: [Int] { held.indices.filter { held[$0] } }
+
+    /// The state of `key`, or `nil` when none is held.
+    func state(of key: String) -> P.State? {
+        guard let slot = table.existingNumber(of: key), slot < held.count, held[slot] else { return nil }
+        return states[slot]
     }
 
     /// Every key's encoded state in key byte order. A rebuild writes every state after the
     /// fold, on one thread while the other core idles, so large sets are encoded on all cores
     /// (each slot of the result is written by one thread; the states are only read).
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
-        var sorting: [(key: [UInt8], index: Dictionary<String, P.State>.Index)] = []
-        sorting.reserveCapacity(states.count)
-        for index in states.indices { sorting.append((Array(states[index].key.utf8), index)) }
-        sorting.sort { $0.key.precedesInByteOrder($1.key) }
-        let order = sorting
+        var order: [(key: [UInt8], slot: Int)] = []
+        order.reserveCapacity(count)
+        let keys = table.keys
+        for slot in held.indices where held[slot] { order.append((Array(keys[slot].utf8), slot)) }
+        order.sort { $0.key.precedesInByteOrder($1.key) }
         var encoded = [[UInt8]](repeating: [], count: order.count)
         let chunks = order.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * 4
         let size = (order.count + chunks - 1) / chunks
         encoded.withUnsafeMutableBufferPointer { buffer in
-            let out = Slots(buffer: buffer), states = self.states
+            let out = Slots(buffer: buffer), states = self.states, sorted = order
             DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                for i in chunk * size ..< min(order.count, (chunk + 1) * size) { out.buffer[i] = states.values[order[i].index].encoded }
+                for i in chunk * size ..< min(sorted.count, (chunk + 1) * size) { out.buffer[i] = states[sorted[i].slot].encoded }
             }
         }
         return zip(order, encoded).map { (key: $0.key, state: $1) }
@@ -114,24 +171,26 @@ private struct Slots: @unchecked Sendable {
 /// a concrete type (`ModelRunner.make`), they are specialized code, which a generic class's
 /// methods called through the protocol would not be.
 final class TypedFold: StateFold {
+    let table: KeyTable
     private let countOf: () -> Int
     private let keysOf: () -> [String]
-    private let applyTo: (RecordedEvent, (String) throws -> [UInt8]?) throws -> Void
+    private let applyTo: (RecordedEvent, Int, (String) throws -> [UInt8]?) throws -> Void
     private let encodeAll: () -> [(key: [UInt8], state: [UInt8])]
     private let encodeOne: (String) -> [UInt8]?
 
-    init<P: Projection>(_ projection: P.Type) {
-        let states = TypedStates<P>()
-        countOf = { states.states.count }
-        keysOf = { Array(states.states.keys) }
-        applyTo = { event, load in try states.apply(event, load: load) }
+    init<P: Projection>(_ projection: P.Type, table: KeyTable) {
+        let states = TypedStates<P>(table: table)
+        self.table = table
+        countOf = { states.count }
+        keysOf = { states.heldSlots.map { table.keys[$0] } }
+        applyTo = { event, subject, load in try states.apply(event, subject: subject, load: load) }
         encodeAll = { states.encodedStates() }
-        encodeOne = { key in states.states[key]?.encoded }
+        encodeOne = { key in states.state(of: key)?.encoded }
     }
 
     var count: Int { countOf() }
     var keys: [String] { keysOf() }
-    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws { try applyTo(event, load) }
+    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws { try applyTo(event, subject, load) }
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] { encodeAll() }
     func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
 }

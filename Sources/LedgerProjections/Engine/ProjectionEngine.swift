@@ -12,8 +12,8 @@ import Synchronization
 public final class ProjectionEngine: CommitObserver {
     let storage: ModelStorage
     let models: [ModelRunner]
-    /// For each event type, the models (by index) that read it.
-    let readers: [String: [Int]]
+    /// For each event type (by `EventData.ordinal`), the models (by index) that read it.
+    let readers: [[Int]]
     /// A model this far behind is caught up inside the next append's transaction; further
     /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
     let inlineCatchUpLimit: UInt64 = 10_000
@@ -37,6 +37,7 @@ public final class ProjectionEngine: CommitObserver {
 
     public func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
         var active = [InlineSession.Entry?](repeating: nil, count: models.count)
+        let table = KeyTable()
         for (index, model) in models.enumerated() {
             var served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
             // Built by other code: its states may not even decode under this code's encoding.
@@ -47,9 +48,9 @@ public final class ProjectionEngine: CommitObserver {
             }
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order.
-            if served.checkpoint == head { active[index] = InlineSession.Entry(model: model, generation: served, fold: model.makeFold()) }
+            if served.checkpoint == head { active[index] = InlineSession.Entry(model: model, generation: served, fold: model.makeFold(table)) }
         }
-        return InlineSession(engine: self, active: active)
+        return InlineSession(engine: self, active: active, table: table)
     }
 
     public func committed(head: UInt64) {
@@ -67,7 +68,7 @@ public final class ProjectionEngine: CommitObserver {
     /// Applies the events after `generation`'s checkpoint through `head` to it, in `txn`.
     func catchUp(_ model: ModelRunner, _ generation: Generation, through head: UInt64, _ txn: borrowing Transaction,
                  served: Bool = true) throws -> Generation {
-        let fold = model.makeFold()
+        let fold = model.makeFold(KeyTable())
         try storage.forEachEvent(after: generation.checkpoint, through: head, types: model.eventTypes, txn) { event in
             try fold.apply(event) { key in try storage.state(generation.id, key, txn) }
         }
@@ -152,21 +153,26 @@ final class InlineSession: CommitSession {
     let engine: ProjectionEngine
     /// By the engine's model index: the models this transaction advances (`nil`: left as it is).
     let active: [Entry?]
+    /// The keys the active folds have met, shared by all of them.
+    let table: KeyTable
     var last: UInt64?
 
-    init(engine: ProjectionEngine, active: [Entry?]) {
+    init(engine: ProjectionEngine, active: [Entry?], table: KeyTable) {
         self.engine = engine
         self.active = active
+        self.table = table
     }
 
     func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
         last = event.position
-        guard let readers = engine.readers[event.type] else { return }
+        let readers = engine.readers[data.ordinal]
+        guard !readers.isEmpty else { return }
         let recorded = RecordedEvent(event, data: data)
+        let subject = table.number(of: recorded.subject)
         for index in readers {
             guard let entry = active[index] else { continue }
             let generation = entry.generation.id
-            try entry.fold.apply(recorded) { key in try engine.storage.state(generation, key, txn) }
+            try entry.fold.apply(recorded, subject: subject) { key in try engine.storage.state(generation, key, txn) }
         }
     }
 

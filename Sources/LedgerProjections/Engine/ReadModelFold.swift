@@ -22,10 +22,13 @@ public final class ReadModelFold: @unchecked Sendable {
     // and `finish()`, which waits for that thread; the hand-over's lock orders the two.
     let runners: [ModelRunner]
     let folds: [any StateFold]
+    /// The keys the folds have met, shared by all of them.
+    let table: KeyTable
     /// Every event type some model reads; others may be skipped before decoding.
     public let eventTypes: Set<String>
-    /// For each event type, the folds (by index) of the models that read it.
-    let readers: [String: [Int]]
+    /// For each event type (by `EventData.ordinal`), the folds (by index) of the models that
+    /// read it.
+    let readers: [[Int]]
 
     /// Events waiting to be handed over (the caller's thread).
     private var pending: [RecordedEvent] = []
@@ -40,9 +43,11 @@ public final class ReadModelFold: @unchecked Sendable {
 
     init(_ runners: [ModelRunner]) {
         self.runners = runners
-        folds = runners.map { $0.makeFold() }
+        let table = KeyTable()
+        self.table = table
+        folds = runners.map { $0.makeFold(table) }
         readers = ModelRunner.readers(runners)
-        eventTypes = Set(readers.keys)
+        eventTypes = Set(zip(EventCatalog.typeNames, readers).lazy.filter { !$0.1.isEmpty }.map(\.0))
         pending.reserveCapacity(Self.batch)
     }
 
@@ -73,7 +78,7 @@ public final class ReadModelFold: @unchecked Sendable {
             try handOff.put(pending)
             try handOff.closeAndWait()
         } else {
-            try Self.fold(pending, readers, folds)
+            try Self.fold(pending, readers, folds, table)
         }
         pending = []
     }
@@ -89,21 +94,23 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
-    private static func fold(_ events: [RecordedEvent], _ readers: [String: [Int]], _ folds: [any StateFold]) throws {
+    private static func fold(_ events: [RecordedEvent], _ readers: [[Int]], _ folds: [any StateFold], _ table: KeyTable) throws {
         for event in events {
-            guard let indices = readers[event.type] else { continue }
-            for index in indices { try folds[index].apply(event) { _ in nil } }
+            let indices = readers[event.data.ordinal]
+            guard !indices.isEmpty else { continue }
+            let subject = table.number(of: event.subject)
+            for index in indices { try folds[index].apply(event, subject: subject) { _ in nil } }
         }
     }
 
     private func startFolding() -> HandOff<[RecordedEvent]> {
         let handOff = HandOff<[RecordedEvent]>(depth: 4)
         self.handOff = handOff
-        let work = Work(readers: readers, folds: folds)
+        let work = Work(readers: readers, folds: folds, table: table)
         let thread = Thread {
             while let events = handOff.take() {
                 do {
-                    try Self.fold(events, work.readers, work.folds)
+                    try Self.fold(events, work.readers, work.folds, work.table)
                 } catch {
                     handOff.fail(error)
                     return
@@ -119,6 +126,7 @@ public final class ReadModelFold: @unchecked Sendable {
 /// The models and folds the folding thread owns until `finish()` (not the fold itself, so
 /// that dropping an unfinished fold ends the thread).
 private struct Work: @unchecked Sendable {
-    let readers: [String: [Int]]
+    let readers: [[Int]]
     let folds: [any StateFold]
+    let table: KeyTable
 }
