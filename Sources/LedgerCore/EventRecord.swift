@@ -133,7 +133,7 @@ public enum EventRecord {
             try reader.lengthPrefixed("meta key")
             try reader.lengthPrefixed("meta value")
         }
-        let (payload, version, recordedAt) = try reader.payloadAndStamp(contentEnd: header.contentEnd)
+        let (payload, version, recordedAt) = try reader.payloadInPlaceAndStamp(contentEnd: header.contentEnd)
         let schema = header.schemaVersion
         let decoded = known.map { EventCatalog.decode($0, version: schema, payload: payload) }
             ?? EventCatalog.decode(type: type, version: schema, payload: payload)
@@ -296,8 +296,14 @@ struct RecordReader {
 
     /// The payload, the last part of the content, then the stamp that follows the content.
     mutating func payloadAndStamp(contentEnd: Int) throws(LedgerError) -> (payload: [UInt8], version: UInt64, recordedAt: Int64) {
-        let payloadLength = try varint("payload length")
-        let payload = try bytes(Int(clamping: payloadLength), "payload")
+        let (payload, version, recordedAt) = try payloadInPlaceAndStamp(contentEnd: contentEnd)
+        return (Array(payload), version, recordedAt)
+    }
+
+    /// The payload where it lies in the record (the fold decodes it without a copy), the
+    /// stream version and the recording time.
+    mutating func payloadInPlaceAndStamp(contentEnd: Int) throws(LedgerError) -> (payload: UnsafeRawBufferPointer, version: UInt64, recordedAt: Int64) {
+        let payload = try lengthPrefixed("payload")
         guard offset == contentEnd else { throw corrupt("content ends at byte \(offset), trailer expected at \(contentEnd)") }
         let version = try fixed("version")
         return (payload, version, Int64(bitPattern: try fixed("recordedAt")))

@@ -28,7 +28,7 @@ public enum EventCatalog {
         let utf8: [UInt8]
         /// Each schema version's payload decoder (`decode(_:payload:)` of its layout), so that
         /// reading a payload copies no `Layout`.
-        let decoders: [(version: UInt16, decode: @Sendable ([UInt8]) -> EventData?)]
+        let decoders: [(version: UInt16, decode: @Sendable (UnsafeRawBufferPointer) -> EventData?)]
     }
 
     /// Every type name the catalog knows, in byte order.
@@ -54,7 +54,7 @@ public enum EventCatalog {
     }
 
     /// Decodes a stored binary payload of a known type, as `decode(type:version:payload:)`.
-    static func decode(_ type: KnownType, version: UInt16, payload: [UInt8]) -> EventData? {
+    static func decode(_ type: KnownType, version: UInt16, payload: UnsafeRawBufferPointer) -> EventData? {
         for decoder in type.decoders where decoder.version == version { return decoder.decode(payload) }
         return nil
     }
@@ -68,11 +68,16 @@ public enum EventCatalog {
     /// Decodes a stored binary payload and upcasts it to the type's current layout.
     /// - Returns: `nil` when the type or version is unknown or the bytes do not decode.
     public static func decode(type: String, version: UInt16, payload: [UInt8]) -> EventData? {
+        payload.withUnsafeBytes { decode(type: type, version: version, payload: $0) }
+    }
+
+    /// Decodes a binary payload where it lies (a stored record's bytes), as `decode(type:version:payload:)`.
+    static func decode(type: String, version: UInt16, payload: UnsafeRawBufferPointer) -> EventData? {
         guard let layout = layout(of: type, version: version) else { return nil }
         return decode(layout, payload: payload)
     }
 
-    private static func decode(_ layout: Layout, payload: [UInt8]) -> EventData? {
+    private static func decode(_ layout: Layout, payload: UnsafeRawBufferPointer) -> EventData? {
         // The current layout's decoder makes the typed data directly, with no dynamic casts.
         if let decodeData = layout.decodeEventData { return decodeData(payload) }
         guard var value = layout.decodeBinary(payload) else { return nil }
@@ -113,9 +118,9 @@ public struct Layout: Sendable {
     let decodeJSONData: @Sendable (JSONObject) -> Result<any PayloadLayout, FieldViolations>
     let encodeJSON: @Sendable (any PayloadLayout) -> JSONObject
     let encodeBinary: @Sendable (any PayloadLayout) -> [UInt8]
-    let decodeBinary: @Sendable ([UInt8]) -> (any PayloadLayout)?
+    let decodeBinary: @Sendable (UnsafeRawBufferPointer) -> (any PayloadLayout)?
     /// For a current layout: the payload decoded straight to `EventData`.
-    let decodeEventData: (@Sendable ([UInt8]) -> EventData?)?
+    let decodeEventData: (@Sendable (UnsafeRawBufferPointer) -> EventData?)?
 
     init<T: PayloadLayout>(_: T.Type) {
         let fields = T.fields
@@ -172,7 +177,7 @@ public struct Layout: Sendable {
     }
 
     /// For a current layout: binary payload → `EventData`, statically typed.
-    private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, readers: FieldReaders<T>) -> (@Sendable ([UInt8]) -> EventData?)? {
+    private static func dataDecoder<E: EventPayload, T: PayloadLayout>(_: E.Type, readers: FieldReaders<T>) -> (@Sendable (UnsafeRawBufferPointer) -> EventData?)? {
         guard let readers = readers as? FieldReaders<E> else { return nil }
         return { bytes in
             // No `E?` here: this code is not specialized, and an optional of a generic type
@@ -189,13 +194,13 @@ public struct Layout: Sendable {
     }
 
     /// A binary payload read field by field; `nil` unless it decodes exactly.
-    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ readers: FieldReaders<T>) -> T? {
+    private static func read<T: PayloadLayout>(_ bytes: UnsafeRawBufferPointer, _ readers: FieldReaders<T>) -> T? {
         var value = T()
         return read(bytes, readers, into: &value) ? value : nil
     }
 
     /// Reads every field into `value` (made by `init()`); whether the bytes decode exactly.
-    private static func read<T: PayloadLayout>(_ bytes: [UInt8], _ readers: FieldReaders<T>, into value: inout T) -> Bool {
+    private static func read<T: PayloadLayout>(_ bytes: UnsafeRawBufferPointer, _ readers: FieldReaders<T>, into value: inout T) -> Bool {
         var reader = PayloadReader(bytes)
         return withUnsafeMutablePointer(to: &value) { pointer in
             let root = UnsafeMutableRawPointer(pointer)
@@ -215,7 +220,7 @@ public struct Layout: Sendable {
     public func binary(_ value: any PayloadLayout) -> [UInt8] { encodeBinary(value) }
 
     /// Decodes a binary payload of this layout, `nil` if the bytes do not decode exactly.
-    public func decode(binary: [UInt8]) -> (any PayloadLayout)? { decodeBinary(binary) }
+    public func decode(binary: [UInt8]) -> (any PayloadLayout)? { binary.withUnsafeBytes { decodeBinary($0) } }
 }
 
 extension EventCatalog {

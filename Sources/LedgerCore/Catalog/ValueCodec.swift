@@ -151,12 +151,13 @@ extension ValueCodec where Value: RawRepresentable & CaseIterable, Value.RawValu
     }
 }
 
-/// Reads a binary payload; every read returns `nil` past the end or on a malformed value.
+/// Reads a binary payload in place (a stored record's bytes are read where they lie); every
+/// read returns `nil` past the end or on a malformed value.
 struct PayloadReader {
-    let bytes: [UInt8]
+    let bytes: UnsafeRawBufferPointer
     var offset = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
     var isAtEnd: Bool { offset == bytes.count }
 
@@ -187,10 +188,10 @@ struct PayloadReader {
         return nil
     }
 
-    mutating func lengthPrefixed() -> ArraySlice<UInt8>? {
+    mutating func lengthPrefixed() -> UnsafeRawBufferPointer? {
         guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
         defer { offset += Int(length) }
-        return bytes[offset ..< offset + Int(length)]
+        return UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
     }
 
     mutating func string() -> String? {
