@@ -1,4 +1,6 @@
+import Foundation
 import LMDB
+import Synchronization
 import LedgerCore
 import LedgerStore
 
@@ -300,26 +302,29 @@ extension ProjectionEngine {
         let start = clock.now
         var written: UInt64 = 0
         var shadows: [Generation] = []
-        for (model, fold) in zip(chosen, folds) {
+        // The next model's states are encoded (on every core) while this one's are written.
+        let encoder = EncoderAhead(folds)
+        defer { encoder.cancel() }
+        for (index, (model, fold)) in zip(chosen, folds).enumerated() {
             let shadow = try storage.env.write { txn in
                 let shadow = Generation(id: try storage.allocateGeneration(txn), checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash)
                 try storage.setShadow(model.name, shadow, txn)
                 return shadow
             }
             shadows.append(shadow)
-            let states = fold.encodedStates()
-            var index = 0
-            while index < states.count {
-                let end = min(index + batch, states.count)
+            let states = encoder.take(index) ?? fold.encodedStates()
+            var next = 0
+            while next < states.count {
+                let end = min(next + batch, states.count)
                 try storage.env.write { txn in
                     // The shadow's number is above every other generation's, and the keys are
                     // sorted: every put is an append at the end of the tree.
-                    for (key, state) in states[index..<end] {
+                    for (key, state) in states[next..<end] {
                         try txn.put(storage.states, key: ModelSchema.stateKey(shadow.id, key), value: state, flags: .append)
                     }
                 }
-                written += UInt64(end - index)
-                index = end
+                written += UInt64(end - next)
+                next = end
                 let seconds = (clock.now - start).seconds
                 progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
             }
@@ -378,6 +383,53 @@ extension ProjectionEngine {
             }
             if !more { return }
         }
+    }
+}
+
+/// Encodes each fold's states in turn on a thread of its own, at most one model ahead of the
+/// one being written: writing a model's states (one core) overlaps encoding the next's.
+private final class EncoderAhead: @unchecked Sendable {
+    // @unchecked: the folds are only read (the fold has finished); `results` is behind its lock.
+    private let folds: [any StateFold]
+    private let results: Mutex<[[(key: [UInt8], state: [UInt8])]?]>
+    private let cancelled = Mutex(false)
+    private let ready: [DispatchSemaphore]
+    /// Encoded models not yet taken, at most two: the one written and the next.
+    private let room = DispatchSemaphore(value: 2)
+
+    init(_ folds: [any StateFold]) {
+        self.folds = folds
+        results = Mutex(Array(repeating: nil, count: folds.count))
+        ready = folds.map { _ in DispatchSemaphore(value: 0) }
+        let thread = Thread { [self] in
+            for index in self.folds.indices {
+                room.wait()
+                if cancelled.withLock({ $0 }) { break }
+                let states = self.folds[index].encodedStates()
+                results.withLock { $0[index] = states }
+                ready[index].signal()
+            }
+        }
+        thread.name = "ledger encode"
+        thread.start()
+    }
+
+    /// The encoded states of fold `index`, once ready; taking model `index` makes room for the
+    /// one after the next. `nil` after `cancel()`.
+    func take(_ index: Int) -> [(key: [UInt8], state: [UInt8])]? {
+        if index > 0 { room.signal() }   // model `index - 1` is written
+        ready[index].wait()
+        return results.withLock { results in
+            defer { results[index] = nil }
+            return results[index]
+        }
+    }
+
+    /// Stops encoding models not yet started (the writer failed or finished).
+    func cancel() {
+        cancelled.withLock { $0 = true }
+        room.signal()
+        for semaphore in ready { semaphore.signal() }
     }
 }
 
