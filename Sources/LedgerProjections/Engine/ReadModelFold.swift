@@ -18,8 +18,8 @@ import LedgerCore
 /// try fold.forEachState { model, key, state in … }   // each key's encoded state
 /// ```
 public final class ReadModelFold: @unchecked Sendable {
-    // @unchecked: `folds` is touched by the folding thread alone between the first hand-over
-    // and `finish()`, which waits for that thread; the hand-over's lock orders the two.
+    // @unchecked: `folds` and `table` are touched by the folding thread alone between the first
+    // hand-over and `finish()`, which waits for that thread; the hand-over's lock orders the two.
     let runners: [ModelRunner]
     let folds: [any StateFold]
     /// The keys the folds have met, shared by all of them.
