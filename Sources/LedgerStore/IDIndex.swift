@@ -113,8 +113,8 @@ extension LogStorage {
     }
 
     /// Builds the layout-3 id index from the log, in `txn`, and drops the layout-2 one (a
-    /// key per id) if there is one. Returns the new index's handle.
-    static func indexIDsByHash(events: Database, _ txn: borrowing Transaction) throws -> Database {
+    /// key per id) if there is one.
+    static func indexIDsByHash(events: Database, _ txn: borrowing Transaction) throws {
         guard let index = try txn.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags.union(.create)) else {
             throw LedgerError(.storage, "could not create the id index")
         }
@@ -138,6 +138,5 @@ extension LogStorage {
             }
         }
         if let layout2 = try txn.openDatabase(LogSchema.layout2IDs, flags: []) { try txn.drop(layout2) }
-        return index
     }
 }

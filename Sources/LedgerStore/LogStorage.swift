@@ -46,7 +46,7 @@ struct LogStorage: Sendable {
                 if format == 1 { try Self.packStreamIndex(streams, txn) }
                 // Layouts 1 and 2 kept an id index key per id; layout 3 packs them (`IDIndex`).
                 // A new store gets its empty index here too.
-                _ = try Self.indexIDsByHash(events: events, txn)
+                try Self.indexIDsByHash(events: events, txn)
                 try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
             }
         }
@@ -254,7 +254,10 @@ struct LogStorage: Sendable {
 
     /// Looks up `id` (whose `IDIndex.hash` is `hash`) and compares the stored event's content with `content`.
     private func lookUp(_ id: EventID, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
-        guard let (position, record) = try stored(id, hash: hash, txn), let storedContent = EventRecord.content(ofRecord: record) else { return .absent }
+        guard let (position, record) = try stored(id, hash: hash, txn) else { return .absent }
+        guard let storedContent = EventRecord.content(ofRecord: record) else {
+            throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(id), is damaged; run `ledger verify`")
+        }
         return storedContent.elementsEqual(content) ? .same(position: position) : .different(position: position)
     }
 

@@ -157,6 +157,23 @@ import Testing
             #expect(rebuilt.views.first?.view == ["count": .integer(2)])
         }
     }
+
+    /// A state that does not decode under the code version that built it is damage, not an old
+    /// encoding: status and a comparing rebuild fail and name the model, instead of leaving it out.
+    @Test func aStateThatDoesNotDecodeUnderItsOwnCodeVersionIsDamage() throws {
+        try withStorePath { path in
+            try buildCounting(at: path)
+            let ledger = try Ledger(path: path, projections: [CountingInTextAsVersionOne.self])
+            defer { ledger.close() }
+            let message = "read model counting is damaged (truncated string at byte 1); run `ledger rebuild counting`"
+            let status = #expect(throws: LedgerError.self) { _ = try ledger.engine.views(of: "u1", at: feb5) }
+            #expect(status?.code == .corruptRecord)
+            #expect(status?.message == message)
+            let rebuild = #expect(throws: LedgerError.self) { try ledger.engine.rebuild(at: feb5) }
+            #expect(rebuild?.code == .corruptRecord)
+            #expect(rebuild?.message == message)
+        }
+    }
 }
 
 /// The same model with its state stored another way: the count as a decimal string.
@@ -172,6 +189,17 @@ enum CountingInText: Projection {
     }
     static let name = "counting"
     static let codeVersion: UInt32 = 3
+    static let eventTypes = Counting.eventTypes
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+}
+
+/// `CountingInText` claiming `Counting`'s code version: what a damaged state looks like to the
+/// code that built it.
+enum CountingInTextAsVersionOne: Projection {
+    typealias State = CountingInText.State
+    static let name = "counting"
+    static let codeVersion: UInt32 = 1
     static let eventTypes = Counting.eventTypes
     static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
     static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }

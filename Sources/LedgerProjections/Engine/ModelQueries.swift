@@ -78,8 +78,9 @@ extension ProjectionEngine {
                     do throws(StateReader.Damaged) {
                         return (model: model.name, view: try model.viewJSON(bytes, t, policy))
                     } catch {
-                        if let served, served.codeVersion != model.codeVersion { return nil }
-                        throw storage.damaged(model.name, error)
+                        let failure = storage.unreadable(model.name, error, served: served, codeVersion: model.codeVersion)
+                        if failure.code == .unsupportedFormat { return nil }
+                        throw failure
                     }
                 }
                 return (views, stale)

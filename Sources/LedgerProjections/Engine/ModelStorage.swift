@@ -125,8 +125,10 @@ struct ModelStorage: Sendable {
         LedgerError(.corruptRecord, "read model \(model) is damaged (\(what)); run `ledger rebuild \(model)`")
     }
 
-    /// A state of `model` that does not decode: damage, or, when another code version built the
-    /// served generation, an encoding this code does not read.
+    /// A state of `model` that does not decode: damage (`.corruptRecord`), or, when another code
+    /// version built the served generation, an encoding this code does not read
+    /// (`.unsupportedFormat`, which status and rebuild's comparison step over). The one place
+    /// that tells the two apart.
     func unreadable(_ model: String, _ what: StateReader.Damaged, served: Generation?, codeVersion: UInt32) -> LedgerError {
         guard let served, served.codeVersion != codeVersion else { return damaged(model, what) }
         return LedgerError(.unsupportedFormat, "read model \(model) was built by code version \(served.codeVersion), whose states this ledger (code version \(codeVersion)) cannot read; run `ledger rebuild \(model)`")

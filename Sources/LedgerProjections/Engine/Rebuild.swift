@@ -265,8 +265,9 @@ extension ProjectionEngine {
             do throws(StateReader.Damaged) {
                 old = try model.viewJSON(stored, at, servedPolicy)
             } catch {
-                if let generation, generation.codeVersion != model.codeVersion { return nil }
-                throw storage.damaged(model.name, error)
+                let failure = storage.unreadable(model.name, error, served: generation, codeVersion: model.codeVersion)
+                if failure.code == .unsupportedFormat { return nil }
+                throw failure
             }
             let new: JSONObject = try encoded.map { bytes in
                 try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
@@ -305,14 +306,14 @@ extension ProjectionEngine {
         // The next model's states are encoded (on every core) while this one's are written.
         let encoder = EncoderAhead(folds)
         defer { encoder.cancel() }
-        for (index, (model, fold)) in zip(chosen, folds).enumerated() {
+        for (index, model) in chosen.enumerated() {
             let shadow = try storage.env.write { txn in
                 let shadow = Generation(id: try storage.allocateGeneration(txn), checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash)
                 try storage.setShadow(model.name, shadow, txn)
                 return shadow
             }
             shadows.append(shadow)
-            let states = encoder.take(index) ?? fold.encodedStates()
+            let states = encoder.take(index)
             var next = 0
             while next < states.count {
                 let end = min(next + batch, states.count)
@@ -415,14 +416,16 @@ private final class EncoderAhead: @unchecked Sendable {
     }
 
     /// The encoded states of fold `index`, once ready; taking model `index` makes room for the
-    /// one after the next. `nil` after `cancel()`.
-    func take(_ index: Int) -> [(key: [UInt8], state: [UInt8])]? {
+    /// one after the next. Call in order, before `cancel()`.
+    func take(_ index: Int) -> [(key: [UInt8], state: [UInt8])] {
         if index > 0 { room.signal() }   // model `index - 1` is written
         ready[index].wait()
-        return results.withLock { results in
+        let states = results.withLock { results in
             defer { results[index] = nil }
             return results[index]
         }
+        // Only a cancelled encoder leaves a slot empty; encode it here rather than fail.
+        return states ?? folds[index].encodedStates()
     }
 
     /// Stops encoding models not yet started (the writer failed or finished).
