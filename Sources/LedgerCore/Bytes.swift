@@ -11,6 +11,14 @@ extension UnsafeRawBufferPointer {
         guard let base = baseAddress else { return true }
         return bytes.withUnsafeBytes { memcmp($0.baseAddress ?? base, base, count) == 0 }
     }
+
+    /// Whether these bytes begin with exactly `bytes` (one `memcmp`).
+    @inlinable
+    public func begins(with bytes: [UInt8]) -> Bool {
+        guard bytes.count <= count else { return false }
+        guard let base = baseAddress else { return bytes.isEmpty }
+        return bytes.withUnsafeBytes { memcmp($0.baseAddress ?? base, base, $0.count) == 0 }
+    }
 }
 
 extension [UInt8] {

@@ -30,6 +30,36 @@ import Testing
         }
     }
 
+    /// A status query decodes the subscription facts the models share once (`DecodeMemo`):
+    /// every view it gives is the one each model gives read on its own.
+    @Test func aStatusQueryGivesEachModelsOwnView() async {
+        await propertyCheck(count: 12, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            let events = history.events(subjects: 3, perSubject: 1...14)
+            try withStorePath { path in
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                try ledger.append(events)
+                var times = events.flatMap { [$0.occurredAt, $0.occurredAt.adding(seconds: 3 * 86_400)] }
+                times.append(ts("2027-06-01T00:00:00Z"))
+                for subject in ["s0", "s1", "s2"] {
+                    for t in times {
+                        let status = try ledger.engine.views(of: subject, at: t).views
+                        let own: [(String, JSONObject)] = [
+                            (EntitlementProjection.name, try ledger.engine.view(EntitlementProjection.self, of: subject, at: t).json),
+                            (RetentionProjection.name, try ledger.engine.view(RetentionProjection.self, of: subject, at: t).json),
+                            (BadgeProjection.name, try ledger.engine.view(BadgeProjection.self, of: subject, at: t).json),
+                        ]
+                        #expect(status.map(\.model) == own.map(\.0), "seed \(seed)")
+                        for ((model, view), (_, alone)) in zip(status, own) {
+                            #expect(view == alone, "seed \(seed), \(subject) at \(t), \(model)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// SPEC §2.1: the same events appended in any order give the same status — every model's
     /// view — at any time (apart from the positions that `reason` cites).
     @Test func anyAppendOrderGivesTheSameViews() async {

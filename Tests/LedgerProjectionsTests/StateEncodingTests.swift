@@ -81,6 +81,48 @@ import Testing
         }
     }
 
+    /// Subscription facts of one transaction, `id`, with its original and product ids.
+    func facts(_ id: String, at time: String) -> SubscriptionFacts {
+        var facts = SubscriptionFacts()
+        let at = ts(time)
+        facts.transactions = [Dated(at: at, position: 3, value: SubscriptionFacts.Transaction(
+            kind: .purchase, id: id, originalId: id, productId: "pro.monthly", purchasedAt: at, expiresAt: at.adding(seconds: 30 * 86_400), isTrial: false))]
+        return facts
+    }
+
+    /// Decodes `bytes` as a `State` with `memo`.
+    func decode<State: ProjectionState>(_ type: State.Type, _ bytes: [UInt8], memo: DecodeMemo) throws -> State {
+        try bytes.withUnsafeBytes { buffer in try State.decode(buffer, memo: memo) }
+    }
+
+    /// The badge state's facts are the entitlement state's: the badge takes them from the memo,
+    /// and reads on from where they end with the reader as they left it (a message id that
+    /// refers back to the transaction's id, a time written as a difference from its expiry).
+    @Test func aStateBeginningWithTheBytesOfFactsDecodedBeforeTakesThemFromTheMemo() throws {
+        var entitlement = EntitlementProjection.State()
+        entitlement.subscription = facts("1000010-1", at: "2026-01-05T10:00:00Z")
+        entitlement.grants = [Dated(at: ts("2026-01-06T00:00:00Z"), position: 4, value: ts("2026-02-01T00:00:00Z"))]
+        var badge = BadgeProjection.State()
+        badge.subscription = entitlement.subscription
+        badge.delivered = [Dated(at: ts("2026-01-07T00:00:00Z"), position: 5, value: "1000010-1")]
+        let memo = DecodeMemo()
+        #expect(try decode(EntitlementProjection.State.self, entitlement.encoded, memo: memo) == entitlement)
+        #expect(try decode(BadgeProjection.State.self, badge.encoded, memo: memo) == badge)
+        #expect(memo.entries.count == 1)   // the badge's facts were the entitlement's, not decoded again
+    }
+
+    /// Facts stored with other bytes are decoded from their own.
+    @Test func aStateWhoseFactsAreOtherBytesDecodesItsOwn() throws {
+        var first = EntitlementProjection.State()
+        first.subscription = facts("1000010-1", at: "2026-01-05T10:00:00Z")
+        var second = BadgeProjection.State()
+        second.subscription = facts("1000010-2", at: "2026-01-05T10:00:00Z")
+        let memo = DecodeMemo()
+        #expect(try decode(EntitlementProjection.State.self, first.encoded, memo: memo) == first)
+        #expect(try decode(BadgeProjection.State.self, second.encoded, memo: memo) == second)
+        #expect(memo.entries.count == 2)
+    }
+
     /// Every model's stored state, on random histories appended in batches (so states are
     /// decoded, folded and encoded again across commits), decodes and encodes back to the
     /// same bytes.

@@ -51,7 +51,7 @@ public enum BadgeProjection: Projection {
         }
 
         public init(from reader: inout StateReader) throws(StateReader.Damaged) {
-            subscription = try SubscriptionFacts(from: &reader)
+            subscription = try reader.leading { r throws(StateReader.Damaged) in try SubscriptionFacts(from: &r) }
             delivered = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
             read = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
             scheduled = try reader.dated { r throws(StateReader.Damaged) in Task(id: try r.string(), dueDay: try r.int()) }

@@ -71,12 +71,13 @@ extension ProjectionEngine {
                 let (policy, policyHash) = try servedPolicy(txn)
                 let head = try storage.head(txn)
                 var stale: [String] = []
+                let memo = DecodeMemo()
                 let views = try models.compactMap { model -> (model: String, view: JSONObject)? in
                     let served = try storage.served(model.name, txn)
                     if staleness(model, served, policyHash: policyHash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
                     let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
                     do throws(StateReader.Damaged) {
-                        return (model: model.name, view: try model.viewJSON(bytes, t, policy))
+                        return (model: model.name, view: try model.viewJSON(bytes, t, policy, memo))
                     } catch {
                         let failure = storage.unreadable(model.name, error, served: served, codeVersion: model.codeVersion)
                         if failure.code == .unsupportedFormat { return nil }
@@ -148,7 +149,7 @@ extension ProjectionEngine {
                         let key = String(decoding: current.key.dropFirst(4), as: UTF8.self)
                         let view: JSONObject
                         do throws(StateReader.Damaged) {
-                            view = try runner.viewJSON(current.value, t, policy)
+                            view = try runner.viewJSON(current.value, t, policy, nil)
                         } catch {
                             throw storage.unreadable(model, error, served: served, codeVersion: runner.codeVersion)
                         }

@@ -101,9 +101,10 @@ extension ProjectionState {
         return writer.bytes
     }
 
-    /// Decodes a stored state.
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateReader.Damaged) -> Self {
-        var reader = StateReader(bytes)
+    /// Decodes a stored state. With a `memo`, what the state begins with may be taken from
+    /// another state decoded in the memo that began with the same bytes (`StateReader.leading`).
+    public static func decode(_ bytes: UnsafeRawBufferPointer, memo: DecodeMemo? = nil) throws(StateReader.Damaged) -> Self {
+        var reader = StateReader(bytes, memo: memo)
         let state = try Self(from: &reader)
         guard reader.isAtEnd else { throw StateReader.Damaged(what: "\(reader.remaining) trailing bytes") }
         return state
@@ -243,6 +244,44 @@ struct StringWindow: Sendable {
     }
 }
 
+/// What the states read in one query began with, decoded (`StateReader.leading`): the
+/// entitlement, retention and badge models each keep their own copy of a subject's
+/// subscription facts (no model reads another's state, SPEC §4), and the same events fold
+/// them to the same bytes, so a status query decodes them once instead of three times.
+/// For one thread and one query: it holds decoded values, not a cache of the store.
+public final class DecodeMemo {
+    /// A value decoded from the start of a state: the bytes it took, and the reader's string
+    /// window and last timestamp after it.
+    class Entry {
+        let type: ObjectIdentifier
+        let bytes: [UInt8]
+        let strings: StringWindow
+        let lastTimestamp: Int64
+
+        init(type: ObjectIdentifier, bytes: [UInt8], strings: StringWindow, lastTimestamp: Int64) {
+            self.type = type
+            self.bytes = bytes
+            self.strings = strings
+            self.lastTimestamp = lastTimestamp
+        }
+    }
+
+    /// An entry with its value (the entry's `type` is `T`'s, so a match is downcast unchecked).
+    final class Decoded<T>: Entry {
+        let value: T
+
+        init(_ value: T, bytes: [UInt8], strings: StringWindow, lastTimestamp: Int64) {
+            self.value = value
+            super.init(type: ObjectIdentifier(T.self), bytes: bytes, strings: strings, lastTimestamp: lastTimestamp)
+        }
+    }
+
+    /// One thread uses a memo, for one query.
+    @exclusivity(unchecked) var entries: [Entry] = []
+
+    public init() {}
+}
+
 /// Reads what `StateWriter` wrote; any malformed byte is `Damaged`.
 public struct StateReader {
     /// A stored state that does not decode: a bug or a damaged store; `ledger rebuild` replaces it.
@@ -257,8 +296,33 @@ public struct StateReader {
     private var offset = 0
     private var strings = StringWindow()
     private var lastTimestamp: Int64 = 0
+    private let memo: DecodeMemo?
 
-    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    public init(_ bytes: UnsafeRawBufferPointer, memo: DecodeMemo? = nil) {
+        self.bytes = bytes
+        self.memo = memo
+    }
+
+    /// Decodes the value a state begins with, or, reading with a memo, takes it from the memo
+    /// when another state decoded in it began with the very same bytes for a value of this
+    /// type. Reading a value consumes its bytes from the start of the state with a fresh
+    /// reader, and nothing else, so the same bytes decode to the same value and leave the
+    /// reader in the same place: the memo changes how much work a query does, never what it
+    /// answers. Anywhere but at the start of a state, or without a memo, it just decodes.
+    public mutating func leading<T>(_ decode: (inout StateReader) throws(Damaged) -> T) throws(Damaged) -> T {
+        guard let memo, offset == 0 else { return try decode(&self) }
+        let type = ObjectIdentifier(T.self)
+        for entry in memo.entries where entry.type == type && bytes.begins(with: entry.bytes) {
+            offset = entry.bytes.count
+            strings = entry.strings
+            lastTimestamp = entry.lastTimestamp
+            return unsafeDowncast(entry, to: DecodeMemo.Decoded<T>.self).value
+        }
+        let value = try decode(&self)
+        memo.entries.append(DecodeMemo.Decoded(value, bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[..<offset])),
+                                               strings: strings, lastTimestamp: lastTimestamp))
+        return value
+    }
 
     public var isAtEnd: Bool { offset == bytes.count }
     var remaining: Int { bytes.count - offset }

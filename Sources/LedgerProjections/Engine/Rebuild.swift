@@ -263,15 +263,15 @@ extension ProjectionEngine {
             if samePolicy, let stored, let encoded, stored.elementsEqual(encoded) { continue }
             let old: JSONObject
             do throws(StateReader.Damaged) {
-                old = try model.viewJSON(stored, at, servedPolicy)
+                old = try model.viewJSON(stored, at, servedPolicy, nil)
             } catch {
                 let failure = storage.unreadable(model.name, error, served: generation, codeVersion: model.codeVersion)
                 if failure.code == .unsupportedFormat { return nil }
                 throw failure
             }
             let new: JSONObject = try encoded.map { bytes in
-                try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy) }
-            } ?? (try model.viewJSON(nil, at, newPolicy))
+                try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try model.viewJSON(buffer, at, newPolicy, nil) }
+            } ?? (try model.viewJSON(nil, at, newPolicy, nil))
             for (field, from, to) in Self.flatten(new).changes(since: Self.flatten(old)) {
                 changes.append(ViewChange(subject: key, model: model.name, field: field, from: from, to: to))
             }

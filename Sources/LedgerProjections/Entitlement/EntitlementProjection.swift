@@ -56,7 +56,7 @@ public enum EntitlementProjection: Projection {
         }
 
         public init(from reader: inout StateReader) throws(StateReader.Damaged) {
-            subscription = try SubscriptionFacts(from: &reader)
+            subscription = try reader.leading { r throws(StateReader.Damaged) in try SubscriptionFacts(from: &r) }
             grants = try reader.dated { r throws(StateReader.Damaged) in try r.timestamp() }
             snapshots = try reader.dated { r throws(StateReader.Damaged) in
                 switch try r.byte() {
