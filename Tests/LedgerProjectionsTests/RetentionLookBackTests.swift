@@ -20,6 +20,29 @@ import Testing
         return policies
     }()
 
+    /// `SubscriptionFacts.coverage(at:)` passes over a transaction that ended by its expiresAt
+    /// and the latest extension known without working out its end: it still finds what SPEC §4's
+    /// "covered" finds over every transaction, at every change time of random histories.
+    @Test func coverageFindsWhatEveryTransactionsEndFinds() async {
+        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            var facts: [String: SubscriptionFacts] = [:]
+            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
+                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+                facts[event.subject, default: SubscriptionFacts()].apply(RecordedEvent(stored, data: event.data))
+            }
+            for (subject, facts) in facts {
+                for t in Set(facts.changeTimes(policy: Policy.reference.subscription)).flatMap({ [$0, $0.adding(seconds: -1)] }) {
+                    let covering = facts.transactions.filter { $0.at <= t && $0.value.purchasedAt <= t && t < facts.end(of: $0.value, at: t) }
+                        .max { ($0.value.purchasedAt, $0.position) < ($1.value.purchasedAt, $1.position) }
+                    let expected = covering.map { Coverage(transaction: $0, end: facts.end(of: $0.value, at: t)) }
+                    #expect(facts.coverage(at: t) == expected, "seed \(seed), \(subject) at \(t)")
+                }
+            }
+            #expect(!facts.isEmpty)
+        }
+    }
+
     @Test func isActiveAgreesWithPlaceAtEveryChangeTime() async {
         await propertyCheck(count: 40, input: Gen.uint64()) { seed in
             var history = RandomHistory(seed: seed)

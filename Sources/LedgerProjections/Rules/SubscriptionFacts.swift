@@ -187,8 +187,14 @@ extension SubscriptionFacts {
     public func coverage(at t: Timestamp) -> Coverage? {
         // By index, so that only the transaction that wins is copied whole (each holds three strings).
         let known = transactions.known(at: t)
+        // No transaction's coverage ends after the later of its expiresAt and the latest
+        // extension known (upgrades, refunds and revocations only cut it short), so one that
+        // ended by then is passed over without working out its end: the retention look back
+        // asks this at every change time of a long subscription.
+        let extendedTo = extensions.known(at: t).lazy.map(\.value.expiresAt).max()
         var best: (index: Int, end: Timestamp)?
         for i in known.indices where known[i].value.purchasedAt <= t {
+            if t >= known[i].value.expiresAt && extendedTo.map({ t >= $0 }) ?? true { continue }
             let end = end(of: known[i].value, at: t)
             guard t < end else { continue }
             if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
