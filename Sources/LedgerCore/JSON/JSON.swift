@@ -51,12 +51,12 @@ public enum JSON: Sendable, Hashable {
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             out.append(UInt8(ascii: "{"))
-            let members = sortedKeys ? object.members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } : object.members
-            for (i, member) in members.enumerated() {
+            let pairs = sortedKeys ? object.pairs.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) } : object.pairs
+            for (i, (key, value)) in pairs.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSON.writeString(member.key, into: &out)
+                JSON.writeString(key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                member.value.write(into: &out, sortedKeys: sortedKeys)
+                value.write(into: &out, sortedKeys: sortedKeys)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -127,32 +127,49 @@ public struct JSONObject: Sendable, Hashable {
         }
     }
 
-    /// The members in order.
-    public private(set) var members: [Member]
+    /// The members in order, as pairs: a literal's pairs are kept as they come (views build
+    /// their JSON from literals on every query; turning each pair into a `Member` cost a copy,
+    /// and the runtime's generic destruction of the literal's tuples, per member).
+    private(set) var pairs: [(String, JSON)]
+
+    /// The members in order (each made from its pair as it is read).
+    public var members: LazyMapCollection<[(String, JSON)], Member> { pairs.lazy.map { Member(key: $0.0, value: $0.1) } }
 
     /// An object with these members; a later member with a key already present replaces it.
     public init(_ members: [(String, JSON)] = []) {
-        self.members = []
+        self.pairs = []
         for (key, value) in members { self[key] = value }
     }
 
-    init(unique members: [Member]) { self.members = members }
+    init(unique pairs: [(String, JSON)]) { self.pairs = pairs }
 
     /// The value under `key`, or `nil` when the key is absent. Setting appends a new key or
     /// replaces the value in place; setting `nil` removes it.
     public subscript(key: String) -> JSON? {
-        get { members.first { $0.key == key }?.value }
+        get { pairs.first { $0.0 == key }?.1 }
         set {
-            if let i = members.firstIndex(where: { $0.key == key }) {
-                if let newValue { members[i].value = newValue } else { members.remove(at: i) }
+            if let i = pairs.firstIndex(where: { $0.0 == key }) {
+                if let newValue { pairs[i].1 = newValue } else { pairs.remove(at: i) }
             } else if let newValue {
-                members.append(Member(key: key, value: newValue))
+                pairs.append((key, newValue))
             }
         }
     }
 
+    public static func == (a: JSONObject, b: JSONObject) -> Bool {
+        a.pairs.count == b.pairs.count && zip(a.pairs, b.pairs).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(pairs.count)
+        for (key, value) in pairs {
+            hasher.combine(key)
+            hasher.combine(value)
+        }
+    }
+
     /// The keys in order.
-    public var keys: [String] { members.map(\.key) }
+    public var keys: [String] { pairs.map(\.0) }
 }
 
 /// JSON pointers (RFC 6901) as error messages name fields: `/data/expiresAt`, `/` for the whole.
@@ -193,7 +210,7 @@ extension JSONObject: ExpressibleByDictionaryLiteral {
     /// builds), so nothing is searched. Views build their JSON this way on every query.
     init(literal elements: [(String, JSON)]) {
         assert(Set(elements.map(\.0)).count == elements.count, "a JSON object literal repeats a key")
-        self.init(unique: elements.map { Member(key: $0.0, value: $0.1) })
+        self.init(unique: elements)
     }
 }
 

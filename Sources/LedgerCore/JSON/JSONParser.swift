@@ -85,7 +85,7 @@ private struct Parser {
     mutating func object(depth: Int) throws(JSONSyntaxError) -> JSON {
         guard depth <= JSONParser.maxDepth else { throw error("nested deeper than \(JSONParser.maxDepth) levels") }
         index += 1
-        var members: [JSONObject.Member] = []
+        var members: [(String, JSON)] = []
         var seen = Set<String>()
         skipWhitespace()
         if current == UInt8(ascii: "}") {
@@ -102,7 +102,7 @@ private struct Parser {
             guard current == UInt8(ascii: ":") else { throw error("expected ':' after the key") }
             index += 1
             skipWhitespace()
-            members.append(JSONObject.Member(key: key, value: try value(depth: depth)))
+            members.append((key, try value(depth: depth)))
             path.removeLast()
             skipWhitespace()
             switch current {
