@@ -14,6 +14,11 @@ public struct Transaction: ~Copyable {
     /// Whether writes are allowed.
     public var isReadOnly: Bool { writeState == nil }
 
+    /// The snapshot a read transaction sees (`mdb_txn_id`: the last write transaction committed
+    /// when it began). Two read transactions of one environment with the same id see the same
+    /// data. A write transaction's is the id it will commit under.
+    public var snapshotID: Int { Int(mdb_txn_id(handle)) }
+
     // MARK: Reads
 
     /// The value stored under `key`, or `nil`. Zero-copy: the buffer points into the map.

@@ -60,6 +60,24 @@ import Testing
         }
     }
 
+    /// A status query keeps what it read besides the states (policy, head, served generations)
+    /// for the read snapshot it ran in; the next query after the rebuild's commit reads the new
+    /// policy and the new generations.
+    @Test func aStatusQueryAfterARebuildReadsTheNewPolicyAndGenerations() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try seeded(ledger)
+            func planState() throws -> JSON? {
+                try ledger.engine.views(of: "grace", at: feb5).views.first { $0.model == EntitlementProjection.name }?.view["planState"]
+            }
+            #expect(try planState() == .string("free"))
+            try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            #expect(try planState() == .string("pro"))
+            #expect(try ledger.engine.views(of: "grace", at: feb5).stale == [])
+        }
+    }
+
     /// The real rebuild swaps the model in, and its policy becomes the store's.
     @Test func theRebuildAppliesTheNewPolicy() throws {
         try withStorePath { path in

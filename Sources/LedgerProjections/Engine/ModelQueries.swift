@@ -68,16 +68,14 @@ extension ProjectionEngine {
     public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject)], stale: [String]) {
         do {
             return try storage.env.read { txn in
-                let (policy, policyHash) = try servedPolicy(txn)
-                let head = try storage.head(txn)
+                let context = try queryContext(txn)
                 var stale: [String] = []
                 let memo = DecodeMemo()
-                let views = try models.compactMap { model -> (model: String, view: JSONObject)? in
-                    let served = try storage.served(model.name, txn)
-                    if staleness(model, served, policyHash: policyHash) != nil || (served?.checkpoint ?? 0) != head { stale.append(model.name) }
+                let views = try zip(models, context.served).compactMap { model, served -> (model: String, view: JSONObject)? in
+                    if staleness(model, served, policyHash: context.policyHash) != nil || (served?.checkpoint ?? 0) != context.head { stale.append(model.name) }
                     let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
                     do throws(StateReader.Damaged) {
-                        return (model: model.name, view: try model.viewJSON(bytes, t, policy, memo))
+                        return (model: model.name, view: try model.viewJSON(bytes, t, context.policy, memo))
                     } catch {
                         let failure = storage.unreadable(model.name, error, served: served, codeVersion: model.codeVersion)
                         if failure.code == .unsupportedFormat { return nil }

@@ -19,6 +19,7 @@ public final class ProjectionEngine: CommitObserver {
     let inlineCatchUpLimit: UInt64 = 10_000
     let broadcaster = PositionBroadcaster()
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
+    private let queryContextCache = Mutex<QueryContext?>(nil)
     /// One rebuild at a time in this process.
     let rebuildLock = Mutex(false)
 
@@ -139,7 +140,30 @@ public final class ProjectionEngine: CommitObserver {
 
     private static let referenceHash = Policy.reference.hash
 
+    /// What a status query reads besides the states, read once per read snapshot: queries in
+    /// read transactions of the same snapshot (`Transaction.snapshotID`) see the same data, so
+    /// only the first reads the policy, the log's head and each model's served generation.
+    func queryContext(_ txn: borrowing Transaction) throws -> QueryContext {
+        let snapshot = txn.snapshotID
+        if txn.isReadOnly, let cached = queryContextCache.withLock({ $0 }), cached.snapshot == snapshot { return cached }
+        let (policy, hash) = try servedPolicy(txn)
+        let context = QueryContext(snapshot: snapshot, policy: policy, policyHash: hash, head: try storage.head(txn),
+                                   served: try models.map { model in try storage.served(model.name, txn) })
+        if txn.isReadOnly { queryContextCache.withLock { $0 = context } }
+        return context
+    }
+
     func policyHash(_ txn: borrowing Transaction) throws -> String { try servedPolicy(txn).hash }
+}
+
+/// The policy, head and served generations of one read snapshot (`ProjectionEngine.queryContext`).
+struct QueryContext: Sendable {
+    var snapshot: Int
+    var policy: Policy
+    var policyHash: String
+    var head: UInt64
+    /// By the engine's model index.
+    var served: [Generation?]
 }
 
 /// The states one append's transaction touches, per model that is up to date.
