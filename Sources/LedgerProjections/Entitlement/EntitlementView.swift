@@ -201,15 +201,25 @@ enum EntitlementRules {
     /// `Projection.changeTimes`): store periods and billing windows, grant ends, and each
     /// device snapshot's verification and offline windows.
     static func changeTimes(of state: EntitlementProjection.State, policy: Policy.Subscription) -> [Timestamp] {
+        // Appended one by one: an array literal or a mapped array per fact is an allocation
+        // (the retention look back gathers these on every query of an active subject).
         var times = state.subscription.changeTimes(policy: policy)
-        for g in state.grants { times += [g.at, g.value] }
+        times.reserveCapacity(times.count + 2 * state.grants.count + 4 * state.snapshots.count
+                              + state.signIns.count + state.deletions.count + state.attempts.count)
+        for g in state.grants {
+            times.append(g.at)
+            times.append(g.value)
+        }
         for s in state.snapshots {
             times.append(s.at)
             guard case .verified(_, let expiresAt) = s.value else { continue }
-            times += [s.at.adding(seconds: policy.verificationIntervalHours * 3600), s.at.adding(seconds: policy.offlineGraceHours * 3600)]
+            times.append(s.at.adding(seconds: policy.verificationIntervalHours * 3600))
+            times.append(s.at.adding(seconds: policy.offlineGraceHours * 3600))
             if let expiresAt { times.append(expiresAt) }
         }
-        times += state.signIns.map(\.at) + state.deletions.map(\.at) + state.attempts.map(\.at)
+        for s in state.signIns { times.append(s.at) }
+        for d in state.deletions { times.append(d.at) }
+        for a in state.attempts { times.append(a.at) }
         return times
     }
 

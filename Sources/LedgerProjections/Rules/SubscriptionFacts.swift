@@ -270,11 +270,27 @@ extension SubscriptionFacts {
     /// start and end, and each failure's grace and issue ends as the facts known at any of
     /// those times put them.
     public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
+        // Appended one by one: an array literal or a mapped array per fact is an allocation.
         var times: [Timestamp] = []
-        for t in transactions { times += [t.at, t.value.purchasedAt, t.value.expiresAt] }
-        for e in extensions { times += [e.at, e.value.expiresAt] }
-        for u in upgrades { times += [u.at, u.value.startsAt] }
-        times += marks.map(\.at) + ends.map(\.at) + autoRenew.map(\.at) + failures.map(\.at)
+        times.reserveCapacity(3 * transactions.count + 2 * (extensions.count + upgrades.count)
+                              + marks.count + ends.count + autoRenew.count + 3 * failures.count)
+        for t in transactions {
+            times.append(t.at)
+            times.append(t.value.purchasedAt)
+            times.append(t.value.expiresAt)
+        }
+        for e in extensions {
+            times.append(e.at)
+            times.append(e.value.expiresAt)
+        }
+        for u in upgrades {
+            times.append(u.at)
+            times.append(u.value.startsAt)
+        }
+        for m in marks { times.append(m.at) }
+        for e in ends { times.append(e.at) }
+        for a in autoRenew { times.append(a.at) }
+        for f in failures { times.append(f.at) }
         if let first = failures.first?.at {
             // An episode's windows depend on the transactions known, so each time the facts
             // change after the first failure may move them.
