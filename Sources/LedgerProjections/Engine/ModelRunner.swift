@@ -78,8 +78,9 @@ protocol StateFold: AnyObject {
     var count: Int { get }
     /// Applies `event` to its key's state; `subject` is the number of the event's subject in
     /// `table` (the caller looks it up once for every model), and `load` gives the stored
-    /// state's bytes the first time a key is touched (`nil`: none stored).
-    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws
+    /// state's bytes the first time a key is touched (`nil`: none stored), decoded with `memo`
+    /// when given (the models that read one event share it: `StateReader.leading`).
+    func apply(_ event: RecordedEvent, subject: Int, memo: DecodeMemo?, load: (String) throws -> [UInt8]?) throws
     /// Every held key (UTF-8) with its encoded state, in key byte order: the order LMDB
     /// stores them, so writing them is an append.
     func encodedStates() -> [(key: [UInt8], state: [UInt8])]
@@ -92,7 +93,7 @@ protocol StateFold: AnyObject {
 extension StateFold {
     /// Applies `event`, numbering its subject in the fold's own table.
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
-        try apply(event, subject: table.number(of: event.subject), load: load)
+        try apply(event, subject: table.number(of: event.subject), memo: nil, load: load)
     }
 }
 
@@ -108,7 +109,7 @@ final class TypedStates<P: Projection> {
 
     init(table: KeyTable) { self.table = table }
 
-    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws {
+    func apply(_ event: RecordedEvent, subject: Int, memo: DecodeMemo?, load: (String) throws -> [UInt8]?) throws {
         guard let key = P.key(for: event) else { return }
         // A model keyed by something other than the subject numbers its key in the same table,
         // so a key is one slot whichever event reached it.
@@ -120,7 +121,7 @@ final class TypedStates<P: Projection> {
         }
         if !held[slot] {
             if let bytes = try load(key) {
-                states[slot] = try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer) }
+                states[slot] = try bytes.withUnsafeBytes { buffer throws(StateReader.Damaged) in try P.State.decode(buffer, memo: memo) }
             }
             held[slot] = true
             count += 1
@@ -175,7 +176,7 @@ final class TypedFold: StateFold {
     let table: KeyTable
     private let countOf: () -> Int
     private let keysOf: () -> [String]
-    private let applyTo: (RecordedEvent, Int, (String) throws -> [UInt8]?) throws -> Void
+    private let applyTo: (RecordedEvent, Int, DecodeMemo?, (String) throws -> [UInt8]?) throws -> Void
     private let encodeAll: () -> [(key: [UInt8], state: [UInt8])]
     private let encodeOne: (String) -> [UInt8]?
 
@@ -184,14 +185,16 @@ final class TypedFold: StateFold {
         self.table = table
         countOf = { states.count }
         keysOf = { states.heldSlots.map { table.keys[$0] } }
-        applyTo = { event, subject, load in try states.apply(event, subject: subject, load: load) }
+        applyTo = { event, subject, memo, load in try states.apply(event, subject: subject, memo: memo, load: load) }
         encodeAll = { states.encodedStates() }
         encodeOne = { key in states.state(of: key)?.encoded }
     }
 
     var count: Int { countOf() }
     var keys: [String] { keysOf() }
-    func apply(_ event: RecordedEvent, subject: Int, load: (String) throws -> [UInt8]?) throws { try applyTo(event, subject, load) }
+    func apply(_ event: RecordedEvent, subject: Int, memo: DecodeMemo?, load: (String) throws -> [UInt8]?) throws {
+        try applyTo(event, subject, memo, load)
+    }
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] { encodeAll() }
     func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
 }

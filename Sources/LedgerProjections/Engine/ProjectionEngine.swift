@@ -193,10 +193,12 @@ final class InlineSession: CommitSession {
         guard !readers.isEmpty else { return }
         let recorded = RecordedEvent(event, data: data)
         let subject = table.number(of: recorded.subject)
+        // The models that load this subject's states now decode the facts they share once.
+        let memo = readers.count > 1 ? DecodeMemo() : nil
         for index in readers {
             guard let entry = active[index] else { continue }
             let generation = entry.generation.id
-            try entry.fold.apply(recorded, subject: subject) { key in try engine.storage.state(generation, key, txn) }
+            try entry.fold.apply(recorded, subject: subject, memo: memo) { key in try engine.storage.state(generation, key, txn) }
         }
     }
 

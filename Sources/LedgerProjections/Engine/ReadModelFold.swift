@@ -99,7 +99,7 @@ public final class ReadModelFold: @unchecked Sendable {
             let indices = readers[event.data.ordinal]
             guard !indices.isEmpty else { continue }
             let subject = table.number(of: event.subject)
-            for index in indices { try folds[index].apply(event, subject: subject) { _ in nil } }
+            for index in indices { try folds[index].apply(event, subject: subject, memo: nil) { _ in nil } }
         }
     }
 
