@@ -41,8 +41,16 @@ enum BadgeRules {
 
     /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
     static func unreadInbox(_ state: BadgeProjection.State, at t: Timestamp) -> Int64 {
-        let read = Set(state.read.known(at: t).map(\.value))
-        return Int64(Set(state.delivered.known(at: t).map(\.value)).subtracting(read).count)
+        // Counted in one pass over sets built once: no list of ids mapped out, and no set built
+        // at all for a subject without messages (most queries).
+        let delivered = state.delivered.known(at: t)
+        guard !delivered.isEmpty else { return 0 }
+        var read = Set<String>(minimumCapacity: state.read.count)
+        for message in state.read.known(at: t) { read.insert(message.value) }
+        var counted = Set<String>(minimumCapacity: delivered.count)
+        var unread: Int64 = 0
+        for message in delivered where !read.contains(message.value) && counted.insert(message.value).inserted { unread += 1 }
+        return unread
     }
 
     /// The zone of the latest session start at or before `t` (UTC with none).
