@@ -20,10 +20,11 @@ import Testing
         return policies
     }()
 
-    /// `SubscriptionFacts.coverage(at:)` passes over a transaction that ended by its expiresAt
-    /// and the latest extension known without working out its end: it still finds what SPEC §4's
-    /// "covered" finds over every transaction, at every change time of random histories.
-    @Test func coverageFindsWhatEveryTransactionsEndFinds() async {
+    /// `SubscriptionFacts.coverage(at:)` and `latestEnd(at:)` pass over a transaction that
+    /// `endBound` rules out without working out its end: they still find what SPEC §4's
+    /// "covered" and `expiresAt` find over every transaction, at every change time of random
+    /// histories.
+    @Test func coverageAndTheLatestEndFindWhatEveryTransactionsEndFinds() async {
         await propertyCheck(count: 40, input: Gen.uint64()) { seed in
             var history = RandomHistory(seed: seed)
             var facts: [String: SubscriptionFacts] = [:]
@@ -37,6 +38,8 @@ import Testing
                         .max { ($0.value.purchasedAt, $0.position) < ($1.value.purchasedAt, $1.position) }
                     let expected = covering.map { Coverage(transaction: $0, end: facts.end(of: $0.value, at: t)) }
                     #expect(facts.coverage(at: t) == expected, "seed \(seed), \(subject) at \(t)")
+                    let latest = facts.transactions.filter { $0.at <= t }.map { facts.end(of: $0.value, at: t) }.max()
+                    #expect(facts.latestEnd(at: t) == latest, "seed \(seed), \(subject) at \(t)")
                 }
             }
             #expect(!facts.isEmpty)

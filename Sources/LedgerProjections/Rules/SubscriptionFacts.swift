@@ -183,18 +183,27 @@ extension SubscriptionFacts {
         return (end, cause)
     }
 
+    /// The latest expiresAt an extension known at `t` gives any transaction (`nil`: none).
+    func latestExtension(at t: Timestamp) -> Timestamp? {
+        extensions.known(at: t).lazy.map(\.value.expiresAt).max()
+    }
+
+    /// No later than `transaction`'s end at `t`: the later of its expiresAt and
+    /// `latestExtension` (upgrades, refunds and revocations only cut an end short). The rules
+    /// below pass over a transaction this bound rules out without working out its end: the
+    /// retention look back asks them at every change time of a long subscription.
+    func endBound(of transaction: Transaction, latestExtension: Timestamp?) -> Timestamp {
+        max(transaction.expiresAt, latestExtension ?? transaction.expiresAt)
+    }
+
     /// The transaction covering `t` (the latest purchased, if several), or `nil`.
     public func coverage(at t: Timestamp) -> Coverage? {
         // By index, so that only the transaction that wins is copied whole (each holds three strings).
         let known = transactions.known(at: t)
-        // No transaction's coverage ends after the later of its expiresAt and the latest
-        // extension known (upgrades, refunds and revocations only cut it short), so one that
-        // ended by then is passed over without working out its end: the retention look back
-        // asks this at every change time of a long subscription.
-        let extendedTo = extensions.known(at: t).lazy.map(\.value.expiresAt).max()
+        let extended = latestExtension(at: t)
         var best: (index: Int, end: Timestamp)?
         for i in known.indices where known[i].value.purchasedAt <= t {
-            if t >= known[i].value.expiresAt && extendedTo.map({ t >= $0 }) ?? true { continue }
+            if t >= endBound(of: known[i].value, latestExtension: extended) { continue }
             let end = end(of: known[i].value, at: t)
             guard t < end else { continue }
             if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
@@ -213,8 +222,16 @@ extension SubscriptionFacts {
 
     /// The end of the current or latest covered period known at `t`.
     public func latestEnd(at t: Timestamp) -> Timestamp? {
+        // The latest first, as they usually end latest: the others' bounds then rule them out.
         let known = transactions.known(at: t)
-        return known.indices.map { end(of: known[$0].value, at: t) }.max()
+        let extended = latestExtension(at: t)
+        var latest: Timestamp?
+        for i in known.indices.reversed() {
+            if let latest, endBound(of: known[i].value, latestExtension: extended) <= latest { continue }
+            let end = end(of: known[i].value, at: t)
+            latest = max(latest ?? end, end)
+        }
+        return latest
     }
 
     /// The latest billing failure known at `t`, with its grace and issue windows.
