@@ -42,7 +42,7 @@ enum BadgeRules {
     /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
     static func unreadInbox(_ state: BadgeProjection.State, at t: Timestamp) -> Int64 {
         // Counted in one pass over sets built once: no list of ids mapped out, and no set built
-        // at all for a subject without messages (most queries).
+        // at all for a subject without messages.
         let delivered = state.delivered.known(at: t)
         guard !delivered.isEmpty else { return 0 }
         var read = Set<String>(minimumCapacity: state.read.count)

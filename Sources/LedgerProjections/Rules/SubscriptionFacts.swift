@@ -188,7 +188,7 @@ extension SubscriptionFacts {
         extensions.known(at: t).lazy.map(\.value.expiresAt).max()
     }
 
-    /// No later than `transaction`'s end at `t`: the later of its expiresAt and
+    /// A time `transaction`'s end at `t` cannot be later than: the later of its expiresAt and
     /// `latestExtension` (upgrades, refunds and revocations only cut an end short). The rules
     /// below pass over a transaction this bound rules out without working out its end: the
     /// retention look back asks them at every change time of a long subscription.
