@@ -60,9 +60,9 @@ import Testing
         }
     }
 
-    /// A status query keeps what it read besides the states (policy, head, served generations)
-    /// for the read snapshot it ran in; the next query after the rebuild's commit reads the new
-    /// policy and the new generations.
+    /// A status query, and a typed view, keep what they read besides the states (policy, head,
+    /// served generations) for the read snapshot they ran in; the next query after the
+    /// rebuild's commit reads the new policy and the new generations.
     @Test func aStatusQueryAfterARebuildReadsTheNewPolicyAndGenerations() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)
@@ -72,8 +72,10 @@ import Testing
                 try ledger.engine.views(of: "grace", at: feb5).views.first { $0.model == EntitlementProjection.name }?.view["planState"]
             }
             #expect(try planState() == .string("free"))
+            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .free)
             try ledger.engine.rebuild(policy: longerGrace, at: feb5)
             #expect(try planState() == .string("pro"))
+            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
             #expect(try ledger.engine.views(of: "grace", at: feb5).stale == [])
         }
     }

@@ -93,8 +93,10 @@ extension ProjectionEngine {
     public func view<P: Projection>(_ projection: P.Type, of key: String, at t: Timestamp) throws(LedgerError) -> P.View {
         do {
             return try storage.env.read { txn in
-                let policy = try self.policy(txn)
-                guard let served = try storage.served(P.name, txn),
+                let context = try queryContext(txn)
+                let policy = context.policy
+                let index = models.firstIndex { $0.name == P.name }
+                guard let served = try index.map({ context.served[$0] }) ?? storage.served(P.name, txn),
                       let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(served.id, key))
                 else { return P.view(of: P.State(), at: t, policy: policy) }
                 do throws(StateReader.Damaged) {
