@@ -108,7 +108,40 @@ import Testing
         let memo = DecodeMemo()
         #expect(try decode(EntitlementProjection.State.self, entitlement.encoded, memo: memo) == entitlement)
         #expect(try decode(BadgeProjection.State.self, badge.encoded, memo: memo) == badge)
-        #expect(memo.entries.count == 1)   // the badge's facts were the entitlement's, not decoded again
+        #expect(memo.entries.count == 2)   // the entitlement's facts and its state; the badge's facts were those facts
+    }
+
+    /// The retention state begins with its own copy of the entitlement state, folded from the
+    /// same events to the same bytes: it takes the whole entitlement state from the memo, and
+    /// reads on with the reader as the state left it (a pass id that refers back to the
+    /// transaction's id, a time written as a difference from the last sign-in).
+    @Test func aRetentionStateBeginningWithTheEntitlementStateTakesItFromTheMemo() throws {
+        var entitlement = EntitlementProjection.State()
+        entitlement.subscription = facts("1000010-1", at: "2026-01-05T10:00:00Z")
+        entitlement.signIns = [Dated(at: ts("2026-01-06T00:00:00Z"), position: 4, value: true)]
+        var retention = RetentionProjection.State()
+        retention.access = entitlement
+        retention.recoveryPasses = [Dated(at: ts("2026-03-01T00:00:00Z"), position: 9, value: "1000010-1")]
+        let memo = DecodeMemo()
+        #expect(try decode(EntitlementProjection.State.self, entitlement.encoded, memo: memo) == entitlement)
+        #expect(memo.entries.count == 2)   // the facts, and the entitlement state
+        #expect(try decode(RetentionProjection.State.self, retention.encoded, memo: memo) == retention)
+        #expect(memo.entries.count == 2)   // not decoded again
+    }
+
+    /// The other way round: an entitlement state read after a retention state that began with
+    /// the same bytes is the retention's decoded copy.
+    @Test func anEntitlementStateReadAfterTheRetentionStateTakesItsCopy() throws {
+        var entitlement = EntitlementProjection.State()
+        entitlement.subscription = facts("1000010-1", at: "2026-01-05T10:00:00Z")
+        entitlement.attempts = [Dated(at: ts("2026-01-05T09:59:00Z"), position: 2, value: .started)]
+        var retention = RetentionProjection.State()
+        retention.access = entitlement
+        retention.organizerCancellations = [Dated(at: ts("2026-04-01T00:00:00Z"), position: 12, value: "organizer-7")]
+        let memo = DecodeMemo()
+        #expect(try decode(RetentionProjection.State.self, retention.encoded, memo: memo) == retention)
+        #expect(try decode(EntitlementProjection.State.self, entitlement.encoded, memo: memo) == entitlement)
+        #expect(memo.entries.count == 2)
     }
 
     /// Facts stored with other bytes are decoded from their own.
@@ -120,7 +153,7 @@ import Testing
         let memo = DecodeMemo()
         #expect(try decode(EntitlementProjection.State.self, first.encoded, memo: memo) == first)
         #expect(try decode(BadgeProjection.State.self, second.encoded, memo: memo) == second)
-        #expect(memo.entries.count == 2)
+        #expect(memo.entries.count == 3)   // the first's facts and state, the second's facts
     }
 
     /// Every model's stored state, on random histories appended in batches (so states are

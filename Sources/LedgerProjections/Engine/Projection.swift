@@ -320,6 +320,8 @@ public struct StateReader {
             return unsafeDowncast(entry, to: DecodeMemo.Decoded<T>.self).value
         }
         let value = try decode(&self)
+        // A query registers a few values (the facts, the entitlement's state): one allocation.
+        if memo.entries.isEmpty { memo.entries.reserveCapacity(4) }
         memo.entries.append(DecodeMemo.Decoded(value, bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[..<offset])),
                                                strings: strings, lastTimestamp: lastTimestamp))
         return value

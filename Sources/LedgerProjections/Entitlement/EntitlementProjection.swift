@@ -55,7 +55,14 @@ public enum EntitlementProjection: Projection {
             writer.write(attempts) { $0.write($1.rawValue) }
         }
 
+        /// Retention's state begins with this model's state, folded from the same events to the
+        /// same bytes (its own copy, SPEC §4), so a status query or an append that reads both
+        /// decodes it once (`StateReader.leading`).
         public init(from reader: inout StateReader) throws(StateReader.Damaged) {
+            self = try reader.leading { r throws(StateReader.Damaged) in try State(fields: &r) }
+        }
+
+        private init(fields reader: inout StateReader) throws(StateReader.Damaged) {
             subscription = try reader.leading { r throws(StateReader.Damaged) in try SubscriptionFacts(from: &r) }
             grants = try reader.dated { r throws(StateReader.Damaged) in try r.timestamp() }
             snapshots = try reader.dated { r throws(StateReader.Damaged) in
