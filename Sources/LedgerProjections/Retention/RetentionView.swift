@@ -237,9 +237,16 @@ enum RetentionRules {
     /// plan or its auto-renew does, so the entitlement's change times are the ones to visit.
     static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementRules.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
-        // Sorted, then each time once (cheaper than hashing every time into a set).
-        var times: [Timestamp] = []
-        for time in EntitlementRules.changeTimes(of: state.access, policy: policy.subscription).sorted() where time != times.last { times.append(time) }
+        // Sorted, then each time once, in place (cheaper than hashing every time into a set,
+        // and no second array).
+        var times = EntitlementRules.changeTimes(of: state.access, policy: policy.subscription)
+        times.sort()
+        var kept = 0
+        for i in times.indices where kept == 0 || times[i] != times[kept - 1] {
+            times[kept] = times[i]
+            kept += 1
+        }
+        times.removeLast(times.count - kept)
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
         for c in times[..<now].reversed() {
