@@ -224,6 +224,35 @@ import Testing
             billingIssue: false, purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 3)))
     }
 
+    /// Auto-renew is the later of a purchase (on) and a change: buying again after turning it
+    /// off turns it on.
+    @Test func aNewPurchaseAfterAutoRenewWasTurnedOffRenews() throws {
+        let mar20 = days(19, after: mar1), apr20 = days(50, after: mar1)
+        let events = trial() + [Make.autoRenew("u", at: days(2, after: mar1), original: "t1", enabled: false),
+                                Make.purchase("u", at: mar20, txn: "t2", expires: apr20)]
+        #expect(try view(events, at: days(1, after: mar20)) == EntitlementView(
+            planState: .pro, trialEligible: false, expiresAt: apr20, renewsAt: apr20, autoRenew: true, billingIssue: false,
+            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 4)))
+    }
+
+    /// Once nothing covers the subject, the view names the latest transaction's product (by
+    /// purchase time), here the upgrade's, and the latest end.
+    @Test func aLapsedSubjectsProductIsTheLatestTransactions() throws {
+        var change = SubscriptionProductChanged()
+        change.originalTransactionId = "t1"
+        change.fromProductId = "pro.monthly"
+        change.toProductId = "pro.yearly"
+        change.effective = .immediate
+        change.transactionId = "t2"
+        change.purchasedAt = days(10, after: mar1)
+        change.expiresAt = ts("2026-06-01T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
+                      LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData)]
+        #expect(try view(events, at: ts("2026-07-01T00:00:00Z")) == EntitlementView(
+            planState: .free, trialEligible: false, expiresAt: ts("2026-06-01T09:30:00Z"), renewsAt: nil, autoRenew: true,
+            billingIssue: false, purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1)))
+    }
+
     /// 004 SK-D07: a downgrade at the next renewal changes nothing until that renewal.
     @Test func aDowngradeWaitsForTheNextRenewal() throws {
         let apr1 = ts("2026-04-01T09:30:00Z")

@@ -188,12 +188,15 @@ extension SubscriptionFacts {
         extensions.known(at: t).lazy.map(\.value.expiresAt).max()
     }
 
-    /// A time `transaction`'s end at `t` cannot be later than: the later of its expiresAt and
+    /// A time a transaction's end at `t` cannot be later than: the later of its expiresAt and
     /// `latestExtension` (upgrades, refunds and revocations only cut an end short). The rules
     /// below pass over a transaction this bound rules out without working out its end: the
-    /// retention look back asks them at every change time of a long subscription.
-    func endBound(of transaction: Transaction, latestExtension: Timestamp?) -> Timestamp {
-        max(transaction.expiresAt, latestExtension ?? transaction.expiresAt)
+    /// retention look back asks them at every change time of a long subscription. It takes the
+    /// expiresAt alone, since a transaction passed whole is copied out of its array with its
+    /// three strings retained.
+    @inline(__always)
+    func endBound(expiresAt: Timestamp, latestExtension: Timestamp?) -> Timestamp {
+        max(expiresAt, latestExtension ?? expiresAt)
     }
 
     /// The transaction covering `t` (the latest purchased, if several), or `nil`.
@@ -203,7 +206,7 @@ extension SubscriptionFacts {
         let extended = latestExtension(at: t)
         var best: (index: Int, end: Timestamp)?
         for i in known.indices where known[i].value.purchasedAt <= t {
-            if t >= endBound(of: known[i].value, latestExtension: extended) { continue }
+            if t >= endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) { continue }
             let end = end(of: known[i].value, at: t)
             guard t < end else { continue }
             if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
@@ -214,7 +217,14 @@ extension SubscriptionFacts {
 
     /// The latest transaction known at `t` (by purchase time), covering or not.
     public func latestTransaction(at t: Timestamp) -> Dated<Transaction>? {
-        transactions.known(at: t).max { ($0.value.purchasedAt, $0.position) < ($1.value.purchasedAt, $1.position) }
+        // By index, copying only the one found (`max(by:)` copies each candidate out).
+        let known = transactions.known(at: t)
+        var latest: Int?
+        for i in known.indices {
+            if let current = latest, (known[current].value.purchasedAt, known[current].position) >= (known[i].value.purchasedAt, known[i].position) { continue }
+            latest = i
+        }
+        return latest.map { known[$0] }
     }
 
     /// Whether any transaction is known at `t`.
@@ -227,7 +237,7 @@ extension SubscriptionFacts {
         let extended = latestExtension(at: t)
         var latest: Timestamp?
         for i in known.indices.reversed() {
-            if let latest, endBound(of: known[i].value, latestExtension: extended) <= latest { continue }
+            if let latest, endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) <= latest { continue }
             let end = end(of: known[i].value, at: t)
             latest = max(latest ?? end, end)
         }
@@ -275,7 +285,11 @@ extension SubscriptionFacts {
     public func autoRenewing(at t: Timestamp) -> Bool? {
         guard hasTransactions(at: t) else { return nil }
         let known = transactions.known(at: t)
-        let purchase = known.lastIndex { $0.value.kind == .purchase }
+        var purchase: Int?
+        for i in known.indices.reversed() where known[i].value.kind == .purchase {
+            purchase = i
+            break
+        }
         let change = autoRenew.known(at: t).last
         guard let change else { return true }
         guard let purchase else { return change.value.enabled }
