@@ -206,9 +206,9 @@ import Testing
         #expect(after.expiresAt == days(2, after: mar1))
     }
 
-    /// 004 SK-D07: an immediate upgrade switches the product at once; the old transaction's
-    /// coverage ends where the new one starts.
-    @Test func anImmediateUpgradeSwitchesTheProductAtOnce() throws {
+    /// A monthly subscription from March 1 (t1, to April 1), upgraded at once to yearly on
+    /// March 11 (t2, to `until`).
+    func upgradedOnMarch11(until: Timestamp) -> [LedgerEvent] {
         var change = SubscriptionProductChanged()
         change.originalTransactionId = "t1"
         change.fromProductId = "pro.monthly"
@@ -216,9 +216,15 @@ import Testing
         change.effective = .immediate
         change.transactionId = "t2"
         change.purchasedAt = days(10, after: mar1)
-        change.expiresAt = ts("2027-03-11T09:30:00Z")
-        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
-                      LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData)]
+        change.expiresAt = until
+        return [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
+                LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData)]
+    }
+
+    /// 004 SK-D07: an immediate upgrade switches the product at once; the old transaction's
+    /// coverage ends where the new one starts.
+    @Test func anImmediateUpgradeSwitchesTheProductAtOnce() throws {
+        let events = upgradedOnMarch11(until: ts("2027-03-11T09:30:00Z"))
         #expect(try view(events, at: days(11, after: mar1)) == EntitlementView(
             planState: .pro, trialEligible: false, expiresAt: ts("2027-03-11T09:30:00Z"), renewsAt: ts("2027-03-11T09:30:00Z"), autoRenew: true,
             billingIssue: false, purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 3)))
@@ -238,16 +244,7 @@ import Testing
     /// Once nothing covers the subject, the view names the latest transaction's product (by
     /// purchase time), here the upgrade's, and the latest end.
     @Test func aLapsedSubjectsProductIsTheLatestTransactions() throws {
-        var change = SubscriptionProductChanged()
-        change.originalTransactionId = "t1"
-        change.fromProductId = "pro.monthly"
-        change.toProductId = "pro.yearly"
-        change.effective = .immediate
-        change.transactionId = "t2"
-        change.purchasedAt = days(10, after: mar1)
-        change.expiresAt = ts("2026-06-01T09:30:00Z")
-        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
-                      LedgerEvent(subject: "u", occurredAt: days(10, after: mar1), source: .appstore, data: change.eventData)]
+        let events = upgradedOnMarch11(until: ts("2026-06-01T09:30:00Z"))
         #expect(try view(events, at: ts("2026-07-01T00:00:00Z")) == EntitlementView(
             planState: .free, trialEligible: false, expiresAt: ts("2026-06-01T09:30:00Z"), renewsAt: nil, autoRenew: true,
             billingIssue: false, purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1)))
