@@ -10,50 +10,39 @@ import Testing
     /// Incremental projection (each event appended on its own, the model updated in that
     /// append's transaction) equals a rebuild from scratch, byte for byte, state by state.
     @Test func incrementalProjectionEqualsARebuildByteForByte() async {
-        await propertyCheck(count: 12, input: Gen.uint64()) { seed in
-            var history = RandomHistory(seed: seed)
-            let events = history.events(subjects: 4, perSubject: 1...14)
-            try withStorePath { path in
-                let ledger = try Ledger(path: path)
-                defer { ledger.close() }
-                for event in history.shuffled(events) { try ledger.append([event]) }
-                let names = ReadModels.all.map { $0.name }
-                let incremental = try names.map { name in try ledger.engine.servedStates(of: name) }
-                try ledger.engine.rebuild(compare: false)
-                let rebuilt = try names.map { name in try ledger.engine.servedStates(of: name) }
-                for (index, name) in names.enumerated() {
-                    #expect(rebuilt[index].map(\.key) == incremental[index].map(\.key), "\(name), seed \(seed)")
-                    #expect(rebuilt[index].map(\.state) == incremental[index].map(\.state), "\(name), seed \(seed)")
-                }
-                #expect(try ledger.engine.verify() == [])
+        await onRandomHistories(subjects: 4, perSubject: 1...14) { seed, history, events, ledger in
+            for event in history.shuffled(events) { try ledger.append([event]) }
+            let names = ReadModels.all.map { $0.name }
+            let incremental = try names.map { name in try ledger.engine.servedStates(of: name) }
+            try ledger.engine.rebuild(compare: false)
+            let rebuilt = try names.map { name in try ledger.engine.servedStates(of: name) }
+            for (index, name) in names.enumerated() {
+                #expect(rebuilt[index].map(\.key) == incremental[index].map(\.key), "\(name), seed \(seed)")
+                #expect(rebuilt[index].map(\.state) == incremental[index].map(\.state), "\(name), seed \(seed)")
             }
+            #expect(try ledger.engine.verify() == [])
         }
     }
 
-    /// A status query decodes the subscription facts the models share once (`DecodeMemo`):
+    /// A status query decodes what the models' states share once (`DecodeMemo`: the facts,
+    /// the entitlement state retention begins with):
     /// every view it gives is the one each model gives read on its own.
     @Test func aStatusQueryGivesEachModelsOwnView() async {
-        await propertyCheck(count: 12, input: Gen.uint64()) { seed in
-            var history = RandomHistory(seed: seed)
-            let events = history.events(subjects: 3, perSubject: 1...14)
-            try withStorePath { path in
-                let ledger = try Ledger(path: path)
-                defer { ledger.close() }
-                try ledger.append(events)
-                var times = events.flatMap { [$0.occurredAt, $0.occurredAt.adding(seconds: 3 * 86_400)] }
-                times.append(ts("2027-06-01T00:00:00Z"))
-                for subject in ["s0", "s1", "s2"] {
-                    for t in times {
-                        let status = try ledger.engine.views(of: subject, at: t).views
-                        let own: [(String, JSONObject)] = [
-                            (EntitlementProjection.name, try ledger.engine.view(EntitlementProjection.self, of: subject, at: t).json),
-                            (RetentionProjection.name, try ledger.engine.view(RetentionProjection.self, of: subject, at: t).json),
-                            (BadgeProjection.name, try ledger.engine.view(BadgeProjection.self, of: subject, at: t).json),
-                        ]
-                        #expect(status.map(\.model) == own.map(\.0), "seed \(seed)")
-                        for ((model, view), (_, alone)) in zip(status, own) {
-                            #expect(view == alone, "seed \(seed), \(subject) at \(t), \(model)")
-                        }
+        await onRandomHistories(subjects: 3, perSubject: 1...14) { seed, _, events, ledger in
+            try ledger.append(events)
+            var times = events.flatMap { [$0.occurredAt, $0.occurredAt.adding(seconds: 3 * 86_400)] }
+            times.append(ts("2027-06-01T00:00:00Z"))
+            for subject in ["s0", "s1", "s2"] {
+                for t in times {
+                    let status = try ledger.engine.views(of: subject, at: t).views
+                    let own: [(String, JSONObject)] = [
+                        (EntitlementProjection.name, try ledger.engine.view(EntitlementProjection.self, of: subject, at: t).json),
+                        (RetentionProjection.name, try ledger.engine.view(RetentionProjection.self, of: subject, at: t).json),
+                        (BadgeProjection.name, try ledger.engine.view(BadgeProjection.self, of: subject, at: t).json),
+                    ]
+                    #expect(status.map(\.model) == own.map(\.0), "seed \(seed)")
+                    for ((model, view), (_, alone)) in zip(status, own) {
+                        #expect(view == alone, "seed \(seed), \(subject) at \(t), \(model)")
                     }
                 }
             }
@@ -100,5 +89,20 @@ import Testing
             let difference = zip(views[0], views[1]).first { $0 != $1 }
             #expect(views[0].count == views[1].count && difference == nil, "seed \(seed): \(difference.map { "\($0.0)\n  vs \($0.1)" } ?? "")")
         }
+    }
+
+    /// Runs `body` on 12 random histories, each with a fresh store to append to: the seed (for
+    /// messages), the history (to shuffle with), its events and the open ledger.
+    private func onRandomHistories(subjects: Int, perSubject: ClosedRange<Int>, sourceLocation: SourceLocation = #_sourceLocation,
+                                   _ body: (UInt64, inout RandomHistory, [LedgerEvent], Ledger) throws -> Void) async {
+        await propertyCheck(count: 12, input: Gen.uint64(), perform: { seed in
+            var history = RandomHistory(seed: seed)
+            let events = history.events(subjects: subjects, perSubject: perSubject)
+            try withStorePath { path in
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                try body(seed, &history, events, ledger)
+            }
+        }, sourceLocation: sourceLocation)
     }
 }

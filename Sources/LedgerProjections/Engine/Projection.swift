@@ -246,10 +246,10 @@ struct StringWindow: Sendable {
 
 /// What the states read in one query began with, decoded (`StateReader.leading`): the
 /// entitlement, retention and badge models each keep their own copy of a subject's
-/// subscription facts (no model reads another's state, SPEC §4), and the same events fold
-/// them to the same bytes, so a status query decodes them once instead of three times (and
-/// an append, the states it loads for one event). For one thread and one query or event: it
-/// holds decoded values, not a cache of the store.
+/// subscription facts, and retention its own copy of the entitlement state (no model reads
+/// another's state, SPEC §4). The same events fold them to the same bytes, so a status query
+/// decodes each once (and an append, the states it loads for one event). For one thread and
+/// one query or event: it holds decoded values, not a cache of the store.
 public final class DecodeMemo {
     /// A value decoded from the start of a state: the bytes it took, and the reader's string
     /// window and last timestamp after it.

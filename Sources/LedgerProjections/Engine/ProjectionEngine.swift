@@ -180,6 +180,9 @@ final class InlineSession: CommitSession {
     /// The keys the active folds have met, shared by all of them.
     let table: KeyTable
     var last: UInt64?
+    /// What the models that load one event's subject states share, decoded once
+    /// (`StateReader.leading`): one memo for the session, emptied at each event.
+    private let memo = DecodeMemo()
 
     init(engine: ProjectionEngine, active: [Entry?], table: KeyTable) {
         self.engine = engine
@@ -193,8 +196,8 @@ final class InlineSession: CommitSession {
         guard !readers.isEmpty else { return }
         let recorded = RecordedEvent(event, data: data)
         let subject = table.number(of: recorded.subject)
-        // The models that load this subject's states now decode the facts they share once.
-        let memo = readers.count > 1 ? DecodeMemo() : nil
+        let memo = readers.count > 1 ? self.memo : nil
+        memo?.entries.removeAll(keepingCapacity: true)
         for index in readers {
             guard let entry = active[index] else { continue }
             let generation = entry.generation.id

@@ -305,10 +305,10 @@ extension SubscriptionFacts {
         var times: [Timestamp] = []
         times.reserveCapacity(3 * transactions.count + 2 * (extensions.count + upgrades.count)
                               + marks.count + ends.count + autoRenew.count + 3 * failures.count)
-        for t in transactions {
-            times.append(t.at)
-            times.append(t.value.purchasedAt)
-            times.append(t.value.expiresAt)
+        for i in transactions.indices {   // by index: a transaction copied out retains its three strings
+            times.append(transactions[i].at)
+            times.append(transactions[i].value.purchasedAt)
+            times.append(transactions[i].value.expiresAt)
         }
         for e in extensions {
             times.append(e.at)
