@@ -73,7 +73,7 @@ extension ProjectionEngine {
                 let memo = DecodeMemo()
                 let views = try zip(models, context.served).compactMap { model, served -> (model: String, view: JSONObject)? in
                     if staleness(model, served, policyHash: context.policyHash) != nil || (served?.checkpoint ?? 0) != context.head { stale.append(model.name) }
-                    let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
+                    let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0, key)) }
                     do throws(StateReader.Damaged) {
                         return (model: model.name, view: try model.viewJSON(bytes, t, context.policy, memo))
                     } catch {
@@ -97,7 +97,7 @@ extension ProjectionEngine {
                 let policy = context.policy
                 let index = models.firstIndex { $0.name == P.name }
                 guard let served = try index.map({ context.served[$0] }) ?? storage.served(P.name, txn),
-                      let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(served.id, key))
+                      let bytes = try txn.get(storage.states, key: ModelSchema.stateKey(served, key))
                 else { return P.view(of: P.State(), at: t, policy: policy) }
                 do throws(StateReader.Damaged) {
                     return P.view(of: try P.State.decode(bytes), at: t, policy: policy)
@@ -117,12 +117,8 @@ extension ProjectionEngine {
             return try storage.env.read { txn in
                 guard let served = try storage.served(model, txn) else { return [] }
                 var states: [(key: String, state: [UInt8])] = []
-                try txn.withCursor(storage.states) { cursor in
-                    var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
-                    while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
-                        states.append((String(decoding: current.key.dropFirst(4), as: UTF8.self), Array(current.value)))
-                        entry = try cursor.next()
-                    }
+                try storage.forEachState(in: served, txn) { key, state in
+                    states.append((String(decoding: key, as: UTF8.self), Array(state)))
                 }
                 return states
             }
@@ -143,19 +139,14 @@ extension ProjectionEngine {
             try storage.env.read { txn in
                 let policy = try self.policy(txn)
                 guard let served = try storage.served(model, txn) else { return }
-                try txn.withCursor(storage.states) { cursor in
-                    var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
-                    while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
-                        let key = String(decoding: current.key.dropFirst(4), as: UTF8.self)
-                        let view: JSONObject
-                        do throws(StateReader.Damaged) {
-                            view = try runner.viewJSON(current.value, t, policy, nil)
-                        } catch {
-                            throw storage.unreadable(model, error, served: served, codeVersion: runner.codeVersion)
-                        }
-                        try body(key, view)
-                        entry = try cursor.next()
+                try storage.forEachState(in: served, txn) { key, state in
+                    let view: JSONObject
+                    do throws(StateReader.Damaged) {
+                        view = try runner.viewJSON(state, t, policy, nil)
+                    } catch {
+                        throw storage.unreadable(model, error, served: served, codeVersion: runner.codeVersion)
                     }
+                    try body(String(decoding: key, as: UTF8.self), view)
                 }
             }
         } catch {
@@ -203,31 +194,27 @@ extension ProjectionEngine {
         }
     }
 
-    /// A served generation against a fold, merged in key order.
+    /// A served generation against a fold, merged in the order the store keeps the keys.
     private func compare(_ model: ModelRunner, _ fold: any StateFold, _ served: Generation, limit: Int,
                          _ txn: borrowing Transaction) throws -> [ModelProblem] {
-        let expected = fold.encodedStates()
+        let expected = fold.encodedStates().storedOrder(in: served)
         var problems: [ModelProblem] = []
         func report(_ key: [UInt8], _ message: String) {
             guard problems.count < limit else { return }
             problems.append(ModelProblem(model: model.name, key: String(decoding: key, as: UTF8.self), message: message))
         }
         var index = 0
-        try txn.withCursor(storage.states) { cursor in
-            var entry = try cursor.seek(atLeast: ModelSchema.prefix(served.id))
-            while let current = entry, ModelSchema.generation(ofKey: current.key) == served.id {
-                let key = Array(current.key.dropFirst(4))
-                while index < expected.count, expected[index].key.precedesInByteOrder(key) {
-                    report(expected[index].key, "missing from the served model")
-                    index += 1
-                }
-                if index < expected.count, expected[index].key == key {
-                    if !expected[index].state.elementsEqual(current.value) { report(key, "differs from a fresh rebuild") }
-                    index += 1
-                } else {
-                    report(key, "in the served model but not in a fresh rebuild")
-                }
-                entry = try cursor.next()
+        try storage.forEachState(in: served, txn) { stored, state in
+            let key = Array(stored), storedKey = ModelSchema.stateKey(served, key)
+            while index < expected.count, expected[index].stored.precedesInByteOrder(storedKey) {
+                report(expected[index].key, "missing from the served model")
+                index += 1
+            }
+            if index < expected.count, expected[index].key == key {
+                if !expected[index].state.elementsEqual(state) { report(key, "differs from a fresh rebuild") }
+                index += 1
+            } else {
+                report(key, "in the served model but not in a fresh rebuild")
             }
         }
         while index < expected.count {

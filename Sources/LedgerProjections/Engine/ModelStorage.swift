@@ -5,11 +5,16 @@ import Synchronization
 
 /// Where read models live in the store, next to the log.
 ///
-/// - `models`: generation (u32 BE) ‖ key (UTF-8) → the key's encoded state. A generation is
-///   one complete build of one model; its keys sort together, and a new generation's number is
-///   above every other, so a rebuild writes its sorted states as appends at the end.
+/// - `models`: generation (u32 BE) ‖ key (UTF-8) [‖ tag] → the key's encoded state. A
+///   generation is one complete build of one model, or of several models built together (at
+///   `init`, or by one rebuild), each with a tag byte after the key. Its keys sort together, and
+///   a new generation's number is above every other, so a rebuild writes its sorted states as
+///   appends at the end. In a shared generation one subject's states of every model are
+///   neighbours: a status query, and an append that loads several models' states for one
+///   event, find them on the same page instead of on one page per model.
 /// - `generations`: `served/<model>` and `shadow/<model>` → a `Generation`; `next` → the next
-///   generation number (u32 BE).
+///   generation number (u32 BE); `dead/` ‖ generation ‖ tag → the tag, for a model that left a
+///   shared generation whose states there the garbage collector has yet to delete.
 ///
 /// Readers find a model's states through its served generation, so swapping the served
 /// generation in one write transaction swaps the whole model at once.
@@ -20,6 +25,10 @@ public enum ModelSchema {
     public static let generations = "generations"
     static let nextKey = Array("next".utf8)
 
+    /// `dead/` ‖ generation ‖ tag: a model's states left in a generation others still serve.
+    static let deadPrefix = Array("dead/".utf8)
+    static func deadKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { deadPrefix + prefix(generation) + [tag] }
+
     static func servedKey(_ model: String) -> [UInt8] { Array("served/\(model)".utf8) }
     static func shadowKey(_ model: String) -> [UInt8] { Array("shadow/\(model)".utf8) }
 
@@ -27,13 +36,29 @@ public enum ModelSchema {
         withUnsafeBytes(of: generation.bigEndian) { Array($0) }
     }
 
-    static func stateKey(_ generation: UInt32, _ key: String) -> [UInt8] {
-        var bytes = prefix(generation)
+    /// Where `generation` keeps the state of `key`.
+    static func stateKey(_ generation: Generation, _ key: String) -> [UInt8] {
+        var bytes = prefix(generation.id)
+        bytes.reserveCapacity(4 + key.utf8.count + 1)
         bytes.append(contentsOf: key.utf8)
+        if let tag = generation.tag { bytes.append(tag) }
         return bytes
     }
 
-    static func stateKey(_ generation: UInt32, _ key: [UInt8]) -> [UInt8] { prefix(generation) + key }
+    static func stateKey(_ generation: Generation, _ key: [UInt8]) -> [UInt8] {
+        var bytes = prefix(generation.id) + key
+        if let tag = generation.tag { bytes.append(tag) }
+        return bytes
+    }
+
+    /// The key (UTF-8) of a stored state's key when it belongs to `generation`, else `nil` (a
+    /// key of another generation, or of another model sharing this one).
+    static func key(ofStored stored: UnsafeRawBufferPointer, in generation: Generation) -> UnsafeRawBufferPointer? {
+        guard ModelSchema.generation(ofKey: stored) == generation.id else { return nil }
+        guard let tag = generation.tag else { return UnsafeRawBufferPointer(rebasing: stored[4...]) }
+        guard stored.count > 4, stored[stored.count - 1] == tag else { return nil }
+        return UnsafeRawBufferPointer(rebasing: stored[4 ..< stored.count - 1])
+    }
 
     static func generation(ofKey key: UnsafeRawBufferPointer) -> UInt32? {
         guard key.count >= 4 else { return nil }
@@ -41,8 +66,9 @@ public enum ModelSchema {
     }
 }
 
-/// One build of one model: which generation of `models` holds it, the last position applied
-/// (its checkpoint), and the code version and policy that built it.
+/// One build of one model: which generation of `models` holds it (and its tag there when
+/// models built together share it), the last position applied (its checkpoint), and the code
+/// version and policy that built it.
 ///
 /// Positions are gap-free (the log assigns them in its single writer), so a checkpoint alone
 /// says exactly which events a generation holds: every position up to it, none after. No gap
@@ -56,21 +82,38 @@ public struct Generation: Sendable, Hashable {
     public var codeVersion: UInt32
     /// The SHA-256 (hex) of the policy it was built under.
     public var policyHash: String
+    /// In a generation several models share, the byte after each key that marks this model's
+    /// states; `nil` when the generation is the model's alone.
+    public var tag: UInt8?
 
+    public init(id: UInt32, checkpoint: UInt64, codeVersion: UInt32, policyHash: String, tag: UInt8? = nil) {
+        self.id = id
+        self.checkpoint = checkpoint
+        self.codeVersion = codeVersion
+        self.policyHash = policyHash
+        self.tag = tag
+    }
+
+    /// The fields in order, the tag last and only when there is one (so a record written
+    /// before tags existed reads as a generation of its own).
     var encoded: [UInt8] {
         var writer = StateWriter()
         writer.write(UInt64(id))
         writer.write(checkpoint)
         writer.write(UInt64(codeVersion))
         writer.writePlain(policyHash)
+        if let tag { writer.write(UInt64(tag)) }
         return writer.bytes
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateReader.Damaged) -> Generation {
         var reader = StateReader(bytes)
         let id = try reader.uint(), checkpoint = try reader.uint(), code = try reader.uint(), hash = try reader.plainString()
-        guard id <= UInt64(UInt32.max), code <= UInt64(UInt32.max), reader.isAtEnd else { throw StateReader.Damaged(what: "bad generation record") }
-        return Generation(id: UInt32(id), checkpoint: checkpoint, codeVersion: UInt32(code), policyHash: hash)
+        let tag = reader.isAtEnd ? nil : try reader.uint()
+        guard id <= UInt64(UInt32.max), code <= UInt64(UInt32.max), tag.map({ $0 <= 0xFF }) ?? true, reader.isAtEnd else {
+            throw StateReader.Damaged(what: "bad generation record")
+        }
+        return Generation(id: UInt32(id), checkpoint: checkpoint, codeVersion: UInt32(code), policyHash: hash, tag: tag.map { UInt8($0) })
     }
 }
 
@@ -174,9 +217,34 @@ struct ModelStorage: Sendable {
         return next
     }
 
+    /// Places for `count` models built together: one generation number they share, each with
+    /// its tag (its place among them), or a number of its own for a model built alone (and a
+    /// new number for every 256 models, the tags a byte can tell apart).
+    func allocateGenerations(_ count: Int, _ txn: borrowing Transaction) throws -> [(id: UInt32, tag: UInt8?)] {
+        var places: [(id: UInt32, tag: UInt8?)] = []
+        for start in stride(from: 0, to: count, by: 256) {
+            let size = min(256, count - start), id = try allocateGeneration(txn)
+            for place in 0 ..< size { places.append((id, size > 1 ? UInt8(place) : nil)) }
+        }
+        return places
+    }
+
     /// The stored state of `key` in `generation`, copied.
-    func state(_ generation: UInt32, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
+    func state(_ generation: Generation, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
         try txn.get(states, key: ModelSchema.stateKey(generation, key)).map { Array($0) }
+    }
+
+    /// Calls `body` with each key (UTF-8) of `generation` and its state, in the order the store
+    /// keeps them (key order; in a shared generation, the order of key and tag).
+    func forEachState(in generation: Generation, _ txn: borrowing Transaction,
+                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation.id))
+            while let current = entry, ModelSchema.generation(ofKey: current.key) == generation.id {
+                if let key = ModelSchema.key(ofStored: current.key, in: generation) { try body(key, current.value) }
+                entry = try cursor.next()
+            }
+        }
     }
 
     /// The last position of the log.
@@ -216,6 +284,52 @@ struct ModelStorage: Sendable {
         return deleted
     }
 
+    /// Deletes the states of the model tagged `tag` in the shared `generation`, at most
+    /// `limit` of them; returns whether none is left.
+    func deleteStates(of generation: UInt32, tag: UInt8, limit: Int, _ txn: borrowing Transaction) throws -> Bool {
+        var deleted = 0
+        return try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
+            while let current = entry, ModelSchema.generation(ofKey: current.key) == generation {
+                guard current.key.count > 4, current.key[current.key.count - 1] == tag else {
+                    entry = try cursor.next()
+                    continue
+                }
+                guard deleted < limit else { return false }
+                let key = Array(current.key)
+                try cursor.deleteCurrent()
+                deleted += 1
+                entry = try cursor.seek(atLeast: key)
+            }
+            return true
+        }
+    }
+
+    /// Records that the model tagged `tag` left the shared `generation`: its states there are
+    /// garbage, though the generation stays live for the others.
+    func markDead(_ generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
+        try txn.put(generations, key: ModelSchema.deadKey(generation, tag: tag), value: [tag])
+    }
+
+    func forgetDead(_ generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
+        _ = try txn.delete(generations, key: ModelSchema.deadKey(generation, tag: tag))
+    }
+
+    /// The (generation, tag) pairs `markDead` recorded and the garbage collector has not yet
+    /// cleared, in order.
+    func deadTags(_ txn: borrowing Transaction) throws -> [(UInt32, UInt8)] {
+        var found: [(UInt32, UInt8)] = []
+        try txn.withCursor(generations) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.deadPrefix)
+            while let current = entry, current.key.starts(with: ModelSchema.deadPrefix), current.key.count == ModelSchema.deadPrefix.count + 5 {
+                let rest = UnsafeRawBufferPointer(rebasing: current.key[ModelSchema.deadPrefix.count...])
+                if let generation = ModelSchema.generation(ofKey: rest) { found.append((generation, rest[4])) }
+                entry = try cursor.next()
+            }
+        }
+        return found
+    }
+
     /// Every generation number that has states, in order.
     func storedGenerations(_ txn: borrowing Transaction) throws -> [UInt32] {
         var found: [UInt32] = []
@@ -244,5 +358,16 @@ struct ModelStorage: Sendable {
             }
         }
         return live
+    }
+}
+
+extension Array where Element == (key: [UInt8], state: [UInt8]) {
+    /// The states with the keys `generation` stores them under, in the store's order. In a
+    /// shared generation that order can differ from the keys' own: a tag after a key sorts
+    /// before a longer key that begins with it only while the longer key's next byte is
+    /// above the tag.
+    func storedOrder(in generation: Generation) -> [(key: [UInt8], stored: [UInt8], state: [UInt8])] {
+        let keyed = map { (key: $0.key, stored: ModelSchema.stateKey(generation, $0.key), state: $0.state) }
+        return generation.tag == nil ? keyed : keyed.sorted { $0.stored.precedesInByteOrder($1.stored) }
     }
 }

@@ -39,8 +39,9 @@ public final class ProjectionEngine: CommitObserver {
     public func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
         var active = [InlineSession.Entry?](repeating: nil, count: models.count)
         let table = KeyTable()
+        let generations = try servedGenerations(txn)
         for (index, model) in models.enumerated() {
-            var served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
+            var served = generations[index]
             // Built by other code: its states may not even decode under this code's encoding.
             // It stays where it is, reported stale, until a rebuild replaces it.
             guard served.codeVersion == model.codeVersion else { continue }
@@ -58,12 +59,20 @@ public final class ProjectionEngine: CommitObserver {
         broadcaster.publish(head)
     }
 
-    /// A fresh, empty served generation for a model the store has not seen.
-    func newGeneration(_ model: ModelRunner, _ txn: borrowing Transaction) throws -> Generation {
-        let generation = Generation(id: try storage.allocateGeneration(txn), checkpoint: 0, codeVersion: model.codeVersion,
-                                    policyHash: try policyHash(txn))
-        try storage.setServed(model.name, generation, txn)
-        return generation
+    /// Each model's served generation, by the engine's model index. The models the store has
+    /// not seen get fresh, empty ones: one generation they share, each with its tag (the
+    /// model's place among them), or one of its own for a model that comes alone.
+    func servedGenerations(_ txn: borrowing Transaction) throws -> [Generation] {
+        var served = try models.map { model in try storage.served(model.name, txn) }
+        let missing = served.indices.filter { served[$0] == nil }
+        guard !missing.isEmpty else { return served.compactMap { $0 } }
+        let policyHash = try policyHash(txn)
+        for (index, place) in zip(missing, try storage.allocateGenerations(missing.count, txn)) {
+            let generation = Generation(id: place.id, checkpoint: 0, codeVersion: models[index].codeVersion, policyHash: policyHash, tag: place.tag)
+            try storage.setServed(models[index].name, generation, txn)
+            served[index] = generation
+        }
+        return served.compactMap { $0 }
     }
 
     /// Applies the events after `generation`'s checkpoint through `head` to it, in `txn`.
@@ -71,9 +80,9 @@ public final class ProjectionEngine: CommitObserver {
                  served: Bool = true) throws -> Generation {
         let fold = model.makeFold(KeyTable())
         try storage.forEachEvent(after: generation.checkpoint, through: head, types: model.eventTypes, txn) { event in
-            try fold.apply(event) { key in try storage.state(generation.id, key, txn) }
+            try fold.apply(event) { key in try storage.state(generation, key, txn) }
         }
-        try write(fold, into: generation.id, txn)
+        try write(fold, into: generation, txn)
         var advanced = generation
         advanced.checkpoint = head
         if served { try storage.setServed(model.name, advanced, txn) } else { try storage.setShadow(model.name, advanced, txn) }
@@ -82,7 +91,7 @@ public final class ProjectionEngine: CommitObserver {
 
     /// Writes the touched states of a fold into `generation` (random puts: the keys already
     /// have neighbours).
-    func write(_ fold: any StateFold, into generation: UInt32, _ txn: borrowing Transaction) throws {
+    func write(_ fold: any StateFold, into generation: Generation, _ txn: borrowing Transaction) throws {
         for (key, state) in fold.encodedStates() {
             try txn.put(storage.states, key: ModelSchema.stateKey(generation, key), value: state)
         }
@@ -100,8 +109,7 @@ public final class ProjectionEngine: CommitObserver {
                 let done = try storage.env.write { txn -> Bool in
                     let head = try storage.head(txn)
                     var finished = true
-                    for model in models {
-                        let served = try storage.served(model.name, txn) ?? (try newGeneration(model, txn))
+                    for (model, served) in zip(models, try servedGenerations(txn)) {
                         guard served.checkpoint < head, served.codeVersion == model.codeVersion else { continue }
                         let target = min(head, served.checkpoint + batch)
                         _ = try catchUp(model, served, through: target, txn)
@@ -200,7 +208,7 @@ final class InlineSession: CommitSession {
         memo?.entries.removeAll(keepingCapacity: true)
         for index in readers {
             guard let entry = active[index] else { continue }
-            let generation = entry.generation.id
+            let generation = entry.generation
             try entry.fold.apply(recorded, subject: subject, memo: memo) { key in try engine.storage.state(generation, key, txn) }
         }
     }
@@ -208,7 +216,7 @@ final class InlineSession: CommitSession {
     func finish(_ txn: borrowing Transaction) throws {
         guard let last else { return }
         for case let entry? in active {
-            try engine.write(entry.fold, into: entry.generation.id, txn)
+            try engine.write(entry.fold, into: entry.generation, txn)
             var advanced = entry.generation
             advanced.checkpoint = last
             try engine.storage.setServed(entry.model.name, advanced, txn)

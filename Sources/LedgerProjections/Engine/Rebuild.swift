@@ -245,20 +245,14 @@ extension ProjectionEngine {
                       newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> [ViewChange]? {
         var keys = Set(fold.keys)
         if let generation {
-            try txn.withCursor(storage.states) { cursor in
-                var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation.id))
-                while let current = entry, ModelSchema.generation(ofKey: current.key) == generation.id {
-                    keys.insert(String(decoding: current.key.dropFirst(4), as: UTF8.self))
-                    entry = try cursor.next()
-                }
-            }
+            try storage.forEachState(in: generation, txn) { key, _ in keys.insert(String(decoding: key, as: UTF8.self)) }
         }
         var changes: [ViewChange] = []
         // The same state under the same policy gives the same view: only the states that differ
         // need their views computed, unless the policy changes.
         let samePolicy = servedPolicy == newPolicy
         for key in keys {
-            let stored = try generation.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0.id, key)) }
+            let stored = try generation.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0, key)) }
             let encoded = fold.encodedState(of: key)
             if samePolicy, let stored, let encoded, stored.elementsEqual(encoded) { continue }
             let old: JSONObject
@@ -293,8 +287,9 @@ extension ProjectionEngine {
         return .init(pairs: leaves)
     }
 
-    /// Writes each fold as a new shadow generation, sorted, a batch of states per write
-    /// transaction so that appends keep flowing.
+    /// Writes the folds as new shadow generations, sorted, a batch of states per write
+    /// transaction so that appends keep flowing. Models rebuilt together share one generation,
+    /// so their states are merged in the order the store keeps them.
     private func writeShadows(_ chosen: [ModelRunner], _ folds: [any StateFold], through snapshot: UInt64, policyHash: String,
                               progress: (RebuildProgress) -> Void) throws -> [Generation] {
         let batch = 20_000
@@ -302,35 +297,56 @@ extension ProjectionEngine {
         let clock = ContinuousClock()
         let start = clock.now
         var written: UInt64 = 0
-        var shadows: [Generation] = []
-        // The next model's states are encoded (on every core) while this one's are written.
-        let encoder = EncoderAhead(folds)
-        defer { encoder.cancel() }
-        for (index, model) in chosen.enumerated() {
-            let shadow = try storage.env.write { txn in
-                let shadow = Generation(id: try storage.allocateGeneration(txn), checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash)
+        let shadows = try storage.env.write { txn in
+            try zip(chosen, storage.allocateGenerations(chosen.count, txn)).map { model, place in
+                let shadow = Generation(id: place.id, checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash, tag: place.tag)
                 try storage.setShadow(model.name, shadow, txn)
                 return shadow
             }
-            shadows.append(shadow)
-            let states = encoder.take(index)
+        }
+        // A model's states are encoded (on every core) while the model before it is written.
+        let encoder = EncoderAhead(folds)
+        defer { encoder.cancel() }
+        var first = 0
+        while first < shadows.count {
+            var end = first + 1
+            while end < shadows.count, shadows[end].id == shadows[first].id { end += 1 }
+            let states = Self.merged((first ..< end).map { encoder.take($0).storedOrder(in: shadows[$0]) })
+            first = end
             var next = 0
             while next < states.count {
-                let end = min(next + batch, states.count)
+                let last = min(next + batch, states.count)
                 try storage.env.write { txn in
                     // The shadow's number is above every other generation's, and the keys are
-                    // sorted: every put is an append at the end of the tree.
-                    for (key, state) in states[next..<end] {
-                        try txn.put(storage.states, key: ModelSchema.stateKey(shadow.id, key), value: state, flags: .append)
+                    // in the store's order: every put is an append at the end of the tree.
+                    for (key, state) in states[next ..< last] {
+                        try txn.put(storage.states, key: key, value: state, flags: .append)
                     }
                 }
-                written += UInt64(end - next)
-                next = end
+                written += UInt64(last - next)
+                next = last
                 let seconds = (clock.now - start).seconds
                 progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
             }
         }
         return shadows
+    }
+
+    /// Lists each in the store's order, merged into one in that order.
+    static func merged(_ lists: [[(key: [UInt8], stored: [UInt8], state: [UInt8])]]) -> [(stored: [UInt8], state: [UInt8])] {
+        var out: [(stored: [UInt8], state: [UInt8])] = []
+        out.reserveCapacity(lists.reduce(0) { $0 + $1.count })
+        var heads = lists.map(\.startIndex)
+        while true {
+            var least: Int?
+            for list in lists.indices where heads[list] < lists[list].endIndex {
+                if let best = least, !lists[list][heads[list]].stored.precedesInByteOrder(lists[best][heads[best]].stored) { continue }
+                least = list
+            }
+            guard let list = least else { return out }
+            out.append((lists[list][heads[list]].stored, lists[list][heads[list]].state))
+            heads[list] += 1
+        }
     }
 
     /// Applies the events appended since the snapshot to the shadows, and swaps them in once
@@ -356,6 +372,11 @@ extension ProjectionEngine {
                 guard last else { return (false, reached, head) }
                 if let newPolicy { try txn.put(storage.meta, key: LogSchema.policyKey, value: LogSchema.policyValue(newPolicy)) }
                 for (model, shadow) in zip(chosen, current) {
+                    // A model leaving a generation it shares leaves its states there to the
+                    // garbage collector, which the others' states would otherwise keep alive.
+                    if let old = try storage.served(model.name, txn), let tag = old.tag, old.id != shadow.id {
+                        try storage.markDead(old.id, tag: tag, txn)
+                    }
                     try storage.setServed(model.name, shadow, txn)
                     try storage.setShadow(model.name, nil, txn)
                 }
@@ -378,8 +399,16 @@ extension ProjectionEngine {
         while true {
             let more = try storage.env.write { txn -> Bool in
                 let live = try storage.liveGenerations(txn)
-                guard let dead = try storage.storedGenerations(txn).first(where: { !live.contains($0) }) else { return false }
-                _ = try storage.deleteStates(of: dead, limit: 50_000, txn)
+                if let dead = try storage.storedGenerations(txn).first(where: { !live.contains($0) }) {
+                    _ = try storage.deleteStates(of: dead, limit: 50_000, txn)
+                    return true
+                }
+                // The states models left behind in generations others still serve.
+                guard let (generation, tag) = try storage.deadTags(txn).first else { return false }
+                let cleared = try !live.contains(generation) || storage.deleteStates(of: generation, tag: tag, limit: 50_000, txn)
+                if cleared {
+                    try storage.forgetDead(generation, tag: tag, txn)
+                }
                 return true
             }
             if !more { return }

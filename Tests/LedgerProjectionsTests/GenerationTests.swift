@@ -1,0 +1,109 @@
+import LMDB
+import LedgerCore
+@testable import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Models built together share one generation of the `models` database, each model's states
+/// marked by a tag after the key, so one subject's states of every model are neighbours.
+@Suite struct GenerationTests {
+    let jan1 = ts("2026-01-01T00:00:00Z")
+
+    /// Every stored key of the `models` database, in the store's order, with the generation
+    /// number split off.
+    private func storedKeys(_ ledger: Ledger) throws -> [(generation: UInt32, rest: [UInt8])] {
+        let storage = ledger.engine.storage
+        return try storage.env.read { txn in
+            var keys: [(generation: UInt32, rest: [UInt8])] = []
+            try txn.withCursor(storage.states) { cursor in
+                var entry = try cursor.first()
+                while let current = entry, let generation = ModelSchema.generation(ofKey: current.key) {
+                    keys.append((generation, Array(current.key.dropFirst(4))))
+                    entry = try cursor.next()
+                }
+            }
+            return keys
+        }
+    }
+
+    private func purchases(_ subjects: [String]) -> [LedgerEvent] {
+        subjects.enumerated().map { i, subject in Make.purchase(subject, at: jan1, txn: "t\(i)", expires: days(30, after: jan1)) }
+    }
+
+    /// A new store serves its models from one generation, tagged by their place.
+    @Test func aNewStoresModelsShareOneGenerationEachWithItsTag() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(purchases(["u1"]))
+            let served = try ledger.engine.statuses().map(\.served)
+            #expect(served.map { $0?.id } == [1, 1, 1])
+            #expect(served.map { $0?.tag } == [0, 1, 2])
+        }
+    }
+
+    /// One subject's states of every model are stored one after another, subject by subject.
+    @Test func oneSubjectsStatesOfEveryModelAreNeighbours() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(purchases(["u2", "u1"]))
+            let expected: [(UInt32, [UInt8])] = ["u1", "u2"].flatMap { subject in (0 ... 2).map { (1, Array(subject.utf8) + [UInt8($0)]) } }
+            #expect(try storedKeys(ledger).map { [$0.generation: $0.rest] } == expected.map { [$0.0: $0.1] })
+            // A full rebuild writes its shadow the same way, under the next number.
+            try ledger.engine.rebuild()
+            #expect(try storedKeys(ledger).map { [$0.generation: $0.rest] } == expected.map { [2: $0.1] })
+            #expect(try ledger.engine.statuses().map { $0.served?.tag } == [0, 1, 2])
+        }
+    }
+
+    /// Rebuilt alone, a model gets a generation of its own; the states it left in the shared one
+    /// are deleted, and the other models' states there still serve.
+    @Test func aModelRebuiltAloneLeavesItsSharedStatesToTheCollector() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(purchases(["u1", "u2", "u3"]))
+            let before = try ReadModels.all.map { try ledger.engine.servedStates(of: $0.name) }
+            try ledger.engine.rebuild(["entitlement"])
+            let served = try ledger.engine.statuses().map(\.served)
+            #expect(served.map { $0?.id } == [2, 1, 1])
+            #expect(served.map { $0?.tag } == [nil, 1, 2])
+            let keys = try storedKeys(ledger)
+            #expect(keys.filter { $0.generation == 1 }.map { $0.rest.last } == [1, 2, 1, 2, 1, 2])
+            #expect(keys.filter { $0.generation == 2 }.map { String(decoding: $0.rest, as: UTF8.self) } == ["u1", "u2", "u3"])
+            #expect(try ReadModels.all.map { try ledger.engine.servedStates(of: $0.name) }.map { $0.map(\.key) } == before.map { $0.map(\.key) })
+            #expect(try ReadModels.all.map { try ledger.engine.servedStates(of: $0.name) }.map { $0.map(\.state) } == before.map { $0.map(\.state) })
+            #expect(try ledger.engine.verify() == [])
+        }
+    }
+
+    /// The tag after a key can sort a key before a shorter one it begins with ("a" tagged 1
+    /// after "a\u{0}" tagged 1): a rebuild still writes in the store's order, and `verify`
+    /// compares in it.
+    @Test func subjectsThatBeginWithAnotherAndALowByteRebuildAndVerify() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(purchases(["a", "a\u{0}", "a\u{1}b", "a\u{2}", "ab"]))
+            let report = try ledger.engine.rebuild()
+            #expect(report.changes == [])
+            #expect(try ledger.engine.verify() == [])
+            #expect(try ledger.engine.servedStates(of: "badge").count == 5)
+            #expect(try ledger.view(EntitlementProjection.self, of: "a\u{0}", at: days(1, after: jan1)).planState == .pro)
+        }
+    }
+
+    /// A generation record without a tag, as every record was written before tags, is a
+    /// generation of the model's own; a tagged record keeps its tag.
+    @Test func aGenerationRecordWithoutATagIsTheModelsOwn() throws {
+        let own = Generation(id: 7, checkpoint: 42, codeVersion: 3, policyHash: "abc")
+        let shared = Generation(id: 7, checkpoint: 42, codeVersion: 3, policyHash: "abc", tag: 2)
+        #expect(shared.encoded == own.encoded + [2])
+        #expect(try own.encoded.withUnsafeBytes { try Generation.decode($0) } == own)
+        #expect(try shared.encoded.withUnsafeBytes { try Generation.decode($0) } == shared)
+        #expect(ModelSchema.stateKey(own, "u1") == [0, 0, 0, 7] + Array("u1".utf8))
+        #expect(ModelSchema.stateKey(shared, "u1") == [0, 0, 0, 7] + Array("u1".utf8) + [2])
+    }
+}
