@@ -86,12 +86,22 @@ import Testing
         try withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            try ledger.append(purchases(["a", "a\u{0}", "a\u{1}b", "a\u{2}", "ab"]))
+            let subjects = ["a", "a\u{0}", "a\u{1}b", "a\u{2}", "ab"]
+            try ledger.append(purchases(subjects) + [Make.created("a\u{1}", at: jan1)])
             let report = try ledger.engine.rebuild()
             #expect(report.changes == [])
             #expect(try ledger.engine.verify() == [])
             #expect(try ledger.engine.servedStates(of: "badge").count == 5)
             #expect(try ledger.view(EntitlementProjection.self, of: "a\u{0}", at: days(1, after: jan1)).planState == .pro)
+            // A status query finds each model's state among its neighbours ("a\u{1}" has an
+            // entitlement state but no badge state; "a\u{1}b" lies between its states).
+            let at = days(1, after: jan1)
+            for subject in subjects + ["a\u{1}", "none"] {
+                let own = [try ledger.view(EntitlementProjection.self, of: subject, at: at).json,
+                           try ledger.view(RetentionProjection.self, of: subject, at: at).json,
+                           try ledger.view(BadgeProjection.self, of: subject, at: at).json]
+                #expect(try ledger.engine.views(of: subject, at: at).views.map(\.view) == own, "\(subject.debugDescription)")
+            }
         }
     }
 

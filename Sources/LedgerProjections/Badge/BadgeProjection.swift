@@ -29,16 +29,26 @@ public enum BadgeProjection: Projection {
     }
 
     public struct State: ProjectionState {
-        public var subscription = SubscriptionFacts()
-        public var delivered: [Dated<String>] = []
-        public var read: [Dated<String>] = []
-        public var scheduled: [Dated<Task>] = []
-        public var completed: [Dated<String>] = []
+        // No initial values (as in `EntitlementProjection.State`): decoding assigns each field,
+        // which over initial values would first build and then destroy an empty one.
+        public var subscription: SubscriptionFacts
+        public var delivered: [Dated<String>]
+        public var read: [Dated<String>]
+        public var scheduled: [Dated<Task>]
+        public var completed: [Dated<String>]
         /// The time zone of each `session.started`.
-        public var zones: [Dated<String>] = []
-        public var flags: [Dated<Flag>] = []
+        public var zones: [Dated<String>]
+        public var flags: [Dated<Flag>]
 
-        public init() {}
+        public init() {
+            subscription = SubscriptionFacts()
+            delivered = []
+            read = []
+            scheduled = []
+            completed = []
+            zones = []
+            flags = []
+        }
 
         public func encode(to writer: inout StateWriter) {
             subscription.encode(to: &writer)

@@ -71,14 +71,16 @@ extension ProjectionEngine {
                 let context = try queryContext(txn)
                 var stale: [String] = []
                 let memo = DecodeMemo()
-                let views = try zip(models, context.served).compactMap { model, served -> (model: String, view: JSONObject)? in
+                var views: [(model: String, view: JSONObject)] = []
+                views.reserveCapacity(models.count)
+                let states = try storage.states(of: key, in: context.served, txn)
+                for (model, (served, bytes)) in zip(models, zip(context.served, states)) {
                     if staleness(model, served, policyHash: context.policyHash) != nil || (served?.checkpoint ?? 0) != context.head { stale.append(model.name) }
-                    let bytes = try served.flatMap { try txn.get(storage.states, key: ModelSchema.stateKey($0, key)) }
                     do throws(StateReader.Damaged) {
-                        return (model: model.name, view: try model.viewJSON(bytes, t, context.policy, memo))
+                        views.append((model: model.name, view: try model.viewJSON(bytes, t, context.policy, memo)))
                     } catch {
                         let failure = storage.unreadable(model.name, error, served: served, codeVersion: model.codeVersion)
-                        if failure.code == .unsupportedFormat { return nil }
+                        if failure.code == .unsupportedFormat { continue }
                         throw failure
                     }
                 }

@@ -234,6 +234,41 @@ struct ModelStorage: Sendable {
         try txn.get(states, key: ModelSchema.stateKey(generation, key)).map { Array($0) }
     }
 
+    /// The stored state of `key` in each of `generations` (`nil`: none stored, or no
+    /// generation), valid until `txn` ends. The states of one key in a generation several
+    /// models share are neighbours, so one cursor seek finds them all: each is the key with its
+    /// model's tag, and every key between them begins with the key and a byte no higher than the
+    /// highest tag (a longer key with a low byte), so the walk stops at the first that does not.
+    /// The first key met can be the key itself: another key's state tagged 0 ("a" tagged 0 is
+    /// "a\u{0}").
+    func states(of key: String, in generations: [Generation?], _ txn: borrowing Transaction) throws -> [UnsafeRawBufferPointer?] {
+        var found = [UnsafeRawBufferPointer?](repeating: nil, count: generations.count)
+        for (index, generation) in generations.enumerated() {
+            guard let generation else { continue }
+            guard generation.tag != nil else {
+                found[index] = try txn.get(states, key: ModelSchema.stateKey(generation, key))
+                continue
+            }
+            // The first model of a shared generation reads the others' states too.
+            if generations[..<index].contains(where: { $0?.id == generation.id }) { continue }
+            let highest = generations.lazy.compactMap { $0?.id == generation.id ? $0?.tag : nil }.max() ?? 0
+            var prefix = ModelSchema.prefix(generation.id)
+            prefix.append(contentsOf: key.utf8)
+            try txn.withCursor(states) { cursor in
+                var entry = try cursor.seek(atLeast: prefix)
+                while let current = entry, current.key.starts(with: prefix),
+                      current.key.count == prefix.count || current.key[prefix.count] <= highest {
+                    if current.key.count == prefix.count + 1,
+                       let model = generations.firstIndex(where: { $0?.id == generation.id && $0?.tag == current.key[prefix.count] }) {
+                        found[model] = current.value
+                    }
+                    entry = try cursor.next()
+                }
+            }
+        }
+        return found
+    }
+
     /// Calls `body` with each key (UTF-8) of `generation` and its state, in the order the store
     /// keeps them (key order; in a shared generation, the order of key and tag).
     func forEachState(in generation: Generation, _ txn: borrowing Transaction,

@@ -28,16 +28,25 @@ public enum EntitlementProjection: Projection {
     }
 
     public struct State: ProjectionState {
-        public var subscription = SubscriptionFacts()
+        // No initial values: `init(from:)` assigns the whole state at once, which over initial
+        // values would first build and then destroy an empty state on every decode.
+        public var subscription: SubscriptionFacts
         /// Support grants, with their end.
-        public var grants: [Dated<Timestamp>] = []
-        public var snapshots: [Dated<Snapshot>] = []
+        public var grants: [Dated<Timestamp>]
+        public var snapshots: [Dated<Snapshot>]
         /// Signed in (true) or out (false), from account.created/signed_in/signed_out.
-        public var signIns: [Dated<Bool>] = []
-        public var deletions: [Dated<Bool>] = []
-        public var attempts: [Dated<Attempt>] = []
+        public var signIns: [Dated<Bool>]
+        public var deletions: [Dated<Bool>]
+        public var attempts: [Dated<Attempt>]
 
-        public init() {}
+        public init() {
+            subscription = SubscriptionFacts()
+            grants = []
+            snapshots = []
+            signIns = []
+            deletions = []
+            attempts = []
+        }
 
         public func encode(to writer: inout StateWriter) {
             subscription.encode(to: &writer)

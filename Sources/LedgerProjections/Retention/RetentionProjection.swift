@@ -14,14 +14,20 @@ public enum RetentionProjection: Projection {
     public static let eventTypes: Set<String> = EntitlementProjection.eventTypes.union(["oneoff.purchased", "family.organizer_cancelled"])
 
     public struct State: ProjectionState {
+        // No initial values (as in `EntitlementProjection.State`): decoding assigns each field,
+        // which over initial values would first build and then destroy an empty one.
         /// The facts the plan is decided from.
-        public var access = EntitlementProjection.State()
+        public var access: EntitlementProjection.State
         /// Recovery passes bought (their transaction ids).
-        public var recoveryPasses: [Dated<String>] = []
+        public var recoveryPasses: [Dated<String>]
         /// Family organizers who cancelled the plan this subject shared.
-        public var organizerCancellations: [Dated<String>] = []
+        public var organizerCancellations: [Dated<String>]
 
-        public init() {}
+        public init() {
+            access = EntitlementProjection.State()
+            recoveryPasses = []
+            organizerCancellations = []
+        }
 
         public func encode(to writer: inout StateWriter) {
             access.encode(to: &writer)
