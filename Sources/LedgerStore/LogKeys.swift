@@ -33,9 +33,14 @@ public enum LogSchema {
         Array(policy.json.serialized(sortedKeys: true).utf8)
     }
     /// The store layout this code writes: 2 packs the stream index (layout 1 kept a key per
-    /// event), 3 packs the id index (layout 2 kept a key per id). Older layouts are upgraded
-    /// when the store is first opened for writing.
-    public static let storeFormat: UInt8 = 3
+    /// event), 3 packs the id index (layout 2 kept a key per id), 4 lets read models built
+    /// together share a generation of `models`, their states tagged (a layout-3 reader would
+    /// take such a generation's record for damage). Older layouts are upgraded when the store
+    /// is first opened for writing.
+    public static let storeFormat: UInt8 = 4
+    /// The oldest layout this code reads as it is, without the upgrade: layout 3 is layout 4
+    /// with every generation a model's own.
+    public static let readableFormat: UInt8 = 3
 
     /// A u64 as 8 big-endian bytes.
     public static func key(_ value: UInt64) -> [UInt8] {

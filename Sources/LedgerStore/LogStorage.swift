@@ -34,7 +34,7 @@ struct LogStorage: Sendable {
         if let format, format > LogSchema.storeFormat {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); this ledger reads up to \(LogSchema.storeFormat): upgrade it")
         }
-        if let format, format < LogSchema.storeFormat && readOnly {
+        if let format, format < LogSchema.readableFormat && readOnly {
             throw LedgerError(.unsupportedFormat, "the store at \(env.path) has layout \(format); open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to upgrade it to layout \(LogSchema.storeFormat)")
         }
         if format != LogSchema.storeFormat && !readOnly {
@@ -45,8 +45,8 @@ struct LogStorage: Sendable {
                 // Layout 1 kept a stream index key per event; layout 2 packs them (`StreamChunk`).
                 if format == 1 { try Self.packStreamIndex(streams, txn) }
                 // Layouts 1 and 2 kept an id index key per id; layout 3 packs them (`IDIndex`).
-                // A new store gets its empty index here too.
-                try Self.indexIDsByHash(events: events, txn)
+                // A new store gets its empty index here too. Layout 3 → 4 rewrites nothing.
+                if format.map({ $0 < 3 }) ?? true { try Self.indexIDsByHash(events: events, txn) }
                 try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
             }
         }

@@ -105,6 +105,43 @@ import Testing
         }
     }
 
+    /// A layout-3 store, where every generation is a model's own, reads as it is, read only
+    /// too; opened for writing it becomes layout 4 with nothing rewritten.
+    @Test func aLayout3StoreReadsAsItIsAndUpgradesWithoutRewriting() throws {
+        try withStorePath { path in
+            let at = days(1, after: jan1)
+            let before: [[(model: String, view: JSONObject)]]
+            do {
+                let ledger = try Ledger(path: path)
+                try ledger.append(purchases(["u1", "u2"]))
+                // Each model rebuilt alone: generations of their own, as layout 3 kept them.
+                for model in ReadModels.all { try ledger.engine.rebuild([model.name]) }
+                #expect(try ledger.engine.statuses().map { $0.served?.tag } == [nil, nil, nil])
+                before = try ["u1", "u2"].map { try ledger.engine.views(of: $0, at: at).views }
+                try ledger.log.environment.write { txn in
+                    try txn.put(try #require(try txn.openDatabase(LogSchema.meta, flags: [])), key: LogSchema.formatKey, value: [3])
+                }
+                ledger.close()
+            }
+            var readOnly = EventLog.Options()
+            readOnly.readOnly = true
+            do {
+                let ledger = try Ledger(path: path, options: readOnly)
+                defer { ledger.close() }
+                #expect(try ["u1", "u2"].map { try ledger.engine.views(of: $0, at: at).views }.map { $0.map(\.view) } == before.map { $0.map(\.view) })
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let format = try ledger.log.environment.read { txn in
+                try txn.get(try #require(try txn.openDatabase(LogSchema.meta, flags: [])), key: LogSchema.formatKey).map { Array($0) }
+            }
+            #expect(format == [LogSchema.storeFormat])
+            #expect(LogSchema.storeFormat == 4)
+            #expect(try ledger.engine.statuses().map { $0.served?.id } == [2, 3, 4])
+            #expect(try ledger.engine.verify() == [])
+        }
+    }
+
     /// A generation record without a tag, as every record was written before tags, is a
     /// generation of the model's own; a tagged record keeps its tag.
     @Test func aGenerationRecordWithoutATagIsTheModelsOwn() throws {
