@@ -105,6 +105,30 @@ import Testing
         }
     }
 
+    /// `verify` compares each model's states in a shared generation with a fresh fold, and
+    /// names a state that differs, one missing and one that should not be there.
+    @Test func verifyFindsAWrongAMissingAndAStrayStateInASharedGeneration() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(purchases(["u1", "u2"]))
+            let served = try ledger.engine.statuses().map { try #require($0.served) }
+            let storage = ledger.engine.storage
+            try storage.env.write { txn in
+                // Badge's state of u2 replaced by its state of u1 (a purchase at another position).
+                let u1 = try #require(try storage.state(served[2], "u1", txn))
+                try txn.put(storage.states, key: ModelSchema.stateKey(served[2], "u2"), value: u1)
+                _ = try txn.delete(storage.states, key: ModelSchema.stateKey(served[0], "u1"))
+                try txn.put(storage.states, key: ModelSchema.stateKey(served[1], "ghost"), value: u1)
+            }
+            #expect(try ledger.engine.verify().map(\.description) == [
+                "entitlement u1: missing from the served model",
+                "retention ghost: in the served model but not in a fresh rebuild",
+                "badge u2: differs from a fresh rebuild",
+            ])
+        }
+    }
+
     /// A layout-3 store, where every generation is a model's own, reads as it is, read only
     /// too; opened for writing it becomes layout 4 with nothing rewritten.
     @Test func aLayout3StoreReadsAsItIsAndUpgradesWithoutRewriting() throws {

@@ -54,8 +54,14 @@ public enum ModelSchema {
     /// The key (UTF-8) of a stored state's key when it belongs to `generation`, else `nil` (a
     /// key of another generation, or of another model sharing this one).
     static func key(ofStored stored: UnsafeRawBufferPointer, in generation: Generation) -> UnsafeRawBufferPointer? {
-        guard ModelSchema.generation(ofKey: stored) == generation.id else { return nil }
-        guard let tag = generation.tag else { return UnsafeRawBufferPointer(rebasing: stored[4...]) }
+        key(ofStored: stored, generation: generation.id, tag: generation.tag)
+    }
+
+    /// The key of a stored state's key when it is in generation `id` under `tag` (`nil`: the
+    /// generation is one model's own), else `nil`.
+    static func key(ofStored stored: UnsafeRawBufferPointer, generation id: UInt32, tag: UInt8?) -> UnsafeRawBufferPointer? {
+        guard ModelSchema.generation(ofKey: stored) == id else { return nil }
+        guard let tag else { return UnsafeRawBufferPointer(rebasing: stored[4...]) }
         guard stored.count > 4, stored[stored.count - 1] == tag else { return nil }
         return UnsafeRawBufferPointer(rebasing: stored[4 ..< stored.count - 1])
     }
@@ -326,7 +332,7 @@ struct ModelStorage: Sendable {
         return try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
             while let current = entry, ModelSchema.generation(ofKey: current.key) == generation {
-                guard current.key.count > 4, current.key[current.key.count - 1] == tag else {
+                guard ModelSchema.key(ofStored: current.key, generation: generation, tag: tag) != nil else {
                     entry = try cursor.next()
                     continue
                 }

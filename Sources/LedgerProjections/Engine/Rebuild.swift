@@ -1,6 +1,5 @@
 import Foundation
 import LMDB
-import Synchronization
 import LedgerCore
 import LedgerStore
 
@@ -304,14 +303,13 @@ extension ProjectionEngine {
                 return shadow
             }
         }
-        // A model's states are encoded (on every core) while the model before it is written.
-        let encoder = EncoderAhead(folds)
-        defer { encoder.cancel() }
+        // A generation's states are written only once all its models' are encoded (each on
+        // every core), since they are merged.
         var first = 0
         while first < shadows.count {
             var end = first + 1
             while end < shadows.count, shadows[end].id == shadows[first].id { end += 1 }
-            let states = Self.merged((first ..< end).map { encoder.take($0).storedOrder(in: shadows[$0]) })
+            let states = Self.merged((first ..< end).map { folds[$0].encodedStates().storedOrder(in: shadows[$0]) })
             first = end
             var next = 0
             while next < states.count {
@@ -413,55 +411,6 @@ extension ProjectionEngine {
             }
             if !more { return }
         }
-    }
-}
-
-/// Encodes each fold's states in turn on a thread of its own, at most one model ahead of the
-/// one being written: writing a model's states (one core) overlaps encoding the next's.
-private final class EncoderAhead: @unchecked Sendable {
-    // @unchecked: the folds are only read (the fold has finished); `results` is behind its lock.
-    private let folds: [any StateFold]
-    private let results: Mutex<[[(key: [UInt8], state: [UInt8])]?]>
-    private let cancelled = Mutex(false)
-    private let ready: [DispatchSemaphore]
-    /// Encoded models not yet taken, at most two: the one written and the next.
-    private let room = DispatchSemaphore(value: 2)
-
-    init(_ folds: [any StateFold]) {
-        self.folds = folds
-        results = Mutex(Array(repeating: nil, count: folds.count))
-        ready = folds.map { _ in DispatchSemaphore(value: 0) }
-        let thread = Thread { [self] in
-            for index in self.folds.indices {
-                room.wait()
-                if cancelled.withLock({ $0 }) { break }
-                let states = self.folds[index].encodedStates()
-                results.withLock { $0[index] = states }
-                ready[index].signal()
-            }
-        }
-        thread.name = "ledger encode"
-        thread.start()
-    }
-
-    /// The encoded states of fold `index`, once ready; taking model `index` makes room for the
-    /// one after the next. Call in order, before `cancel()`.
-    func take(_ index: Int) -> [(key: [UInt8], state: [UInt8])] {
-        if index > 0 { room.signal() }   // model `index - 1` is written
-        ready[index].wait()
-        let states = results.withLock { results in
-            defer { results[index] = nil }
-            return results[index]
-        }
-        // Only a cancelled encoder leaves a slot empty; encode it here rather than fail.
-        return states ?? folds[index].encodedStates()
-    }
-
-    /// Stops encoding models not yet started (the writer failed or finished).
-    func cancel() {
-        cancelled.withLock { $0 = true }
-        room.signal()
-        for semaphore in ready { semaphore.signal() }
     }
 }
 
