@@ -262,7 +262,7 @@ struct ModelStorage: Sendable {
             prefix.append(contentsOf: key.utf8)
             try txn.withCursor(states) { cursor in
                 var entry = try cursor.seek(atLeast: prefix)
-                while let current = entry, current.key.starts(with: prefix),
+                while let current = entry, current.key.begins(with: prefix),
                       current.key.count == prefix.count || current.key[prefix.count] <= highest {
                     if current.key.count == prefix.count + 1,
                        let model = generations.firstIndex(where: { $0?.id == generation.id && $0?.tag == current.key[prefix.count] }) {
