@@ -128,16 +128,19 @@ struct Bench {
         if wanted("append.raw", "scan.raw", "payload.bytesPerEvent", "storage.bytesPerEvent") {
             let raw = try raw()
             results["append.raw"] = raw.append
+            results.writtenPerEvent["append.raw"] = raw.writtenPerEvent
             results["scan.raw"] = raw.scan
             results["payload.bytesPerEvent"] = raw.bytesPerEvent
         }
         if wanted("append.ledger", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent") {
             let ledger = try Ledger(path: path("ledger"))
             defer { ledger.close() }
-            results["append.ledger"] = try measure(events.count, "ledger append") { done in
-                for start in stride(from: 0, to: events.count, by: 1_000) {
-                    try ledger.log.append(Array(events[start ..< min(start + 1_000, events.count)]))
-                    done(start)
+            (results["append.ledger"], results.writtenPerEvent["append.ledger"]) = try counting(events.count) {
+                try measure(events.count, "ledger append") { done in
+                    for start in stride(from: 0, to: events.count, by: 1_000) {
+                        try ledger.log.append(Array(events[start ..< min(start + 1_000, events.count)]))
+                        done(start)
+                    }
                 }
             }
             results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
@@ -156,10 +159,12 @@ struct Bench {
         if wanted("append.sqlite", "rebuild.sqlite") {
             let peer = try SQLitePeer(path: path("peer.sqlite"))
             let recordedAt = Timestamp.now()
-            results["append.sqlite"] = try measure(events.count, "SQLite append") { done in
-                for start in stride(from: 0, to: events.count, by: 1_000) {
-                    try peer.append(events[start ..< min(start + 1_000, events.count)], recordedAt: recordedAt)
-                    done(start)
+            (results["append.sqlite"], results.writtenPerEvent["append.sqlite"]) = try counting(events.count) {
+                try measure(events.count, "SQLite append") { done in
+                    for start in stride(from: 0, to: events.count, by: 1_000) {
+                        try peer.append(events[start ..< min(start + 1_000, events.count)], recordedAt: recordedAt)
+                        done(start)
+                    }
                 }
             }
             results.sqliteBytesPerEvent = Double(SQLitePeer.bytesOnDisk(path("peer.sqlite"))) / Double(events.count)
@@ -223,23 +228,45 @@ struct Bench {
         return Double(count) / max(elapsed.seconds, 1e-9)
     }
 
+    /// `body`'s result, and the bytes this process handed the kernel to write while it ran
+    /// (`wchar` of `/proc/self/io`: every write and pwrite of every thread, the store's pages
+    /// and meta pages, the SQLite peer's WAL and checkpoints) per event; `nil` where there is
+    /// no such file.
+    private func counting<R>(_ events: Int, _ body: () throws -> R) rethrows -> (R, Double?) {
+        let before = Self.bytesWritten()
+        let result = try body()
+        guard let before, let after = Self.bytesWritten() else { return (result, nil) }
+        return (result, Double(after - before) / Double(max(events, 1)))
+    }
+
+    /// The process's `wchar` from `/proc/self/io`, or `nil`.
+    private static func bytesWritten() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("wchar:") {
+            return Int(line.dropFirst("wchar:".count).trimmingCharacters(in: .whitespaces))
+        }
+        return nil
+    }
+
     /// The raw LMDB limit: the records the ledger would write (hash included), under 8-byte
     /// big-endian keys with MDB_APPEND, 1,000 per durable transaction; no checks, no indexes,
     /// no hashing. Then a full cursor scan of it (each record's length and first byte read, so
     /// that every page is touched). Returns both rates
     /// and the store's bytes per event.
-    private func raw() throws -> (append: Double, scan: Double, bytesPerEvent: Double) {
+    private func raw() throws -> (append: Double, writtenPerEvent: Double?, scan: Double, bytesPerEvent: Double) {
         let records = events.map { EventRecord.encode($0, version: 1, recordedAt: Bench.present) + [UInt8](repeating: 0xA5, count: EventRecord.hashSize) }
         let env = try Environment(path: path("raw"))
         let db = try env.openDatabase("events")
-        let append = try measure(records.count, "raw LMDB append") { done in
-            for start in stride(from: 0, to: records.count, by: 1_000) {
-                try env.write { txn in
-                    for i in start ..< min(start + 1_000, records.count) {
-                        try txn.put(db, key: LogSchema.key(UInt64(i + 1)), value: records[i], flags: .append)
+        let (append, written) = try counting(records.count) {
+            try measure(records.count, "raw LMDB append") { done in
+                for start in stride(from: 0, to: records.count, by: 1_000) {
+                    try env.write { txn in
+                        for i in start ..< min(start + 1_000, records.count) {
+                            try txn.put(db, key: LogSchema.key(UInt64(i + 1)), value: records[i], flags: .append)
+                        }
                     }
+                    done(start)
                 }
-                done(start)
             }
         }
         var checksum = 0
@@ -255,7 +282,7 @@ struct Bench {
             }
         }
         guard checksum != 0 else { throw CommandFailure.failure("the raw scan read nothing; this is a bug in the benchmark") }
-        return (append, scan, Double(env.info().usedBytes) / Double(records.count))
+        return (append, written, scan, Double(env.info().usedBytes) / Double(records.count))
     }
 
     /// The ledger store's bytes per event by table: the log, its two indexes, the read models'

@@ -8,6 +8,8 @@ struct BenchResults {
     var sqliteBytesPerEvent: Double?
     /// The ledger store's bytes per event by table (shown, not a target).
     var storageByTable: [(table: String, bytesPerEvent: Double)] = []
+    /// Bytes written (handed to the kernel) per event by the append cases (shown, not a target).
+    var writtenPerEvent: [String: Double?] = [:]
     /// Events and transactions of the group-commit case.
     var groupTransactions: (events: Int, transactions: Int)?
 
@@ -72,6 +74,9 @@ struct BenchResults {
             }
             if name == "append.sqlite", let bytes = sqliteBytesPerEvent {
                 note = String(format: "its database and WAL: %.0f bytes/event", bytes)
+            }
+            if let written = writtenPerEvent[name] ?? nil {
+                note += (note.isEmpty ? "" : "; ") + String(format: "writes %.0f bytes/event", written)
             }
             if name == "storage.bytesPerEvent", !storageByTable.isEmpty {
                 note = storageByTable.map { String(format: "%@ %.0f", $0.table, $0.bytesPerEvent) }.joined(separator: ", ")
