@@ -60,6 +60,32 @@ import Testing
         #expect(try decode(bytes) { r throws(StateReader.Damaged) in try times.map { _ throws(StateReader.Damaged) in try r.timestamp() } } == times)
     }
 
+    /// Integers of every length read back the same whether ten bytes follow them (read
+    /// without an end check per byte) or fewer (checked byte by byte).
+    @Test func integersOfEveryLengthRoundTripNearTheEndAndFarFromIt() throws {
+        let values: [UInt64] = [0, 1, 127, 128, 16_383, 16_384, 1 << 35, (1 << 49) - 1, 1 << 56, 1 << 63, .max]
+        for value in values {
+            let alone = encode { w in w.write(value) }
+            #expect(try decode(alone) { r throws(StateReader.Damaged) in try r.uint() } == value)
+            let padded = encode { w in w.write(value); for _ in 0..<10 { w.write(UInt8(0)) } }
+            #expect(try decode(padded) { r throws(StateReader.Damaged) in
+                let read = try r.uint()
+                for _ in 0..<10 { _ = try r.byte() }
+                return read
+            } == value)
+        }
+    }
+
+    /// An integer whose tenth byte still says "more" is damaged (read with ten bytes or more
+    /// left), and so is one cut short by the end of the state (fewer left).
+    @Test func anIntegerLongerThanTenBytesOrCutShortIsDamaged() {
+        for bytes in [[UInt8](repeating: 0x80, count: 10) + [1], [UInt8](repeating: 0x80, count: 10) + [1, 0, 0, 0], [0x80, 0x80], [UInt8](repeating: 0xFF, count: 9)] {
+            #expect(throws: StateReader.Damaged.self) {
+                _ = try decode(bytes) { r throws(StateReader.Damaged) in try r.uint() }
+            }
+        }
+    }
+
     @Test func aReferenceBeyondTheStringsReadIsDamaged() {
         #expect(throws: StateReader.Damaged.self) {
             _ = try decode([18] + Array("1000010-1".utf8) + [5]) { r throws(StateReader.Damaged) in (try r.string(), try r.string()) }

@@ -343,6 +343,22 @@ public struct StateReader {
     private mutating func longUInt() throws(Damaged) -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
+        // Ten bytes left hold any integer, so no end check per byte. The integers longer than a
+        // byte (timestamp differences, positions, long string codes) are all read here.
+        if bytes.count - offset >= 10, let base = bytes.baseAddress {
+            var i = offset
+            repeat {
+                let b = base.load(fromByteOffset: i, as: UInt8.self)
+                i += 1
+                value |= UInt64(b & 0x7F) << shift
+                if b & 0x80 == 0 {
+                    offset = i
+                    return value
+                }
+                shift += 7
+            } while shift < 64
+            throw Damaged(what: "bad integer at byte \(offset)")
+        }
         while true {
             guard offset < bytes.count, shift < 64 else { throw Damaged(what: "bad integer at byte \(offset)") }
             let b = bytes[offset]
