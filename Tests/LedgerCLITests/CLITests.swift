@@ -170,6 +170,27 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(bad.stderr.contains("no case named append.fast; the cases are append.raw, append.ledger"))
     }
 
+    /// The append cases say how many bytes they wrote per event: at least the record itself
+    /// (every record reaches a page that is written), and for the ledger more than for raw LMDB
+    /// (the same records, plus the indexes' and the read models' pages).
+    @Test func benchSaysWhatEachAppendWritesPerEvent() throws {
+        let run = try Run(["bench", "--quick", "--subjects", "100", "--case", "append.ledger"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let raw = try Run(["bench", "--quick", "--subjects", "100", "--case", "append.raw"])
+        #expect(raw.status == 0, "\(raw.stderr)")
+        func written(_ output: String, _ name: String) throws -> Double {
+            let line = try #require(output.split(separator: "\n").first { $0.contains(name) })
+            let words = line.split(separator: " ")
+            let index = try #require(words.firstIndex(of: "writes"), "\(line)")
+            #expect(words.count > index + 2 && words[index + 2] == "bytes/event", "\(line)")
+            return try #require(Double(words[index + 1]), "\(line)")
+        }
+        let ledger = try written(run.stdout, "append.ledger")
+        let rawBytes = try written(raw.stdout, "append.raw")
+        #expect(rawBytes >= 100, "\(raw.stdout)")
+        #expect(ledger > rawBytes, "\(run.stdout)")
+    }
+
     @Test func verifyOfAGoodStoreSaysOKWithEveryKey() throws {
         try withDirectory { dir in
             let store = dir + "/d.lmdb"
