@@ -37,17 +37,17 @@ public enum ModelSchema {
     }
 
     /// Where `generation` keeps the state of `key`.
-    static func stateKey(_ generation: Generation, _ key: String) -> [UInt8] {
-        var bytes = prefix(generation.id)
-        bytes.reserveCapacity(4 + key.utf8.count + 1)
-        bytes.append(contentsOf: key.utf8)
-        if let tag = generation.tag { bytes.append(tag) }
-        return bytes
-    }
+    static func stateKey(_ generation: Generation, _ key: String) -> [UInt8] { stateKey(generation.id, key.utf8, tag: generation.tag) }
 
-    static func stateKey(_ generation: Generation, _ key: [UInt8]) -> [UInt8] {
-        var bytes = prefix(generation.id) + key
-        if let tag = generation.tag { bytes.append(tag) }
+    static func stateKey(_ generation: Generation, _ key: [UInt8]) -> [UInt8] { stateKey(generation.id, key, tag: generation.tag) }
+
+    /// Generation `id` ‖ `key` [‖ `tag`]; without the tag, also where a key's states in a
+    /// shared generation begin.
+    static func stateKey(_ id: UInt32, _ key: some Collection<UInt8>, tag: UInt8?) -> [UInt8] {
+        var bytes = prefix(id)
+        bytes.reserveCapacity(4 + key.count + 1)
+        bytes.append(contentsOf: key)
+        if let tag { bytes.append(tag) }
         return bytes
     }
 
@@ -258,8 +258,7 @@ struct ModelStorage: Sendable {
             // The first model of a shared generation reads the others' states too.
             if generations[..<index].contains(where: { $0?.id == generation.id }) { continue }
             let highest = generations.lazy.compactMap { $0?.id == generation.id ? $0?.tag : nil }.max() ?? 0
-            var prefix = ModelSchema.prefix(generation.id)
-            prefix.append(contentsOf: key.utf8)
+            let prefix = ModelSchema.stateKey(generation.id, key.utf8, tag: nil)
             try txn.withCursor(states) { cursor in
                 var entry = try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.begins(with: prefix),
@@ -362,7 +361,7 @@ struct ModelStorage: Sendable {
         var found: [(UInt32, UInt8)] = []
         try txn.withCursor(generations) { cursor in
             var entry = try cursor.seek(atLeast: ModelSchema.deadPrefix)
-            while let current = entry, current.key.starts(with: ModelSchema.deadPrefix), current.key.count == ModelSchema.deadPrefix.count + 5 {
+            while let current = entry, current.key.begins(with: ModelSchema.deadPrefix), current.key.count == ModelSchema.deadPrefix.count + 5 {
                 let rest = UnsafeRawBufferPointer(rebasing: current.key[ModelSchema.deadPrefix.count...])
                 if let generation = ModelSchema.generation(ofKey: rest) { found.append((generation, rest[4])) }
                 entry = try cursor.next()

@@ -344,7 +344,10 @@ public struct StateReader {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         // Ten bytes left hold any integer, so no end check per byte. The integers longer than a
-        // byte (timestamp differences, positions, long string codes) are all read here.
+        // byte (timestamp differences, positions, long string codes) are all read here. (One
+        // loop bounded by the nearer of the end and the tenth byte read the status benchmark's
+        // integers in 45 M instructions against this path's 36 M, so the checked loop below
+        // reads only the integers within ten bytes of a state's end.)
         if bytes.count - offset >= 10, let base = bytes.baseAddress {
             var i = offset
             repeat {
