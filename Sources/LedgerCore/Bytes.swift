@@ -11,9 +11,15 @@ extension UnsafeRawBufferPointer {
     /// Whether these bytes begin with exactly `bytes` (one `memcmp`).
     @inlinable
     public func begins(with bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { begins(with: $0) }
+    }
+
+    /// Whether these bytes begin with exactly `bytes` (one `memcmp`).
+    @inlinable
+    public func begins(with bytes: UnsafeRawBufferPointer) -> Bool {
         guard bytes.count <= count else { return false }
         guard let base = baseAddress else { return bytes.isEmpty }
-        return bytes.withUnsafeBytes { memcmp($0.baseAddress ?? base, base, $0.count) == 0 }
+        return memcmp(bytes.baseAddress ?? base, base, bytes.count) == 0
     }
 }
 

@@ -34,6 +34,17 @@ import Testing
         #expect(try views(events, at: [days(1, after: mar1)]) == [badge()])
     }
 
+    /// The same two rules over a large inbox, which the count hashes instead of comparing
+    /// pairwise: 20 messages, five delivered twice, five read (one of them before its
+    /// delivery), and a read of a message never delivered.
+    @Test func aLargeInboxCountsByIdWithReadsBeforeDelivery() throws {
+        var events = (0 ..< 20).map { Make.delivered("u", at: days(1, after: mar1), message: "m\($0)") }
+        events += (0 ..< 5).map { Make.delivered("u", at: days(2, after: mar1), message: "m\($0)") }
+        events += (5 ..< 9).map { Make.read("u", at: days(3, after: mar1), message: "m\($0)") }
+        events += [Make.read("u", at: mar1, message: "m9"), Make.read("u", at: days(3, after: mar1), message: "other")]
+        #expect(try views(events, at: [days(2, after: mar1), days(3, after: mar1)]) == [badge(unread: 19), badge(unread: 15)])
+    }
+
     /// SPEC §4: a task is due on its local date in the zone of the latest session start. The
     /// US switches to daylight time on 2026-03-08, so that local day is 23 hours long: it begins
     /// at 08:00Z (PST) and ends at 07:00Z the next day (PDT).

@@ -41,12 +41,22 @@ enum BadgeRules {
 
     /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
     static func unreadInbox(_ state: BadgeProjection.State, at t: Timestamp) -> Int64 {
-        // Counted in one pass over sets built once: no list of ids mapped out, and no set built
-        // at all for a subject without messages.
         let delivered = state.delivered.known(at: t)
         guard !delivered.isEmpty else { return 0 }
+        let reads = state.read.known(at: t)
+        // A few messages (most subjects) are compared pairwise: building two sets cost a status
+        // query more than the whole count. Many are counted in one pass over sets built once.
+        if delivered.count * (delivered.count + reads.count) <= 256 {
+            var unread: Int64 = 0
+            for (index, message) in zip(delivered.indices, delivered) {
+                let id = message.value
+                if reads.contains(where: { $0.value == id }) || delivered[..<index].contains(where: { $0.value == id }) { continue }
+                unread += 1
+            }
+            return unread
+        }
         var read = Set<String>(minimumCapacity: state.read.count)
-        for message in state.read.known(at: t) { read.insert(message.value) }
+        for message in reads { read.insert(message.value) }
         var counted = Set<String>(minimumCapacity: delivered.count)
         var unread: Int64 = 0
         for message in delivered where !read.contains(message.value) && counted.insert(message.value).inserted { unread += 1 }

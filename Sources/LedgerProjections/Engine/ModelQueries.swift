@@ -74,12 +74,13 @@ extension ProjectionEngine {
                 var views: [(model: String, view: JSONObject)] = []
                 views.reserveCapacity(models.count)
                 let states = try storage.states(of: key, in: context.served, txn)
-                for (model, (served, bytes)) in zip(models, zip(context.served, states)) {
-                    if staleness(model, served, policyHash: context.policyHash) != nil || (served?.checkpoint ?? 0) != context.head { stale.append(model.name) }
+                // By index: each model's runner and generation are read in place, not copied out.
+                for index in models.indices {
+                    if context.stale[index] { stale.append(models[index].name) }
                     do throws(StateReader.Damaged) {
-                        views.append((model: model.name, view: try model.viewJSON(bytes, t, context.policy, memo)))
+                        views.append((model: models[index].name, view: try models[index].viewJSON(states[index], t, context.policy, memo)))
                     } catch {
-                        let failure = storage.unreadable(model.name, error, served: served, codeVersion: model.codeVersion)
+                        let failure = storage.unreadable(models[index].name, error, served: context.served[index], codeVersion: models[index].codeVersion)
                         if failure.code == .unsupportedFormat { continue }
                         throw failure
                     }

@@ -44,11 +44,24 @@ public enum ModelSchema {
     /// Generation `id` ‖ `key` [‖ `tag`]; without the tag, also where a key's states in a
     /// shared generation begin.
     static func stateKey(_ id: UInt32, _ key: some Collection<UInt8>, tag: UInt8?) -> [UInt8] {
-        var bytes = prefix(id)
-        bytes.reserveCapacity(4 + key.count + 1)
-        bytes.append(contentsOf: key)
-        if let tag { bytes.append(tag) }
-        return bytes
+        withStateKey(id, key, tag: tag) { Array($0) }
+    }
+
+    /// `body` with `stateKey(id, key, tag:)` built on the stack: a status query's lookup
+    /// allocates no key.
+    static func withStateKey<R>(_ id: UInt32, _ key: some Collection<UInt8>, tag: UInt8?,
+                                _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let count = key.count
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4 + count + (tag == nil ? 0 : 1)) { buffer in
+            buffer[0] = UInt8(truncatingIfNeeded: id >> 24); buffer[1] = UInt8(truncatingIfNeeded: id >> 16)
+            buffer[2] = UInt8(truncatingIfNeeded: id >> 8); buffer[3] = UInt8(truncatingIfNeeded: id)
+            let keyBytes = UnsafeMutableBufferPointer(rebasing: buffer[4 ..< 4 + count])
+            if key.withContiguousStorageIfAvailable({ _ = keyBytes.initialize(fromContentsOf: $0) }) == nil {
+                _ = keyBytes.initialize(fromContentsOf: key)
+            }
+            if let tag { buffer[4 + count] = tag }
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
     }
 
     /// The key (UTF-8) of a stored state's key when it belongs to `generation`, else `nil` (a
@@ -252,14 +265,13 @@ struct ModelStorage: Sendable {
         for (index, generation) in generations.enumerated() {
             guard let generation else { continue }
             guard generation.tag != nil else {
-                found[index] = try txn.get(states, key: ModelSchema.stateKey(generation, key))
+                found[index] = try ModelSchema.withStateKey(generation.id, key.utf8, tag: nil) { stored in try txn.get(states, key: stored) }
                 continue
             }
             // The first model of a shared generation reads the others' states too.
             if generations[..<index].contains(where: { $0?.id == generation.id }) { continue }
             let highest = generations.lazy.compactMap { $0?.id == generation.id ? $0?.tag : nil }.max() ?? 0
-            let prefix = ModelSchema.stateKey(generation.id, key.utf8, tag: nil)
-            try txn.withCursor(states) { cursor in
+            try ModelSchema.withStateKey(generation.id, key.utf8, tag: nil) { prefix in try txn.withCursor(states) { cursor in
                 var entry = try cursor.seek(atLeast: prefix)
                 while let current = entry, current.key.begins(with: prefix),
                       current.key.count == prefix.count || current.key[prefix.count] <= highest {
@@ -269,7 +281,7 @@ struct ModelStorage: Sendable {
                     }
                     entry = try cursor.next()
                 }
-            }
+            } }
         }
         return found
     }

@@ -457,9 +457,11 @@ public struct StateReader {
     }
 
     /// A string raw-value enum, stored as its raw value.
-    public mutating func choice<T: RawRepresentable>(_ type: T.Type) throws(Damaged) -> T where T.RawValue == String {
+    public mutating func choice<T: RawRepresentable & CaseIterable>(_ type: T.Type) throws(Damaged) -> T where T.RawValue == String {
         let text = try string()
-        guard let value = T(rawValue: text) else { throw Damaged(what: "unknown value \(text)") }
-        return value
+        // Compared case by case: a string enum's synthesized `init(rawValue:)` builds a table of
+        // its raw values on every call (about 800 instructions a snapshot in a status query).
+        for value in T.allCases where value.rawValue == text { return value }
+        throw Damaged(what: "unknown value \(text)")
     }
 }

@@ -155,8 +155,12 @@ public final class ProjectionEngine: CommitObserver {
         let snapshot = txn.snapshotID
         if txn.isReadOnly, let cached = queryContextCache.withLock({ $0 }), cached.snapshot == snapshot { return cached }
         let (policy, hash) = try servedPolicy(txn)
-        let context = QueryContext(snapshot: snapshot, policy: policy, policyHash: hash, head: try storage.head(txn),
-                                   served: try models.map { model in try storage.served(model.name, txn) })
+        let head = try storage.head(txn)
+        let served = try models.map { model in try storage.served(model.name, txn) }
+        let stale = zip(models, served).map { model, served in
+            staleness(model, served, policyHash: hash) != nil || (served?.checkpoint ?? 0) != head
+        }
+        let context = QueryContext(snapshot: snapshot, policy: policy, policyHash: hash, head: head, served: served, stale: stale)
         if txn.isReadOnly { queryContextCache.withLock { $0 = context } }
         return context
     }
@@ -172,6 +176,8 @@ struct QueryContext: Sendable {
     var head: UInt64
     /// By the engine's model index.
     var served: [Generation?]
+    /// By the engine's model index: the model is stale or behind the log's head.
+    var stale: [Bool]
 }
 
 /// The states one append's transaction touches, per model that is up to date.
