@@ -73,8 +73,10 @@ extension ProjectionEngine {
                 let memo = DecodeMemo()
                 var views: [(model: String, view: JSONObject)] = []
                 views.reserveCapacity(models.count)
-                let states = try storage.states(of: key, in: context.served, txn)
-                // By index: each model's runner and generation are read in place, not copied out.
+                // The states' places on the stack; each model's runner and generation read in
+                // place by index, not copied out.
+                try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer?.self, capacity: models.count) { states in
+                try storage.states(of: key, in: context.served, txn, into: states)
                 for index in models.indices {
                     if context.stale[index] { stale.append(models[index].name) }
                     do throws(StateReader.Damaged) {
@@ -84,6 +86,7 @@ extension ProjectionEngine {
                         if failure.code == .unsupportedFormat { continue }
                         throw failure
                     }
+                }
                 }
                 return (views, stale)
             }

@@ -260,8 +260,13 @@ struct ModelStorage: Sendable {
     /// highest tag (a longer key with a low byte), so the walk stops at the first that does not.
     /// The first key met can be the key itself: another key's state tagged 0 ("a" tagged 0 is
     /// "a\u{0}").
-    func states(of key: String, in generations: [Generation?], _ txn: borrowing Transaction) throws -> [UnsafeRawBufferPointer?] {
-        var found = [UnsafeRawBufferPointer?](repeating: nil, count: generations.count)
+    ///
+    /// Written into `found`, one slot per generation, each set first to `nil` (a status query
+    /// passes a buffer on its stack).
+    func states(of key: String, in generations: [Generation?], _ txn: borrowing Transaction,
+                into found: UnsafeMutableBufferPointer<UnsafeRawBufferPointer?>) throws {
+        precondition(found.count == generations.count, "one slot per generation")
+        found.initialize(repeating: nil)
         for (index, generation) in generations.enumerated() {
             guard let generation else { continue }
             guard generation.tag != nil else {
@@ -283,7 +288,6 @@ struct ModelStorage: Sendable {
                 }
             } }
         }
-        return found
     }
 
     /// Calls `body` with each key (UTF-8) of `generation` and its state, in the order the store

@@ -169,15 +169,25 @@ public final class ProjectionEngine: CommitObserver {
 }
 
 /// The policy, head and served generations of one read snapshot (`ProjectionEngine.queryContext`).
-struct QueryContext: Sendable {
-    var snapshot: Int
-    var policy: Policy
-    var policyHash: String
-    var head: UInt64
+/// A class: each query takes the cached one with a single retain, not a copy of the policy.
+final class QueryContext: Sendable {
+    let snapshot: Int
+    let policy: Policy
+    let policyHash: String
+    let head: UInt64
     /// By the engine's model index.
-    var served: [Generation?]
+    let served: [Generation?]
     /// By the engine's model index: the model is stale or behind the log's head.
-    var stale: [Bool]
+    let stale: [Bool]
+
+    init(snapshot: Int, policy: Policy, policyHash: String, head: UInt64, served: [Generation?], stale: [Bool]) {
+        self.snapshot = snapshot
+        self.policy = policy
+        self.policyHash = policyHash
+        self.head = head
+        self.served = served
+        self.stale = stale
+    }
 }
 
 /// The states one append's transaction touches, per model that is up to date.
