@@ -170,6 +170,28 @@ import Testing
         #expect(memo.entries.count == 2)
     }
 
+    /// A memo whose states stay in place (a status query's, over one read transaction) refers
+    /// to the bytes an entry took where they lie; any other memo keeps its own copy, since an
+    /// append's loaded states are freed after decoding.
+    @Test func aMemoOfStatesThatStayInPlaceRefersToTheirBytesAndAnyOtherCopiesThem() throws {
+        var badge = BadgeProjection.State()
+        badge.subscription = facts("1000010-1", at: "2026-01-05T10:00:00Z")
+        let bytes = badge.encoded
+        try bytes.withUnsafeBytes { buffer in
+            for stayInPlace in [true, false] {
+                let memo = DecodeMemo(statesStayInPlace: stayInPlace)
+                #expect(try BadgeProjection.State.decode(buffer, memo: memo) == badge)
+                let entry = try #require(memo.entries.first)
+                #expect((entry.bytes.baseAddress == buffer.baseAddress) == stayInPlace)
+                #expect(Array(entry.bytes) == Array(bytes.prefix(entry.bytes.count)))
+                #expect(entry.bytes.count > 0)
+                // The same bytes again: taken from the memo, whichever it keeps.
+                #expect(try BadgeProjection.State.decode(buffer, memo: memo) == badge)
+                #expect(memo.entries.count == 1)
+            }
+        }
+    }
+
     /// Facts stored with other bytes are decoded from their own.
     @Test func aStateWhoseFactsAreOtherBytesDecodesItsOwn() throws {
         var first = EntitlementProjection.State()

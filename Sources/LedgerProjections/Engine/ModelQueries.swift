@@ -70,7 +70,8 @@ extension ProjectionEngine {
             return try storage.env.read { txn in
                 let context = try queryContext(txn)
                 var stale: [String] = []
-                let memo = DecodeMemo()
+                // The states lie in the map, unchanged until this read transaction ends.
+                let memo = DecodeMemo(statesStayInPlace: true)
                 var views: [(model: String, view: JSONObject)] = []
                 views.reserveCapacity(models.count)
                 // The states' places on the stack; each model's runner and generation read in

@@ -255,32 +255,53 @@ public final class DecodeMemo {
     /// window and last timestamp after it.
     class Entry {
         let type: ObjectIdentifier
-        let bytes: [UInt8]
+        /// The bytes it took: the state's own, in a memo whose states stay in place, else a
+        /// copy this entry owns.
+        let bytes: UnsafeRawBufferPointer
+        private let owned: Bool
         let strings: StringWindow
         let lastTimestamp: Int64
 
-        init(type: ObjectIdentifier, bytes: [UInt8], strings: StringWindow, lastTimestamp: Int64) {
+        init(type: ObjectIdentifier, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow, lastTimestamp: Int64) {
             self.type = type
-            self.bytes = bytes
+            if copy {
+                let owned = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+                owned.copyMemory(from: bytes)
+                self.bytes = UnsafeRawBufferPointer(owned)
+            } else {
+                self.bytes = bytes
+            }
+            self.owned = copy
             self.strings = strings
             self.lastTimestamp = lastTimestamp
         }
+
+        deinit { if owned { bytes.deallocate() } }
     }
 
     /// An entry with its value (the entry's `type` is `T`'s, so a match is downcast unchecked).
     final class Decoded<T>: Entry {
         let value: T
 
-        init(_ value: T, bytes: [UInt8], strings: StringWindow, lastTimestamp: Int64) {
+        init(_ value: T, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow, lastTimestamp: Int64) {
             self.value = value
-            super.init(type: ObjectIdentifier(T.self), bytes: bytes, strings: strings, lastTimestamp: lastTimestamp)
+            super.init(type: ObjectIdentifier(T.self), bytes: bytes, copy: copy, strings: strings, lastTimestamp: lastTimestamp)
         }
     }
 
     /// One thread uses a memo, for one query.
     @exclusivity(unchecked) var entries: [Entry] = []
+    /// The states decoded with this memo stay where they are, unchanged, for as long as it
+    /// lives, so entries refer to their bytes instead of copying them.
+    let statesStayInPlace: Bool
 
-    public init() {}
+    /// A memo for one query or event. `statesStayInPlace`: every state decoded with it stays
+    /// where it is, unchanged, while the memo lives (a status query's, read from a map in one
+    /// read transaction that outlives the memo). Otherwise (an append, whose loaded states are
+    /// copies freed after decoding) each entry copies the bytes it took.
+    public init(statesStayInPlace: Bool = false) {
+        self.statesStayInPlace = statesStayInPlace
+    }
 }
 
 /// Reads what `StateWriter` wrote; any malformed byte is `Damaged`.
@@ -322,7 +343,7 @@ public struct StateReader {
         let value = try decode(&self)
         // A query registers a few values (the facts, the entitlement's state): one allocation.
         if memo.entries.isEmpty { memo.entries.reserveCapacity(4) }
-        memo.entries.append(DecodeMemo.Decoded(value, bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[..<offset])),
+        memo.entries.append(DecodeMemo.Decoded(value, bytes: UnsafeRawBufferPointer(rebasing: bytes[..<offset]), copy: !memo.statesStayInPlace,
                                                strings: strings, lastTimestamp: lastTimestamp))
         return value
     }
