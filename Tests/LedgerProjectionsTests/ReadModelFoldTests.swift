@@ -1,8 +1,10 @@
+import Foundation
 import LedgerCore
 import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import Synchronization
 
 /// `ReadModelFold`: the rebuild's fold, with its second (folding) thread, on real stores.
 @Suite struct ReadModelFoldTests {
@@ -108,6 +110,31 @@ import Testing
         }
     }
 
+    /// `discard()` hands the folded states to a thread of their own to be freed (a rebuild's
+    /// `freeInBackground`): every state is freed there, none on the caller's thread.
+    @Test func discardedStatesAreFreedOnAThreadOfTheirOwn() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let t = ts("2026-03-01T12:00:00Z")
+            try ledger.append((0 ..< 40).map { Make.usage("u\($0 % 10)", at: days($0, after: t)) })
+            let fold = ReadModelFold([Probed.self])
+            for position in 1...UInt64(40) { if let event = try ledger.log.event(at: position) { try fold.apply(event) } }
+            try fold.finish()
+            #expect(fold.stateCount == 10)
+            FreeProbe.freedBy.withLock { $0 = [] }
+            let caller = pthread_self()
+            fold.discard()
+            #expect(fold.stateCount == 0)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while FreeProbe.freedBy.withLock({ $0.count }) < 10, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            let freedBy = FreeProbe.freedBy.withLock { $0 }
+            #expect(freedBy.count == 10)
+            #expect(freedBy.allSatisfy { pthread_equal($0, caller) == 0 })
+            #expect(Set(freedBy.map { UInt($0) }).count == 1)   // one thread frees them all
+        }
+    }
+
     /// The folds number their keys in one shared table. A model keyed by something other than
     /// the subject numbers that key in the same table, so a key reached as one event's subject
     /// and as another's payload field is one state, inline and rebuilt alike.
@@ -132,6 +159,29 @@ import Testing
             #expect(try ledger.engine.view(ByFeature.self, of: "scan", at: days(9, after: t)) == Counting.View(count: 3))
         }
     }
+}
+
+/// Usage counted, each state holding an object that records which thread frees it.
+enum Probed: Projection {
+    struct State: ProjectionState {
+        var count: UInt64 = 0
+        let probe = FreeProbe()
+        init() {}
+        func encode(to writer: inout StateWriter) { writer.write(count) }
+        init(from reader: inout StateReader) throws(StateReader.Damaged) { count = try reader.uint() }
+        static func == (a: State, b: State) -> Bool { a.count == b.count }
+    }
+    static let name = "probed"
+    static let codeVersion: UInt32 = 1
+    static let eventTypes: Set<String> = ["usage.recorded"]
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+}
+
+/// Records the thread that frees it.
+final class FreeProbe: Sendable {
+    static let freedBy = Mutex<[pthread_t]>([])
+    deinit { let thread = pthread_self(); Self.freedBy.withLock { $0.append(thread) } }
 }
 
 /// Usage counted by feature, sessions by subject: a model whose key is not always the subject.

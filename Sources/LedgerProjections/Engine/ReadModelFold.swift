@@ -21,9 +21,9 @@ public final class ReadModelFold: @unchecked Sendable {
     // @unchecked: `folds` and `table` are touched by the folding thread alone between the first
     // hand-over and `finish()`, which waits for that thread; the hand-over's lock orders the two.
     let runners: [ModelRunner]
-    let folds: [any StateFold]
+    private(set) var folds: [any StateFold]
     /// The keys the folds have met, shared by all of them.
-    let table: KeyTable
+    private(set) var table: KeyTable
     /// Every event type some model reads; others may be skipped before decoding.
     public let eventTypes: Set<String>
     /// For each event type (by `EventData.ordinal`), the folds (by index) of the models that
@@ -94,6 +94,28 @@ public final class ReadModelFold: @unchecked Sendable {
         }
     }
 
+    /// Frees the folded states on a thread of their own (`freeInBackground(_:)`), after
+    /// `finish()` and once they are read; the fold holds none afterwards.
+    public func discard() {
+        precondition(finished, "ReadModelFold.discard before finish()")
+        let states: Any = (folds, table)
+        folds = []
+        table = KeyTable()
+        Self.freeInBackground(consume states)
+    }
+
+    /// Folded states a caller is done with, freed on a thread of their own. A rebuild holds
+    /// every key's decoded states in memory until they are written: freeing them took about an
+    /// eighth of a rebuild at 100,000 customers (0.54 s of 4.2 s), after the rebuilt models
+    /// were served. The caller must hold no other reference to them, or they are freed
+    /// wherever the last one ends.
+    static func freeInBackground(_ value: consuming Any) {
+        let doomed = Doomed(consume value)
+        let thread = Thread { doomed.free() }
+        thread.name = "ledger free"
+        thread.start()
+    }
+
     private static func fold(_ events: [RecordedEvent], _ readers: [[Int]], _ folds: [any StateFold], _ table: KeyTable) throws {
         for event in events {
             let indices = readers[event.data.ordinal]
@@ -129,4 +151,12 @@ private struct Work: @unchecked Sendable {
     let readers: [[Int]]
     let folds: [any StateFold]
     let table: KeyTable
+}
+
+/// States on their way to a freeing thread.
+private final class Doomed: @unchecked Sendable {
+    // @unchecked: after the hand-over only the freeing thread touches `value`.
+    private var value: Any?
+    init(_ value: consuming Any) { self.value = value }
+    func free() { value = nil }
 }

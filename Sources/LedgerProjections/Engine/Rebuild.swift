@@ -154,8 +154,11 @@ extension ProjectionEngine {
             var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
             guard !dryRun else { return report.report }
             let folds = report.folds
+            report.folds = []
             let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
             let shadows = try writeShadows(chosen, folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
+            // Written: the states in memory are freed while the rebuild swaps and collects.
+            ReadModelFold.freeInBackground(consume folds)
             report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
             try collectGarbage(discardingShadowsOf: [])
             return report.report

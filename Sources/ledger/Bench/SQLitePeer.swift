@@ -79,6 +79,8 @@ struct SQLitePeer {
                 try insert.execute()
             }
         }
+        // Freed off this thread, as the ledger's rebuild frees its folded states.
+        fold.discard()
         return count
     }
 
