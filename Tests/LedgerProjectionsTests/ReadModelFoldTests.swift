@@ -111,7 +111,8 @@ import Synchronization
     }
 
     /// `discard()` hands the folded states to a thread of their own to be freed (a rebuild's
-    /// `freeInBackground`): every state is freed there, none on the caller's thread.
+    /// `freeInBackground`): every state is freed there, none on the caller's thread, by the
+    /// time `waitUntilFreed()` returns.
     @Test func discardedStatesAreFreedOnAThreadOfTheirOwn() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)
@@ -126,8 +127,7 @@ import Synchronization
             let caller = pthread_self()
             fold.discard()
             #expect(fold.stateCount == 0)
-            let deadline = ContinuousClock.now + .seconds(10)
-            while FreeProbe.freedBy.withLock({ $0.count }) < 10, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            ReadModelFold.waitUntilFreed()
             let freedBy = FreeProbe.freedBy.withLock { $0 }
             #expect(freedBy.count == 10)
             #expect(freedBy.allSatisfy { pthread_equal($0, caller) == 0 })

@@ -77,17 +77,17 @@ extension ProjectionEngine {
                 // The states' places on the stack; each model's runner and generation read in
                 // place by index, not copied out.
                 try withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer?.self, capacity: models.count) { states in
-                try storage.states(of: key, in: context.served, txn, into: states)
-                for index in models.indices {
-                    if context.stale[index] { stale.append(models[index].name) }
-                    do throws(StateReader.Damaged) {
-                        views.append((model: models[index].name, view: try models[index].viewJSON(states[index], t, context.policy, memo)))
-                    } catch {
-                        let failure = storage.unreadable(models[index].name, error, served: context.served[index], codeVersion: models[index].codeVersion)
-                        if failure.code == .unsupportedFormat { continue }
-                        throw failure
+                    try storage.states(of: key, in: context.served, txn, into: states)
+                    for index in models.indices {
+                        if context.stale[index] { stale.append(models[index].name) }
+                        do throws(StateReader.Damaged) {
+                            views.append((model: models[index].name, view: try models[index].viewJSON(states[index], t, context.policy, memo)))
+                        } catch {
+                            let failure = storage.unreadable(models[index].name, error, served: context.served[index], codeVersion: models[index].codeVersion)
+                            if failure.code == .unsupportedFormat { continue }
+                            throw failure
+                        }
                     }
-                }
                 }
                 return (views, stale)
             }

@@ -160,7 +160,7 @@ public final class ProjectionEngine: CommitObserver {
         let stale = zip(models, served).map { model, served in
             staleness(model, served, policyHash: hash) != nil || (served?.checkpoint ?? 0) != head
         }
-        let context = QueryContext(snapshot: snapshot, policy: policy, policyHash: hash, head: head, served: served, stale: stale)
+        let context = QueryContext(snapshot: snapshot, policy: policy, served: served, stale: stale)
         if txn.isReadOnly { queryContextCache.withLock { $0 = context } }
         return context
     }
@@ -168,23 +168,20 @@ public final class ProjectionEngine: CommitObserver {
     func policyHash(_ txn: borrowing Transaction) throws -> String { try servedPolicy(txn).hash }
 }
 
-/// The policy, head and served generations of one read snapshot (`ProjectionEngine.queryContext`).
-/// A class: each query takes the cached one with a single retain, not a copy of the policy.
+/// The policy and served generations of one read snapshot, and which models are stale or
+/// behind its head (`ProjectionEngine.queryContext`). A class: each query takes the cached one
+/// with a single retain, not a copy of the policy.
 final class QueryContext: Sendable {
     let snapshot: Int
     let policy: Policy
-    let policyHash: String
-    let head: UInt64
     /// By the engine's model index.
     let served: [Generation?]
     /// By the engine's model index: the model is stale or behind the log's head.
     let stale: [Bool]
 
-    init(snapshot: Int, policy: Policy, policyHash: String, head: UInt64, served: [Generation?], stale: [Bool]) {
+    init(snapshot: Int, policy: Policy, served: [Generation?], stale: [Bool]) {
         self.snapshot = snapshot
         self.policy = policy
-        self.policyHash = policyHash
-        self.head = head
         self.served = served
         self.stale = stale
     }

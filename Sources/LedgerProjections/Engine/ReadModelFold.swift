@@ -20,6 +20,7 @@ import LedgerCore
 public final class ReadModelFold: @unchecked Sendable {
     // @unchecked: `folds` and `table` are touched by the folding thread alone between the first
     // hand-over and `finish()`, which waits for that thread; the hand-over's lock orders the two.
+    // `discard()` hands them to a freeing thread, which touches them alone from then on.
     let runners: [ModelRunner]
     private(set) var folds: [any StateFold]
     /// The keys the folds have met, shared by all of them.
@@ -111,10 +112,21 @@ public final class ReadModelFold: @unchecked Sendable {
     /// wherever the last one ends.
     static func freeInBackground(_ value: consuming Any) {
         let doomed = Doomed(consume value)
-        let thread = Thread { doomed.free() }
+        freeing.enter()
+        let thread = Thread {
+            doomed.free()
+            freeing.leave()
+        }
         thread.name = "ledger free"
         thread.start()
     }
+
+    /// The frees under way.
+    private static let freeing = DispatchGroup()
+
+    /// Waits until the states every rebuild and `discard()` handed off are freed: the
+    /// benchmark waits before its next case, so that no case runs beside another's freeing.
+    public static func waitUntilFreed() { freeing.wait() }
 
     private static func fold(_ events: [RecordedEvent], _ readers: [[Int]], _ folds: [any StateFold], _ table: KeyTable) throws {
         for event in events {
