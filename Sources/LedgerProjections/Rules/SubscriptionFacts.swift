@@ -162,16 +162,31 @@ extension SubscriptionFacts {
 
     /// The end of a transaction's coverage as known at `t`, with its cause.
     public func endWithCause(of transaction: Transaction, at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
-        var end = transaction.expiresAt
+        endWithCause(id: transaction.id, originalId: transaction.originalId, purchasedAt: transaction.purchasedAt,
+                     expiresAt: transaction.expiresAt, at: t)
+    }
+
+    /// The end of the transaction at `index` of `known` (these facts' transactions known at
+    /// some time), its fields read where they lie: the rules' loops call this several times a
+    /// query, and passing the transaction copied it out of its array with its three strings.
+    func end(ofTransactionAt index: Int, in known: ArraySlice<Dated<Transaction>>, at t: Timestamp) -> Timestamp {
+        endWithCause(id: known[index].value.id, originalId: known[index].value.originalId, purchasedAt: known[index].value.purchasedAt,
+                     expiresAt: known[index].value.expiresAt, at: t).at
+    }
+
+    /// `endWithCause(of:at:)` from the fields it reads.
+    private func endWithCause(id: String, originalId: String, purchasedAt: Timestamp, expiresAt: Timestamp,
+                              at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
+        var end = expiresAt
         var cause = EndCause.expiry
-        for e in extensions.known(at: t) where e.value.transactionId == transaction.id { end = e.value.expiresAt }
-        for u in upgrades.known(at: t) where u.value.originalId == transaction.originalId && u.value.newTransactionId != transaction.id
-            && u.value.startsAt > transaction.purchasedAt && u.value.startsAt < end {
+        for e in extensions.known(at: t) where e.value.transactionId == id { end = e.value.expiresAt }
+        for u in upgrades.known(at: t) where u.value.originalId == originalId && u.value.newTransactionId != id
+            && u.value.startsAt > purchasedAt && u.value.startsAt < end {
             end = u.value.startsAt
             cause = .upgrade
         }
         var refundedAt: Timestamp?
-        for m in marks.known(at: t) where m.value.transactionId == transaction.id {
+        for m in marks.known(at: t) where m.value.transactionId == id {
             switch m.value.kind {
             case .refund: refundedAt = refundedAt ?? m.at
             case .reversal: refundedAt = nil
@@ -207,7 +222,7 @@ extension SubscriptionFacts {
         var best: (index: Int, end: Timestamp)?
         for i in known.indices where known[i].value.purchasedAt <= t {
             if t >= endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) { continue }
-            let end = end(of: known[i].value, at: t)
+            let end = end(ofTransactionAt: i, in: known, at: t)
             guard t < end else { continue }
             if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
             best = (i, end)
@@ -238,7 +253,7 @@ extension SubscriptionFacts {
         var latest: Timestamp?
         for i in known.indices.reversed() {
             if let latest, endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) <= latest { continue }
-            let end = end(of: known[i].value, at: t)
+            let end = end(ofTransactionAt: i, in: known, at: t)
             latest = max(latest ?? end, end)
         }
         return latest
@@ -253,7 +268,7 @@ extension SubscriptionFacts {
         let known = transactions.known(at: t)
         for i in known.indices where known[i].value.originalId == original {
             if known[i].value.purchasedAt <= failure.at {
-                let end = end(of: known[i].value, at: t)
+                let end = end(ofTransactionAt: i, in: known, at: t)
                 coveredUntil = max(coveredUntil ?? end, end)
             } else {
                 recovered = true
