@@ -176,5 +176,8 @@ import Testing
         #expect(try shared.encoded.withUnsafeBytes { try Generation.decode($0) } == shared)
         #expect(ModelSchema.stateKey(own, "u1") == [0, 0, 0, 7] + Array("u1".utf8))
         #expect(ModelSchema.stateKey(shared, "u1") == [0, 0, 0, 7] + Array("u1".utf8) + [2])
+        // The generation's number big-endian, as `prefix` writes where a generation begins.
+        #expect(ModelSchema.stateKey(0x0102_0304, Array("u1".utf8), tag: 9) == [1, 2, 3, 4] + Array("u1".utf8) + [9])
+        #expect(ModelSchema.prefix(0x0102_0304) == [1, 2, 3, 4])
     }
 }

@@ -55,6 +55,17 @@ import Testing
         ])
     }
 
+    /// SPEC §4: day 0 is the expiry of the last covered period: a subscriber who renewed once
+    /// (Dec 1 → Jan 1, then Jan 1 → Feb 1) and turned auto-renew off counts from Feb 1, not from
+    /// the first period's end.
+    @Test func dayZeroIsTheEndOfTheLastCoveredPeriod() throws {
+        let dec1 = ts("2025-12-01T00:00:00Z")
+        let events = [Make.created("u", at: dec1.adding(seconds: -60)), Make.purchase("u", at: dec1, txn: "t1", expires: jan1),
+                      Make.renewal("u", at: jan1, txn: "t2", original: "t1", expires: feb1),
+                      Make.autoRenew("u", at: jan15, original: "t1", enabled: false)]
+        #expect(try views(events, at: [day(0)]) == [grace(day: 0, since: feb1, zero: feb1, rule: "expiry", next: day(31))])
+    }
+
     /// 000 "0-30 days: Full access (grace period)": day 30 is still grace, day 31 browse only.
     @Test func graceLastsThroughDay30() throws {
         #expect(try views(cancelled(), at: [day(31, less: 1), day(31)]) == [

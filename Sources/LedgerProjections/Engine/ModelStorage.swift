@@ -53,8 +53,8 @@ public enum ModelSchema {
                                 _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let count = key.count
         return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4 + count + (tag == nil ? 0 : 1)) { buffer in
-            buffer[0] = UInt8(truncatingIfNeeded: id >> 24); buffer[1] = UInt8(truncatingIfNeeded: id >> 16)
-            buffer[2] = UInt8(truncatingIfNeeded: id >> 8); buffer[3] = UInt8(truncatingIfNeeded: id)
+            // The generation's number as `prefix(_:)` writes it.
+            withUnsafeBytes(of: id.bigEndian) { UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[..<4])).copyMemory(from: $0) }
             let keyBytes = UnsafeMutableBufferPointer(rebasing: buffer[4 ..< 4 + count])
             if key.withContiguousStorageIfAvailable({ _ = keyBytes.initialize(fromContentsOf: $0) }) == nil {
                 _ = keyBytes.initialize(fromContentsOf: key)

@@ -210,8 +210,9 @@ enum RetentionRules {
     /// revocation) or of billing grace after a failed payment.
     static func accessEnd(_ facts: SubscriptionFacts, at t: Timestamp, policy: Policy.Subscription) -> (at: Timestamp, rule: String)? {
         var best: (at: Timestamp, rule: String)?
-        for fact in facts.transactions.known(at: t) where fact.value.purchasedAt <= t {
-            let end = facts.endWithCause(of: fact.value, at: t)
+        let known = facts.transactions.known(at: t)
+        for i in known.indices where known[i].value.purchasedAt <= t {
+            let end = facts.endWithCause(ofTransactionAt: i, in: known, at: t)
             guard best == nil || end.at > best?.at ?? end.at else { continue }
             best = (end.at, end.cause == .upgrade ? "expiry" : end.cause.rawValue)
         }

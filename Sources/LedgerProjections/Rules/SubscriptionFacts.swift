@@ -166,12 +166,14 @@ extension SubscriptionFacts {
                      expiresAt: transaction.expiresAt, at: t)
     }
 
-    /// The end of the transaction at `index` of `known` (these facts' transactions known at
-    /// some time), its fields read where they lie: the rules' loops call this several times a
-    /// query, and passing the transaction copied it out of its array with its three strings.
-    func end(ofTransactionAt index: Int, in known: ArraySlice<Dated<Transaction>>, at t: Timestamp) -> Timestamp {
+    /// `endWithCause(of:at:)` of the transaction at `index` of `known` (these facts'
+    /// transactions known at some time), its fields read where they lie: the rules' loops ask
+    /// this several times a query, and passing the transaction copied it out of its array with
+    /// its three strings.
+    func endWithCause(ofTransactionAt index: Int, in known: ArraySlice<Dated<Transaction>>,
+                      at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
         endWithCause(id: known[index].value.id, originalId: known[index].value.originalId, purchasedAt: known[index].value.purchasedAt,
-                     expiresAt: known[index].value.expiresAt, at: t).at
+                     expiresAt: known[index].value.expiresAt, at: t)
     }
 
     /// `endWithCause(of:at:)` from the fields it reads.
@@ -222,7 +224,7 @@ extension SubscriptionFacts {
         var best: (index: Int, end: Timestamp)?
         for i in known.indices where known[i].value.purchasedAt <= t {
             if t >= endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) { continue }
-            let end = end(ofTransactionAt: i, in: known, at: t)
+            let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
             guard t < end else { continue }
             if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
             best = (i, end)
@@ -253,7 +255,7 @@ extension SubscriptionFacts {
         var latest: Timestamp?
         for i in known.indices.reversed() {
             if let latest, endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) <= latest { continue }
-            let end = end(ofTransactionAt: i, in: known, at: t)
+            let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
             latest = max(latest ?? end, end)
         }
         return latest
@@ -268,7 +270,7 @@ extension SubscriptionFacts {
         let known = transactions.known(at: t)
         for i in known.indices where known[i].value.originalId == original {
             if known[i].value.purchasedAt <= failure.at {
-                let end = end(ofTransactionAt: i, in: known, at: t)
+                let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
                 coveredUntil = max(coveredUntil ?? end, end)
             } else {
                 recovered = true

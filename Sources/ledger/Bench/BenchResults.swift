@@ -9,7 +9,7 @@ struct BenchResults {
     /// The ledger store's bytes per event by table (shown, not a target).
     var storageByTable: [(table: String, bytesPerEvent: Double)] = []
     /// Bytes written (handed to the kernel) per event by the append cases (shown, not a target).
-    var writtenPerEvent: [String: Double?] = [:]
+    var writtenPerEvent: [String: Double] = [:]
     /// Events and transactions of the group-commit case.
     var groupTransactions: (events: Int, transactions: Int)?
 
@@ -75,7 +75,7 @@ struct BenchResults {
             if name == "append.sqlite", let bytes = sqliteBytesPerEvent {
                 note = String(format: "its database and WAL: %.0f bytes/event", bytes)
             }
-            if let written = writtenPerEvent[name] ?? nil {
+            if let written = writtenPerEvent[name] {
                 note += (note.isEmpty ? "" : "; ") + String(format: "writes %.0f bytes/event", written)
             }
             if name == "storage.bytesPerEvent", !storageByTable.isEmpty {
