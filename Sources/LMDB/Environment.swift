@@ -150,6 +150,7 @@ public final class Environment: @unchecked Sendable {
     }
 
     deinit {
+        for reader in idleReaders.withLock({ $0 }) { reader.close() }
         mdb_env_close(handle)
         if let identity { Self.release(identity) }
     }
@@ -167,11 +168,44 @@ public final class Environment: @unchecked Sendable {
     /// - Throws: what `body` throws, or `LMDBError`.
     public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
         try resizeLock.withShared { () throws -> R in
-            let txn = try begin(readOnly: true)
-            defer { mdb_txn_abort(txn) }
-            let transaction = Transaction(handle: txn, writeState: nil)
-            return try body(transaction)
+            let reader = try takeReader()
+            defer { putBack(reader) }
+            return try body(Transaction(handle: reader.txn, writeState: nil, reader: reader))
         }
+    }
+
+    /// Read transactions ended with `mdb_txn_reset` and kept to be renewed, at most
+    /// `keptReaderLimit`. Renewing one skips what beginning a read costs each time: allocating
+    /// the transaction and, since MDB_NOTLS ties a reader slot to its transaction, locking
+    /// LMDB's reader table to claim a slot. A reset transaction pins no snapshot (its slot shows
+    /// no transaction, `activeReaders()` does not count it), and growing the map works around it.
+    private let idleReaders = Mutex<[Reader]>([])
+    /// More readers than this at once are ended when they finish, not kept.
+    public static let keptReaderLimit = 8
+
+    /// Read transactions kept between reads right now (reset, holding no snapshot).
+    public var keptReaders: Int { idleReaders.withLock { $0.count } }
+
+    private func takeReader() throws(LMDBError) -> Reader {
+        if let idle = idleReaders.withLock({ $0.popLast() }) {
+            if mdb_txn_renew(idle.txn) == MDB_SUCCESS {
+                idle.renewals &+= 1
+                return idle
+            }
+            // The map grew in another process (or the slot went bad): begin afresh, which adopts it.
+            idle.close()
+        }
+        return Reader(txn: try begin(readOnly: true))
+    }
+
+    private func putBack(_ reader: Reader) {
+        mdb_txn_reset(reader.txn)
+        let kept = idleReaders.withLock { idle in
+            guard idle.count < Self.keptReaderLimit else { return false }
+            idle.append(reader)
+            return true
+        }
+        if !kept { reader.close() }
     }
 
     /// Runs `body` in a write transaction and commits it when `body` returns.
@@ -318,8 +352,9 @@ public final class Environment: @unchecked Sendable {
         mdb_reader_list(handle, { message, context in
             guard let message, let context else { return 0 }
             let text = String(cString: message)
-            // LMDB prints a header line, then one line per live reader slot.
-            if !text.contains("pid") && !text.contains("no active readers") {
+            // LMDB prints a header line, then one line per taken reader slot, ending in "-"
+            // for a slot kept without a transaction (a reset reader this process keeps).
+            if !text.contains("pid") && !text.contains("no active readers") && !text.hasSuffix("-\n") {
                 context.assumingMemoryBound(to: Int.self).pointee += 1
             }
             return 0

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LMDB
+import Synchronization
 import Testing
 
 /// A fresh directory under the system's temporary folder, removed when `body` returns.
@@ -293,6 +294,127 @@ func mode(of path: String) -> mode_t {
                 }
             }
             #expect(try env.read { txn in try txn.count(db) } == 1)
+        }
+    }
+}
+
+/// Reads keep their transaction between them, reset, and renew it (`Environment.read`).
+@Suite struct KeptReaderTests {
+    @Test func aReadRenewsTheTransactionTheLastOneKept() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            #expect(env.keptReaders == 0)
+            try env.read { _ in #expect(env.activeReaders() == 1) }
+            #expect(env.keptReaders == 1)
+            #expect(env.activeReaders() == 0, "a kept reader holds no snapshot")
+            for n in 0..<50 { try env.read { txn in _ = try txn.get(db, key: bigEndian(UInt64(n))) } }
+            #expect(env.keptReaders == 1, "one reader at a time needs one transaction")
+        }
+    }
+
+    @Test func aRenewedReadSeesTheCommitsSinceTheLastRead() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            for n: UInt64 in 1...3 {
+                try env.write { txn in try txn.put(db, key: bigEndian(n), value: [UInt8(n)]) }
+                let seen = try env.read { txn in
+                    try (txn.get(db, key: bigEndian(n)).map { Array($0) }, txn.withCursor(db) { cursor in
+                        var keys = 0
+                        var entry = try cursor.first()
+                        while entry != nil { keys += 1; entry = try cursor.next() }
+                        return keys
+                    })
+                }
+                #expect(seen.0 == [UInt8(n)])
+                #expect(seen.1 == Int(n), "the kept cursor walks this read's snapshot")
+            }
+        }
+    }
+
+    @Test func twoCursorsOverOneDatabaseAtOnceEachKeepTheirPlace() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let things = try env.openDatabase("things")
+            let others = try env.openDatabase("others")
+            try env.write { txn in
+                for n: UInt64 in 1...3 { try txn.put(things, key: bigEndian(n), value: [UInt8(n)]) }
+                try txn.put(others, key: [9], value: [9])
+            }
+            for _ in 0..<2 {   // the second time with the kept cursors
+                let pairs = try env.read { txn in
+                    try txn.withCursor(things) { outer in
+                        var pairs: [[UInt8]] = []
+                        var a = try outer.first()
+                        while let current = a {
+                            let first = Array(current.value)
+                            let inner = try txn.withCursor(things) { inner in try inner.last().map { Array($0.value) } }
+                            let other = try txn.withCursor(others) { cursor in try cursor.first().map { Array($0.value) } }
+                            pairs.append(first + (inner ?? []) + (other ?? []))
+                            a = try outer.next()
+                        }
+                        return pairs
+                    }
+                }
+                #expect(pairs == [[1, 3, 9], [2, 3, 9], [3, 3, 9]])
+            }
+        }
+    }
+
+    @Test func keptReadersStillReadOnceTheMapHasGrown() throws {
+        try withTemporaryDirectory { path in
+            var config = Environment.Configuration()
+            config.mapSize = 64 << 10
+            let env = try Environment(path: path, configuration: config)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: bigEndian(0), value: [0]) }
+            _ = try env.read { txn in try txn.withCursor(db) { cursor in try cursor.first() } }
+            #expect(env.keptReaders == 1)
+            for n in 1..<2_000 {
+                try env.write { txn in try txn.put(db, key: bigEndian(UInt64(n)), value: [UInt8](repeating: 1, count: 500)) }
+            }
+            #expect(env.growths > 0)
+            let count = try env.read { txn in
+                try txn.withCursor(db) { cursor in
+                    var keys = 0
+                    var entry = try cursor.first()
+                    while entry != nil { keys += 1; entry = try cursor.next() }
+                    return keys
+                }
+            }
+            #expect(count == 2_000)
+        }
+    }
+
+    @Test func manyReadersAtOnceKeepAtMostTheLimit() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let db = try env.openDatabase("things")
+            try env.write { txn in try txn.put(db, key: [1], value: [1]) }
+            let threads = 16
+            let inside = DispatchGroup(), release = DispatchSemaphore(value: 0), done = DispatchGroup()
+            let wrong = Mutex(0)
+            for _ in 0..<threads {
+                inside.enter(); done.enter()
+                Thread {
+                    do {
+                        try env.read { txn in
+                            inside.leave()
+                            release.wait()
+                            if try txn.get(db, key: [1]).map({ Array($0) }) != [1] { wrong.withLock { $0 += 1 } }
+                        }
+                    } catch { wrong.withLock { $0 += 1 } }
+                    done.leave()
+                }.start()
+            }
+            inside.wait()
+            #expect(env.activeReaders() == threads)
+            for _ in 0..<threads { release.signal() }
+            done.wait()
+            #expect(wrong.withLock { $0 } == 0)
+            #expect(env.keptReaders == Environment.keptReaderLimit)
+            #expect(env.activeReaders() == 0)
         }
     }
 }
