@@ -186,16 +186,27 @@ public final class Environment: @unchecked Sendable {
     /// Read transactions kept between reads right now (reset, holding no snapshot).
     public var keptReaders: Int { idleReaders.withLock { $0.count } }
 
+    /// Bumped by each commit that dropped a database: kept cursors opened before are closed
+    /// rather than renewed, since their database's handle number may now name another.
+    private let databasesDropped = Atomic(0)
+
     private func takeReader() throws(LMDBError) -> Reader {
         if let idle = idleReaders.withLock({ $0.popLast() }) {
             if mdb_txn_renew(idle.txn) == MDB_SUCCESS {
                 idle.renewals &+= 1
+                let dropped = databasesDropped.load(ordering: .sequentiallyConsistent)
+                if idle.databasesDropped != dropped {
+                    idle.closeCursors()
+                    idle.databasesDropped = dropped
+                }
                 return idle
             }
             // The map grew in another process (or the slot went bad): begin afresh, which adopts it.
             idle.close()
         }
-        return Reader(txn: try begin(readOnly: true))
+        let reader = Reader(txn: try begin(readOnly: true))
+        reader.databasesDropped = databasesDropped.load(ordering: .sequentiallyConsistent)
+        return reader
     }
 
     private func putBack(_ reader: Reader) {
@@ -235,6 +246,7 @@ public final class Environment: @unchecked Sendable {
                     let rc = mdb_txn_commit(txn)
                     if rc == MDB_MAP_FULL { state.sawMapFull = true }
                     try check(rc, "mdb_txn_commit")
+                    if state.droppedDatabase { databasesDropped.add(1, ordering: .sequentiallyConsistent) }
                     return result
                 }
             } catch {
@@ -396,6 +408,9 @@ struct FileIdentity: Hashable, Sendable {
 /// State of one write attempt that must survive the body wrapping LMDB's errors.
 final class WriteState {
     var sawMapFull = false
+    /// The transaction dropped a database (`Transaction.drop`), whose handle number a database
+    /// opened later may take.
+    var droppedDatabase = false
 }
 
 extension ResizeLock {

@@ -22,6 +22,8 @@ final class Reader: @unchecked Sendable {
     /// read as much as the allocations keeping the transaction saves.)
     @exclusivity(unchecked) var renewals = 0
     @exclusivity(unchecked) private(set) var cursors: [KeptCursor] = []
+    /// The environment's count of commits that dropped a database when the cursors were opened.
+    @exclusivity(unchecked) var databasesDropped = 0
 
     init(txn: OpaquePointer) { self.txn = txn }
 
@@ -47,10 +49,15 @@ final class Reader: @unchecked Sendable {
 
     func putBack(_ index: Int) { cursors[index].inUse = false }
 
-    /// Closes the cursors and ends the transaction, for good.
-    func close() {
+    /// Closes the kept cursors (none is in use: the reader is between reads).
+    func closeCursors() {
         for cursor in cursors { mdb_cursor_close(cursor.handle) }
         cursors.removeAll()
+    }
+
+    /// Closes the cursors and ends the transaction, for good.
+    func close() {
+        closeCursors()
         mdb_txn_abort(txn)
     }
 }

@@ -174,6 +174,7 @@ public struct Transaction: ~Copyable {
     /// again. Takes effect when this transaction commits.
     public func drop(_ db: Database) throws(LMDBError) {
         try checkWrite(mdb_drop(handle, db.dbi, 1), "mdb_drop", db.name)
+        writeState?.droppedDatabase = true
     }
 
     /// Opens (or with `.create`, creates) a named database inside this write transaction, for

@@ -387,6 +387,34 @@ func mode(of path: String) -> mode_t {
         }
     }
 
+    /// A database dropped and made again under its name, now with sorted duplicates, may take
+    /// the old handle's number: a cursor kept from before would lack the duplicates' sub-cursor.
+    @Test func aDatabaseMadeAgainAfterADropGetsANewCursor() throws {
+        try withTemporaryDirectory { path in
+            let env = try Environment(path: path)
+            let plain = try env.openDatabase("things")
+            try env.write { txn in try txn.put(plain, key: [1], value: [1]) }
+            _ = try env.read { txn in try txn.withCursor(plain) { cursor in try cursor.first() } }
+            try env.write { txn in try txn.drop(plain) }
+            let dups = try env.openDatabase("things", flags: [.create, .dupSort, .dupFixed])
+            try env.write { txn in
+                for n: UInt64 in [3, 1, 2] { try txn.put(dups, key: [1], value: bigEndian(n), flags: .noDupData) }
+            }
+            let values = try env.read { txn in
+                try txn.withCursor(dups) { cursor in
+                    var out: [UInt64] = []
+                    var entry = try cursor.first()
+                    while let e = entry {
+                        out.append(e.value.reduce(0) { $0 << 8 | UInt64($1) })
+                        entry = try cursor.nextDuplicate()
+                    }
+                    return out
+                }
+            }
+            #expect(values == [1, 2, 3])
+        }
+    }
+
     @Test func manyReadersAtOnceKeepAtMostTheLimit() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path)
