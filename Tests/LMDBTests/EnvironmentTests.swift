@@ -13,6 +13,30 @@ func withTemporaryDirectory<R>(_ body: (String) throws -> R) throws -> R {
 
 func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
+/// The u64 that `bigEndian` wrote.
+func integer(_ bytes: UnsafeRawBufferPointer) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+
+/// Entries in `db`, walked with a cursor.
+func entryCount(_ txn: borrowing Transaction, _ db: Database) throws -> Int {
+    try txn.withCursor(db) { cursor in
+        var count = 0
+        var entry = try cursor.first()
+        while entry != nil { count += 1; entry = try cursor.next() }
+        return count
+    }
+}
+
+/// The values of the key under `cursor` from where it stands, each read as a u64.
+func duplicates(from start: Entry?, _ cursor: borrowing Cursor) throws -> [UInt64] {
+    var values: [UInt64] = []
+    var entry = start
+    while let e = entry {
+        values.append(integer(e.value))
+        entry = try cursor.nextDuplicate()
+    }
+    return values
+}
+
 func mode(of path: String) -> mode_t {
     var st = stat()
     stat(path, &st)
@@ -124,13 +148,8 @@ func mode(of path: String) -> mode_t {
                 let found = try [UInt64(15), 41].map { start in
                     try txn.withCursor(db) { cursor in
                         let value = bigEndian(start)
-                        var entry = try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v) } }
-                        var out: [UInt64] = []
-                        while let e = entry {
-                            out.append(e.value.reduce(0) { $0 << 8 | UInt64($1) })
-                            entry = try cursor.nextDuplicate()
-                        }
-                        return out
+                        let entry = try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try cursor.seek(key: k, valueAtLeast: v) } }
+                        return try duplicates(from: entry, cursor)
                     }
                 }
                 return (found[0], found[1], try txn.count(db))
@@ -319,14 +338,7 @@ func mode(of path: String) -> mode_t {
             let db = try env.openDatabase("things")
             for n: UInt64 in 1...3 {
                 try env.write { txn in try txn.put(db, key: bigEndian(n), value: [UInt8(n)]) }
-                let seen = try env.read { txn in
-                    try (txn.get(db, key: bigEndian(n)).map { Array($0) }, txn.withCursor(db) { cursor in
-                        var keys = 0
-                        var entry = try cursor.first()
-                        while entry != nil { keys += 1; entry = try cursor.next() }
-                        return keys
-                    })
-                }
+                let seen = try env.read { txn in (try txn.get(db, key: bigEndian(n)).map { Array($0) }, try entryCount(txn, db)) }
                 #expect(seen.0 == [UInt8(n)])
                 #expect(seen.1 == Int(n), "the kept cursor walks this read's snapshot")
             }
@@ -375,15 +387,7 @@ func mode(of path: String) -> mode_t {
                 try env.write { txn in try txn.put(db, key: bigEndian(UInt64(n)), value: [UInt8](repeating: 1, count: 500)) }
             }
             #expect(env.growths > 0)
-            let count = try env.read { txn in
-                try txn.withCursor(db) { cursor in
-                    var keys = 0
-                    var entry = try cursor.first()
-                    while entry != nil { keys += 1; entry = try cursor.next() }
-                    return keys
-                }
-            }
-            #expect(count == 2_000)
+            #expect(try env.read { txn in try entryCount(txn, db) } == 2_000)
         }
     }
 
@@ -400,17 +404,7 @@ func mode(of path: String) -> mode_t {
             try env.write { txn in
                 for n: UInt64 in [3, 1, 2] { try txn.put(dups, key: [1], value: bigEndian(n), flags: .noDupData) }
             }
-            let values = try env.read { txn in
-                try txn.withCursor(dups) { cursor in
-                    var out: [UInt64] = []
-                    var entry = try cursor.first()
-                    while let e = entry {
-                        out.append(e.value.reduce(0) { $0 << 8 | UInt64($1) })
-                        entry = try cursor.nextDuplicate()
-                    }
-                    return out
-                }
-            }
+            let values = try env.read { txn in try txn.withCursor(dups) { cursor in try duplicates(from: try cursor.first(), cursor) } }
             #expect(values == [1, 2, 3])
         }
     }
