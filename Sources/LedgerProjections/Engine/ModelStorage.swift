@@ -257,7 +257,8 @@ struct ModelStorage: Sendable {
     /// generation), valid until `txn` ends. The states of one key in a generation several
     /// models share are neighbours, so one cursor seek finds them all: each is the key with its
     /// model's tag, and every key between them begins with the key and a byte no higher than the
-    /// highest tag (a longer key with a low byte), so the walk stops at the first that does not.
+    /// highest tag (a longer key with a low byte), so the walk stops at the first that does not,
+    /// or at the highest tag's own state, after which none of the key's can follow.
     /// The first key met can be the key itself: another key's state tagged 0 ("a" tagged 0 is
     /// "a\u{0}").
     ///
@@ -283,6 +284,8 @@ struct ModelStorage: Sendable {
                     if current.key.count == prefix.count + 1,
                        let model = generations.firstIndex(where: { $0?.id == generation.id && $0?.tag == current.key[prefix.count] }) {
                         found[model] = current.value
+                        // Every key of ours sorts at or before the one with the highest tag.
+                        if current.key[prefix.count] == highest { break }
                     }
                     entry = try cursor.next()
                 }
