@@ -94,7 +94,13 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
     init(literal: String) { text = literal }
 
     /// A whole number.
-    public init(_ value: Int64) { text = String(value) }
+    public init(_ value: Int64) {
+        // Single digits (most counts a view shows) from a table: `String(_:)` goes through the
+        // generic integer description, about 170 instructions each.
+        text = value >= 0 && value < 10 ? Self.digits[Int(value)] : String(value)
+    }
+
+    private static let digits = (0 ..< 10).map { String($0) }
 
     /// A number with a fraction, in Swift's shortest round-tripping form; `nil` for an infinity
     /// or NaN, which JSON cannot hold.
