@@ -9,7 +9,6 @@ final class Reader: @unchecked Sendable {
     struct KeptCursor {
         let handle: OpaquePointer
         let dbi: MDB_dbi
-        let name: String?
         /// The renewal of the transaction it was last renewed in.
         var renewal: Int
         var inUse: Bool
@@ -27,11 +26,12 @@ final class Reader: @unchecked Sendable {
 
     init(txn: OpaquePointer) { self.txn = txn }
 
-    /// The index of a kept cursor over `db`, ready in this transaction; `nil` when the kept one
-    /// is in use (a second cursor over the same database at once) or cannot be had, so the
-    /// caller opens one of its own.
+    /// The index of a kept cursor over `db` (found by its handle number: the environment has
+    /// these cursors closed once a commit drops a database, whose number another may take),
+    /// ready in this transaction; `nil` when the kept one is in use (a second cursor over the
+    /// same database at once) or cannot be had, so the caller opens one of its own.
     func takeCursor(_ db: Database) -> Int? {
-        if let index = cursors.firstIndex(where: { $0.dbi == db.dbi && $0.name == db.name }) {
+        if let index = cursors.firstIndex(where: { $0.dbi == db.dbi }) {
             guard !cursors[index].inUse else { return nil }
             if cursors[index].renewal != renewals {
                 guard mdb_cursor_renew(txn, cursors[index].handle) == MDB_SUCCESS else { return nil }
@@ -43,7 +43,7 @@ final class Reader: @unchecked Sendable {
         var cursor: OpaquePointer?
         guard mdb_cursor_open(txn, db.dbi, &cursor) == MDB_SUCCESS, let cursor else { return nil }
         if cursors.isEmpty { cursors.reserveCapacity(4) }
-        cursors.append(KeptCursor(handle: cursor, dbi: db.dbi, name: db.name, renewal: renewals, inUse: true))
+        cursors.append(KeptCursor(handle: cursor, dbi: db.dbi, renewal: renewals, inUse: true))
         return cursors.count - 1
     }
 

@@ -91,6 +91,18 @@ let jsonGenerator: Generator<JSON, AnySequence<Any>> = {
 }()
 
 @Suite struct JSONWriterTests {
+    /// A whole number's text is its decimal form: single digits come from a table, the rest
+    /// from `String(_:)`, and the two meet at 9 and 10.
+    @Test func wholeNumbersAreWrittenAsTheirDecimalText() async {
+        for value: Int64 in [-10, -1, 0, 1, 9, 10, 11, .min, .max] {
+            #expect(JSONNumber(value).text == String(value))
+            #expect(JSON.integer(value).serialized() == String(value))
+        }
+        await propertyCheck(count: 300, input: Gen.int64()) { value in
+            #expect(JSONNumber(value).text == String(value))
+        }
+    }
+
     @Test func writingThenParsingGivesBackTheSameValue() async {
         await propertyCheck(count: 300, input: jsonGenerator) { (value) throws in
             let parsed = try JSONParser.parse(value.serialized())

@@ -110,9 +110,9 @@ import Synchronization
         }
     }
 
-    /// `discard()` hands the folded states to a thread of their own to be freed (a rebuild's
-    /// `freeInBackground`): every state is freed there, none on the caller's thread, by the
-    /// time `waitUntilFreed()` returns.
+    /// `discard()` hands the folded states to a thread of their own to be freed (as a rebuild
+    /// does once they are written): every state is freed there, none on the caller's thread, by
+    /// the time `waitUntilFreed()` returns.
     @Test func discardedStatesAreFreedOnAThreadOfTheirOwn() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)

@@ -178,9 +178,9 @@ extension ProjectionEngine {
             return try storage.env.read { txn in
                 let head = try storage.head(txn)
                 let policyHash = try policyHash(txn)
-                let folds = try foldLog(models, through: head, txn, progress: progress)
+                let folded = try foldLog(models, through: head, txn, progress: progress)
                 var problems: [ModelProblem] = []
-                for (model, fold) in zip(models, folds) {
+                for (model, fold) in zip(models, folded.folds) {
                     guard let served = try storage.served(model.name, txn) else {
                         problems.append(ModelProblem(model: model.name, message: "never built; run `ledger rebuild \(model.name)`"))
                         continue

@@ -153,12 +153,10 @@ extension ProjectionEngine {
             if !dryRun { try collectGarbage(discardingShadowsOf: chosen) }
             var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
             guard !dryRun else { return report.report }
-            let folds = report.folds
-            report.folds = []
             let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
-            let shadows = try writeShadows(chosen, folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
+            let shadows = try writeShadows(chosen, report.fold.folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
             // Written: the states in memory are freed while the rebuild swaps and collects.
-            ReadModelFold.freeInBackground(consume folds)
+            report.fold.discard()
             report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
             try collectGarbage(discardingShadowsOf: [])
             return report.report
@@ -181,7 +179,7 @@ extension ProjectionEngine {
 
     private struct Folded {
         var report: RebuildReport
-        var folds: [any StateFold]
+        let fold: ReadModelFold
         var snapshot: UInt64
     }
 
@@ -195,12 +193,12 @@ extension ProjectionEngine {
             let policy = newPolicy ?? served
             let clock = ContinuousClock()
             let start = clock.now
-            let folds = try foldLog(chosen, through: head, txn, progress: progress)
+            let folded = try foldLog(chosen, through: head, txn, progress: progress)
             let foldSeconds = (clock.now - start).seconds
             var changes: [ViewChange] = []
             var notCompared: [String] = []
             if compare {
-                for (model, fold) in zip(chosen, folds) {
+                for (model, fold) in zip(chosen, folded.folds) {
                     let generation = try storage.served(model.name, txn)
                     if let found = try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn) {
                         changes += found
@@ -216,14 +214,14 @@ extension ProjectionEngine {
             }
             let report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
                                        changes: changes, notCompared: notCompared, events: head, caughtUp: 0, foldSeconds: foldSeconds)
-            return Folded(report: report, folds: folds, snapshot: head)
+            return Folded(report: report, fold: folded, snapshot: head)
         }
     }
 
     /// Folds the whole log through `head` in memory, one fold per model, decoding each event
-    /// once for every model that reads it. Reports `.folding` progress.
+    /// once for every model that reads it: the finished fold. Reports `.folding` progress.
     func foldLog(_ chosen: [ModelRunner], through head: UInt64, _ txn: borrowing Transaction,
-                 progress: (RebuildProgress) -> Void) throws -> [any StateFold] {
+                 progress: (RebuildProgress) -> Void) throws -> ReadModelFold {
         let fold = ReadModelFold(chosen)
         let clock = ContinuousClock()
         let start = clock.now
@@ -237,7 +235,7 @@ extension ProjectionEngine {
         }
         try fold.finish()
         report(head)
-        return fold.folds
+        return fold
     }
 
     /// Field by field, the views at `at` of the served generation and of the fold; `nil` when
