@@ -1,6 +1,7 @@
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
+import PropertyBased
 import Testing
 @testable import LedgerProjections
 
@@ -50,6 +51,56 @@ import Testing
         let strings = (0..<12).map { "s\($0)" } + ["s0", "s11", "s4", "s11", "", "é✓", "s0"]
         let bytes = encode { w in for s in strings { w.write(s) } }
         #expect(try decode(bytes) { r throws(StateReader.Damaged) in try strings.map { _ throws(StateReader.Damaged) in try r.string() } } == strings)
+    }
+
+    /// The writer compares a string with its window's slots by their first eight bytes at
+    /// once; it writes every sequence of strings as the window's rule says, byte by byte
+    /// (`referenceEncoding`), and the strings read back: stems of lengths around eight bytes,
+    /// empty strings, NUL bytes and two-byte characters.
+    @Test func stringsAreWrittenAsTheWindowsRuleSaysByteByByte() async {
+        let stems = ["", "1000010", "10000104", "2000000123456", "com.example.pro.", "a\u{0}"]
+        let pieces = ["0", "1", "a", "\u{0}", "é"]
+        let string = zip(Gen.int(in: 0 ... stems.count - 1), Gen.int(in: 0 ... pieces.count - 1).array(of: 0...10))
+            .map { stem, rest in stems[stem] + rest.map { pieces[$0] }.joined() }
+        await propertyCheck(count: 300, input: string.array(of: 0...40)) { strings throws in
+            let bytes = encode { w in for s in strings { w.write(s) } }
+            #expect(bytes == Self.referenceEncoding(strings))
+            #expect(try decode(bytes) { r throws(StateReader.Damaged) in try strings.map { _ throws(StateReader.Damaged) in try r.string() } } == strings)
+        }
+    }
+
+    /// The window's rule, byte by byte: a string in a slot as that slot; else one sharing at
+    /// least three bytes with a slot as the slot sharing most (the lowest of equals), then the
+    /// rest; else in full. Each string not in a slot then takes the next slot, in turn.
+    static func referenceEncoding(_ strings: [String]) -> [UInt8] {
+        func varint(_ value: Int) -> [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.appendVarint(UInt64(value))
+            return bytes
+        }
+        var slots: [[UInt8]] = []
+        var next = 0
+        var out: [UInt8] = []
+        for string in strings {
+            let bytes = Array(string.utf8)
+            if let slot = slots.firstIndex(of: bytes) {
+                out += varint(slot << 2 | 1)
+                continue
+            }
+            var best: (slot: Int, shared: Int)?
+            for (slot, other) in slots.enumerated() {
+                let shared = zip(bytes, other).prefix { $0 == $1 }.count
+                if shared >= 3 && shared > (best?.shared ?? 0) { best = (slot, shared) }
+            }
+            if let best {
+                out += varint(best.shared << 5 | best.slot << 2 | 3) + varint(bytes.count - best.shared) + bytes[best.shared...]
+            } else {
+                out += varint(bytes.count << 1) + bytes
+            }
+            if slots.count < 8 { slots.append(bytes) } else { slots[next] = bytes }
+            next = (next + 1) % 8
+        }
+        return out
     }
 
     @Test func timestampsAreDifferencesFromTheOneBefore() throws {

@@ -125,20 +125,69 @@ extension ProjectionState {
 ///   (the first from 0): a renewal's purchase time is its record time, its period ends a month on.
 ///
 /// Both depend only on what was written before, so the encoding stays deterministic.
-public struct StateWriter: Sendable {
-    public private(set) var bytes: [UInt8] = []
-    private var strings = StringWindow()
+///
+/// The bytes go into a buffer of the writer's own, not an array: a rebuild encodes every
+/// state, and an array's append checks its buffer is unshared for every byte (a third of the
+/// encoding's instructions). So a writer cannot be copied.
+public struct StateWriter: ~Copyable {
+    private var buffer: UnsafeMutablePointer<UInt8>
+    private var count = 0
+    private var capacity: Int
+    private var strings = WrittenStrings()
     private var lastTimestamp: Int64 = 0
 
-    /// Room for a typical state from the start: grown one append at a time from empty, a
-    /// state's bytes were copied into a new buffer five or six times.
-    public init() { bytes.reserveCapacity(256) }
+    /// Room for a typical state from the start: grown from nothing, a state's bytes were
+    /// copied into a new buffer five or six times.
+    public init() {
+        capacity = 256
+        buffer = .allocate(capacity: capacity)
+    }
 
-    public mutating func write(_ value: UInt64) { bytes.appendVarint(value) }
+    deinit { buffer.deallocate() }
+
+    /// What has been written.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: buffer, count: count)) }
+
+    /// Room for `more` bytes after those written.
+    @inline(__always) private mutating func reserve(_ more: Int) {
+        if count + more > capacity { grow(to: count + more) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let larger = Swift.max(needed, capacity * 2)
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        moved.initialize(from: buffer, count: count)
+        buffer.deallocate()
+        (buffer, capacity) = (moved, larger)
+    }
+
+    @inline(__always) private mutating func append(_ byte: UInt8) {
+        reserve(1)
+        buffer[count] = byte
+        count += 1
+    }
+
+    private mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        reserve(bytes.count)
+        if let base = bytes.baseAddress { (buffer + count).update(from: base, count: bytes.count) }
+        count += bytes.count
+    }
+
+    public mutating func write(_ value: UInt64) {
+        reserve(10)
+        var v = value
+        while v >= 0x80 {
+            buffer[count] = UInt8(truncatingIfNeeded: v) | 0x80
+            count += 1
+            v >>= 7
+        }
+        buffer[count] = UInt8(v)
+        count += 1
+    }
 
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
-    public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
-    public mutating func write(_ value: UInt8) { bytes.append(value) }
+    public mutating func write(_ value: Bool) { append(value ? 1 : 0) }
+    public mutating func write(_ value: UInt8) { append(value) }
 
     public mutating func write(_ value: Timestamp) {
         write(value.milliseconds &- lastTimestamp)
@@ -146,35 +195,41 @@ public struct StateWriter: Sendable {
     }
 
     public mutating func write(_ value: String) {
-        switch strings.match(value) {
-        case .whole(let slot):
-            write(UInt64(slot) << 2 | 1)
-            return
-        case .prefix(let slot, let shared):
-            write(UInt64(shared) << 5 | UInt64(slot) << 2 | 3)
-            let rest = value.utf8.dropFirst(shared)
-            write(UInt64(rest.count))
-            bytes.append(contentsOf: rest)
-        case .none:
-            write(UInt64(value.utf8.count) << 1)
-            bytes.append(contentsOf: value.utf8)
+        var value = value
+        // `withUTF8` makes a string contiguous first if it is not (a no-op for a native one).
+        let head: UInt64? = value.withUTF8 { bytes in
+            let head = WrittenStrings.head(bytes)
+            switch strings.match(bytes, head: head) {
+            case .whole(let slot):
+                write(UInt64(slot) << 2 | 1)
+                return nil
+            case .prefix(let slot, let shared):
+                write(UInt64(shared) << 5 | UInt64(slot) << 2 | 3)
+                write(UInt64(bytes.count - shared))
+                append(UnsafeBufferPointer(rebasing: bytes[shared...]))
+            case .none:
+                write(UInt64(bytes.count) << 1)
+                append(bytes)
+            }
+            return head
         }
-        strings.push(value)
+        if let head { strings.push(value, head: head) }
     }
 
     /// A string written in full, outside the window (records other than states use it).
     mutating func writePlain(_ value: String) {
         write(UInt64(value.utf8.count))
-        bytes.append(contentsOf: value.utf8)
+        reserve(value.utf8.count)
+        for byte in value.utf8 { append(byte) }
     }
 
     /// An optional: a presence byte, then the value.
     public mutating func write<T>(_ value: T?, _ body: (inout StateWriter, T) -> Void) {
         if let value {
-            bytes.append(1)
+            append(1)
             body(&self, value)
         } else {
-            bytes.append(0)
+            append(0)
         }
     }
 
@@ -182,6 +237,76 @@ public struct StateWriter: Sendable {
     public mutating func write<C: Collection>(_ values: C, _ body: (inout StateWriter, C.Element) -> Void) {
         write(UInt64(values.count))
         for value in values { body(&self, value) }
+    }
+}
+
+/// The writer's side of a `StringWindow`: the same slots filled in the same order, each with
+/// its first eight bytes as one integer beside it, so that a string is compared with a slot
+/// by one exclusive-or, and byte by byte only past eight shared bytes.
+struct WrittenStrings {
+    enum Match: Equatable {
+        case whole(slot: Int)
+        case prefix(slot: Int, shared: Int)
+    }
+
+    struct Slot {
+        var value: String
+        /// The first eight bytes (fewer, zero-padded), loaded little-endian: the first byte two
+        /// strings differ in is the lowest set byte of their heads' exclusive-or.
+        var head: UInt64
+        var length: Int
+    }
+
+    private var slots: [Slot] = []
+    private var next = 0
+
+    /// Up to the first eight bytes of `bytes`, zero-padded, the first lowest.
+    static func head(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        guard let base = bytes.baseAddress else { return 0 }
+        if bytes.count >= 8 { return UInt64(littleEndian: UnsafeRawPointer(base).loadUnaligned(as: UInt64.self)) }
+        var head: UInt64 = 0
+        for i in 0 ..< bytes.count { head |= UInt64(base[i]) << (8 * UInt64(i)) }
+        return head
+    }
+
+    /// The slot holding `value`'s bytes (whose `head(_:)` is `head`); else the slot sharing the
+    /// longest prefix with it, if that is at least `StringWindow.minimumShared` bytes (the
+    /// lowest slot of equals).
+    func match(_ value: UnsafeBufferPointer<UInt8>, head: UInt64) -> Match? {
+        var best: Match?
+        var bestShared = StringWindow.minimumShared - 1
+        let length = value.count
+        return slots.withUnsafeBufferPointer { slots in
+            for index in slots.indices {
+                let difference = slots[index].head ^ head
+                var shared = difference == 0 ? 8 : difference.trailingZeroBitCount / 8
+                let other = slots[index].length
+                if shared == 8 && length > 8 && other > 8 {
+                    // Past the heads: the rest byte by byte.
+                    shared = slots[index].value.utf8.withContiguousStorageIfAvailable { bytes in
+                        let limit = Swift.min(length, bytes.count)
+                        var i = 8
+                        while i < limit && value[i] == bytes[i] { i += 1 }
+                        return i
+                    } ?? zip(value, slots[index].value.utf8).prefix { $0 == $1 }.count
+                }
+                shared = Swift.min(shared, length, other)
+                if shared == length && shared == other { return .whole(slot: index) }
+                if shared > bestShared {
+                    bestShared = shared
+                    best = .prefix(slot: index, shared: shared)
+                }
+            }
+            return best
+        }
+    }
+
+    /// A string not in the window (whose `head(_:)` is `head`) takes the next slot.
+    mutating func push(_ value: String, head: UInt64) {
+        if slots.isEmpty { slots.reserveCapacity(StringWindow.size) }   // one allocation, not one per doubling
+        let slot = Slot(value: value, head: head, length: value.utf8.count)
+        if slots.count < StringWindow.size { slots.append(slot) } else { slots[next] = slot }
+        next = (next + 1) % StringWindow.size
     }
 }
 
@@ -197,41 +322,6 @@ struct StringWindow: Sendable {
     static let minimumShared = 3
     private var slots: [String] = []
     private var next = 0
-
-    enum Match: Equatable {
-        case whole(slot: Int)
-        case prefix(slot: Int, shared: Int)
-    }
-
-    /// The slot holding `value`; else the slot sharing the longest prefix with it, if that is
-    /// at least `minimumShared` bytes (the lowest slot of equals).
-    func match(_ value: String) -> Match? {
-        var best: Match?
-        var bestShared = Self.minimumShared - 1
-        let length = value.utf8.count
-        let compared: Void? = value.utf8.withContiguousStorageIfAvailable { bytes in
-            for slot in slots.indices {
-                let shared = slots[slot].utf8.withContiguousStorageIfAvailable { other in
-                    // Most strings differ in their first byte.
-                    guard let first = other.first, first == bytes.first else { return 0 }
-                    let limit = min(bytes.count, other.count)
-                    var i = 1
-                    while i < limit && bytes[i] == other[i] { i += 1 }
-                    return i
-                } ?? (slots[slot] == value ? length : 0)
-                if shared == length && shared == slots[slot].utf8.count {
-                    best = .whole(slot: slot)
-                    return
-                }
-                if shared > bestShared {
-                    bestShared = shared
-                    best = .prefix(slot: slot, shared: shared)
-                }
-            }
-        }
-        if compared == nil, let slot = slots.firstIndex(of: value) { return .whole(slot: slot) }   // not contiguous: whole strings only
-        return best
-    }
 
     /// The string in `slot`; `nil` for a slot not filled yet.
     func take(_ slot: Int) -> String? { slot < slots.count ? slots[slot] : nil }
