@@ -86,6 +86,11 @@ protocol StateFold: AnyObject {
     func encodedStates() -> [(key: [UInt8], state: [UInt8])]
     /// The encoded state of `key`, or `nil` when no event touched it.
     func encodedState(of key: String) -> [UInt8]?
+    /// Whether a state is held for the key numbered `slot` in `table`.
+    func holds(_ slot: Int) -> Bool
+    /// Encodes the state held for the key numbered `slot` after the bytes `writer` holds
+    /// (`StateWriter.startState()`), if this model holds one; whether it did.
+    func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool
     /// Every held key.
     var keys: [String] { get }
 }
@@ -133,6 +138,16 @@ final class TypedStates<P: Projection> {
     /// The numbers of the held keys.
     var heldSlots: [Int] { held.indices.filter { held[$0] } }
 
+    func holds(_ slot: Int) -> Bool { slot < held.count && held[slot] }
+
+    func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool {
+        guard holds(slot) else { return false }
+        writer.startState()
+        // Encoded where it lies, not from a copy.
+        states.withUnsafeBufferPointer { $0[slot].encode(to: &writer) }
+        return true
+    }
+
     /// The state of `key`, or `nil` when none is held.
     func state(of key: String) -> P.State? {
         guard let slot = table.existingNumber(of: key), slot < held.count, held[slot] else { return nil }
@@ -179,6 +194,8 @@ final class TypedFold: StateFold {
     private let applyTo: (RecordedEvent, Int, DecodeMemo?, (String) throws -> [UInt8]?) throws -> Void
     private let encodeAll: () -> [(key: [UInt8], state: [UInt8])]
     private let encodeOne: (String) -> [UInt8]?
+    private let holdsSlot: (Int) -> Bool
+    private let encodeSlot: (Int, inout StateWriter) -> Bool
 
     init<P: Projection>(_ projection: P.Type, table: KeyTable) {
         let states = TypedStates<P>(table: table)
@@ -188,6 +205,8 @@ final class TypedFold: StateFold {
         applyTo = { event, subject, memo, load in try states.apply(event, subject: subject, memo: memo, load: load) }
         encodeAll = { states.encodedStates() }
         encodeOne = { key in states.state(of: key)?.encoded }
+        holdsSlot = { slot in states.holds(slot) }
+        encodeSlot = { slot, writer in states.encodeState(slot, into: &writer) }
     }
 
     var count: Int { countOf() }
@@ -197,6 +216,8 @@ final class TypedFold: StateFold {
     }
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] { encodeAll() }
     func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
+    func holds(_ slot: Int) -> Bool { holdsSlot(slot) }
+    func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool { encodeSlot(slot, &writer) }
 }
 
 /// One model folding one subject's events in business-time order, viewed between them.

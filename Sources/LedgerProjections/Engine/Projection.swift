@@ -148,6 +148,21 @@ public struct StateWriter: ~Copyable {
     /// What has been written.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: buffer, count: count)) }
 
+    /// How many bytes have been written.
+    var written: Int { count }
+
+    /// Starts another state after the bytes written (a rebuild writes many into one buffer):
+    /// its strings and timestamps are written as by a writer of its own.
+    mutating func startState() {
+        strings.removeAll()
+        lastTimestamp = 0
+    }
+
+    /// Bytes as they are, outside any state (a rebuild writes each state's key before it).
+    mutating func writeRaw(_ bytes: UnsafeRawBufferPointer) {
+        append(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
     /// Room for `more` bytes after those written.
     @inline(__always) private mutating func reserve(_ more: Int) {
         if count + more > capacity { grow(to: count + more) }
@@ -299,6 +314,12 @@ struct WrittenStrings {
             }
             return best
         }
+    }
+
+    /// Empties the window, keeping its room.
+    mutating func removeAll() {
+        slots.removeAll(keepingCapacity: true)
+        next = 0
     }
 
     /// A string not in the window (whose `head(_:)` is `head`) takes the next slot.

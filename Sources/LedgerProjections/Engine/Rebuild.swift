@@ -289,7 +289,7 @@ extension ProjectionEngine {
 
     /// Writes the folds as new shadow generations, sorted, a batch of states per write
     /// transaction so that appends keep flowing. Models rebuilt together share one generation,
-    /// so their states are merged in the order the store keeps them.
+    /// so their states are written together in the order the store keeps them.
     private func writeShadows(_ chosen: [ModelRunner], _ folds: [any StateFold], through snapshot: UInt64, policyHash: String,
                               progress: (RebuildProgress) -> Void) throws -> [Generation] {
         let batch = 20_000
@@ -304,23 +304,22 @@ extension ProjectionEngine {
                 return shadow
             }
         }
-        // A generation's states are written only once all its models' are encoded (each on
-        // every core), since they are merged.
+        // A generation's states are written once all its models' are encoded (on every core),
+        // key by key, in the store's order.
         var first = 0
         while first < shadows.count {
             var end = first + 1
             while end < shadows.count, shadows[end].id == shadows[first].id { end += 1 }
-            let states = Self.merged((first ..< end).map { folds[$0].encodedStates().storedOrder(in: shadows[$0]) })
+            let states = EncodedStates((first ..< end).map { (folds[$0], shadows[$0]) })
             first = end
             var next = 0
             while next < states.count {
                 let last = min(next + batch, states.count)
                 try storage.env.write { txn in
-                    // The shadow's number is above every other generation's, and the keys are
-                    // in the store's order: every put is an append at the end of the tree.
-                    for (key, state) in states[next ..< last] {
-                        try txn.put(storage.states, key: key, value: state, flags: .append)
-                    }
+                    // The shadow's number is above every other generation's: in the store's
+                    // order, every put is an append at the end of the tree.
+                    let flags: PutFlags = states.order == nil ? .append : []
+                    try states.forEach(in: next ..< last) { key, state in try txn.put(storage.states, key: key, value: state, flags: flags) }
                 }
                 written += UInt64(last - next)
                 next = last
@@ -329,23 +328,6 @@ extension ProjectionEngine {
             }
         }
         return shadows
-    }
-
-    /// Lists each in the store's order, merged into one in that order.
-    static func merged(_ lists: [[(key: [UInt8], stored: [UInt8], state: [UInt8])]]) -> [(stored: [UInt8], state: [UInt8])] {
-        var out: [(stored: [UInt8], state: [UInt8])] = []
-        out.reserveCapacity(lists.reduce(0) { $0 + $1.count })
-        var heads = lists.map(\.startIndex)
-        while true {
-            var least: Int?
-            for list in lists.indices where heads[list] < lists[list].endIndex {
-                if let best = least, !lists[list][heads[list]].stored.precedesInByteOrder(lists[best][heads[best]].stored) { continue }
-                least = list
-            }
-            guard let list = least else { return out }
-            out.append((lists[list][heads[list]].stored, lists[list][heads[list]].state))
-            heads[list] += 1
-        }
     }
 
     /// Applies the events appended since the snapshot to the shadows, and swaps them in once
