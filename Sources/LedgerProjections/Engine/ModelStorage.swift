@@ -337,7 +337,9 @@ struct ModelStorage: Sendable {
             while let current = entry, ModelSchema.generation(ofKey: current.key) == generation, deleted < limit {
                 try cursor.deleteCurrent()
                 deleted += 1
-                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
+                // A cursor stays on the entry after the one it deleted: the next step returns it
+                // (LMDB's `mdb_cursor_del`), with no search from the root.
+                entry = try cursor.next()
             }
         }
         return deleted
@@ -355,10 +357,9 @@ struct ModelStorage: Sendable {
                     continue
                 }
                 guard deleted < limit else { return false }
-                let key = Array(current.key)
                 try cursor.deleteCurrent()
                 deleted += 1
-                entry = try cursor.seek(atLeast: key)
+                entry = try cursor.next()
             }
             return true
         }
