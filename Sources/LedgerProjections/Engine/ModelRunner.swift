@@ -154,9 +154,10 @@ final class TypedStates<P: Projection> {
         return states[slot]
     }
 
-    /// Every key's encoded state in key byte order. A rebuild writes every state after the
-    /// fold, on one thread while the other core idles, so large sets are encoded on all cores
-    /// (each slot of the result is written by one thread; the states are only read).
+    /// Every key's encoded state in key byte order (an append's touched states, `verify`'s
+    /// folded ones, `ReadModelFold.forEachState`). Large sets are encoded on all cores, as a
+    /// rebuild's are (`EncodedStates`): each slot of the result is written by one thread, and
+    /// the states are only read.
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
         var order: [(key: [UInt8], slot: Int)] = []
         order.reserveCapacity(count)
