@@ -1,8 +1,10 @@
 import Foundation
 import LedgerCore
 
-/// One generation's folded states encoded for writing, each after its stored key
-/// (`ModelSchema.stateKey`), one after another in a few large buffers.
+/// Folded states encoded one after another in a few large buffers, each after its key: the
+/// stored key (`ModelSchema.stateKey`) for a generation, else the key's own bytes. How every
+/// fold's states are encoded: a rebuild's, to write a generation; an append's touched states
+/// and `verify`'s, through `StateFold.encodedStates()`.
 ///
 /// A rebuild writes every state of every model. Encoded as two arrays per state (its key and
 /// its bytes), then given stored keys, sorted and merged model by model, the states took half
@@ -23,14 +25,16 @@ struct EncodedStates {
     let order: [Int]?
     let count: Int
 
-    /// Below this many keys, one thread encodes them (a test's few).
+    /// Below this many keys, one thread encodes them (an append's few hundred).
     static var parallelFrom: Int { 4_096 }
 
-    /// The states `models` hold (folds over one key table, whose generations are one
-    /// generation, each model with its own tag or none): key by key in the keys' byte order,
-    /// and in each key model by model in their tags' order, encoded on every core.
-    init(_ models: [(fold: any StateFold, generation: Generation)]) {
-        let models = models.sorted { ($0.generation.tag.map(Int.init) ?? -1) < ($1.generation.tag.map(Int.init) ?? -1) }
+    /// The states `models` hold (folds over one key table), key by key in the keys' byte order,
+    /// and in each key model by model in their tags' order, encoded on every core. Each state
+    /// follows its stored key in its model's generation (the generations are one generation,
+    /// each model with its own tag or none), or with no generation its key's own bytes (one
+    /// model alone).
+    init(_ models: [(fold: any StateFold, generation: Generation?)]) {
+        let models = models.sorted { ($0.generation?.tag.map(Int.init) ?? -1) < ($1.generation?.tag.map(Int.init) ?? -1) }
         guard let table = models.first?.fold.table else {
             (runs, order, count) = ([], nil, 0)
             return
@@ -74,6 +78,14 @@ struct EncodedStates {
         }
     }
 
+    /// Each entry's key and state as arrays, in the order to write them.
+    var pairs: [(key: [UInt8], state: [UInt8])] {
+        var pairs: [(key: [UInt8], state: [UInt8])] = []
+        pairs.reserveCapacity(count)
+        forEach(in: 0 ..< count) { key, state in pairs.append((Array(key), Array(state))) }
+        return pairs
+    }
+
     /// The stored key of each entry, over all runs in order.
     private static func storedKeys(_ runs: [Run]) -> [ArraySlice<UInt8>] {
         runs.flatMap { run in run.entries.map { run.bytes[$0.key ..< $0.state] } }
@@ -98,7 +110,7 @@ private struct EncodingWork: @unchecked Sendable {
     // @unchecked: each thread writes its own slot of `runs`; the folds' states are only read.
     let runs: UnsafeMutableBufferPointer<EncodedStates.Run>
     let keys: [(key: [UInt8], slot: Int)]
-    let models: [(fold: any StateFold, generation: Generation)]
+    let models: [(fold: any StateFold, generation: Generation?)]
 
     func encode(_ keys: ArraySlice<(key: [UInt8], slot: Int)>) -> EncodedStates.Run {
         var writer = StateWriter()
@@ -107,7 +119,11 @@ private struct EncodingWork: @unchecked Sendable {
         for (key, slot) in keys {
             for (fold, generation) in models where fold.holds(slot) {
                 let keyStart = writer.written
-                ModelSchema.withStateKey(generation.id, key, tag: generation.tag) { writer.writeRaw($0) }
+                if let generation {
+                    ModelSchema.withStateKey(generation.id, key, tag: generation.tag) { writer.writeRaw($0) }
+                } else {
+                    key.withUnsafeBytes { writer.writeRaw($0) }
+                }
                 let stateStart = writer.written
                 _ = fold.encodeState(slot, into: &writer)
                 entries.append((keyStart, stateStart, writer.written))

@@ -153,36 +153,6 @@ final class TypedStates<P: Projection> {
         guard let slot = table.existingNumber(of: key), slot < held.count, held[slot] else { return nil }
         return states[slot]
     }
-
-    /// Every key's encoded state in key byte order (an append's touched states, `verify`'s
-    /// folded ones, `ReadModelFold.forEachState`). Large sets are encoded on all cores, as a
-    /// rebuild's are (`EncodedStates`): each slot of the result is written by one thread, and
-    /// the states are only read.
-    func encodedStates() -> [(key: [UInt8], state: [UInt8])] {
-        var order: [(key: [UInt8], slot: Int)] = []
-        order.reserveCapacity(count)
-        let keys = table.keys
-        for slot in held.indices where held[slot] { order.append((Array(keys[slot].utf8), slot)) }
-        order.sort { $0.key.precedesInByteOrder($1.key) }
-        var encoded = [[UInt8]](repeating: [], count: order.count)
-        let chunks = order.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * 4
-        let size = (order.count + chunks - 1) / chunks
-        encoded.withUnsafeMutableBufferPointer { buffer in
-            let out = Slots(buffer: buffer), states = self.states, sorted = order
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                for i in chunk * size ..< min(sorted.count, (chunk + 1) * size) { out.buffer[i] = states[sorted[i].slot].encoded }
-            }
-        }
-        return zip(order, encoded).map { (key: $0.key, state: $1) }
-    }
-
-    /// Below this many states, one thread encodes them (an append's few hundred).
-    static var parallelFrom: Int { 4_096 }
-}
-
-/// The result's slots, each written by one thread alone.
-private struct Slots: @unchecked Sendable {
-    let buffer: UnsafeMutableBufferPointer<[UInt8]>
 }
 
 /// A `StateFold` over `TypedStates<P>`, its methods closures made where `P` is known: made from
@@ -193,7 +163,6 @@ final class TypedFold: StateFold {
     private let countOf: () -> Int
     private let keysOf: () -> [String]
     private let applyTo: (RecordedEvent, Int, DecodeMemo?, (String) throws -> [UInt8]?) throws -> Void
-    private let encodeAll: () -> [(key: [UInt8], state: [UInt8])]
     private let encodeOne: (String) -> [UInt8]?
     private let holdsSlot: (Int) -> Bool
     private let encodeSlot: (Int, inout StateWriter) -> Bool
@@ -204,7 +173,6 @@ final class TypedFold: StateFold {
         countOf = { states.count }
         keysOf = { states.heldSlots.map { table.keys[$0] } }
         applyTo = { event, subject, memo, load in try states.apply(event, subject: subject, memo: memo, load: load) }
-        encodeAll = { states.encodedStates() }
         encodeOne = { key in states.state(of: key)?.encoded }
         holdsSlot = { slot in states.holds(slot) }
         encodeSlot = { slot, writer in states.encodeState(slot, into: &writer) }
@@ -215,7 +183,7 @@ final class TypedFold: StateFold {
     func apply(_ event: RecordedEvent, subject: Int, memo: DecodeMemo?, load: (String) throws -> [UInt8]?) throws {
         try applyTo(event, subject, memo, load)
     }
-    func encodedStates() -> [(key: [UInt8], state: [UInt8])] { encodeAll() }
+    func encodedStates() -> [(key: [UInt8], state: [UInt8])] { EncodedStates([(self, nil)]).pairs }
     func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
     func holds(_ slot: Int) -> Bool { holdsSlot(slot) }
     func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool { encodeSlot(slot, &writer) }

@@ -233,9 +233,11 @@ public struct StateWriter: ~Copyable {
 
     /// A string written in full, outside the window (records other than states use it).
     mutating func writePlain(_ value: String) {
-        write(UInt64(value.utf8.count))
-        reserve(value.utf8.count)
-        for byte in value.utf8 { append(byte) }
+        var value = value
+        value.withUTF8 { bytes in
+            write(UInt64(bytes.count))
+            append(bytes)
+        }
     }
 
     /// An optional: a presence byte, then the value.
@@ -255,9 +257,9 @@ public struct StateWriter: ~Copyable {
     }
 }
 
-/// The writer's side of a `StringWindow`: the same slots filled in the same order, each with
-/// its first eight bytes as one integer beside it, so that a string is compared with a slot
-/// by one exclusive-or, and byte by byte only past eight shared bytes.
+/// The writer's `StringWindow`: its slots hold each string with its first eight bytes as one
+/// integer beside it, so that a string is compared with a slot by one exclusive-or, and byte by
+/// byte only past eight shared bytes.
 struct WrittenStrings {
     enum Match: Equatable {
         case whole(slot: Int)
@@ -272,8 +274,7 @@ struct WrittenStrings {
         var length: Int
     }
 
-    private var slots: [Slot] = []
-    private var next = 0
+    private var window = StringWindow<Slot>()
 
     /// Up to the first eight bytes of `bytes`, zero-padded, the first lowest.
     static func head(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
@@ -289,9 +290,9 @@ struct WrittenStrings {
     /// lowest slot of equals).
     func match(_ value: UnsafeBufferPointer<UInt8>, head: UInt64) -> Match? {
         var best: Match?
-        var bestShared = StringWindow.minimumShared - 1
+        var bestShared = StringWindow<Slot>.minimumShared - 1
         let length = value.count
-        return slots.withUnsafeBufferPointer { slots in
+        return window.slots.withUnsafeBufferPointer { slots in
             for index in slots.indices {
                 let difference = slots[index].head ^ head
                 var shared = difference == 0 ? 8 : difference.trailingZeroBitCount / 8
@@ -317,43 +318,47 @@ struct WrittenStrings {
     }
 
     /// Empties the window, keeping its room.
-    mutating func removeAll() {
-        slots.removeAll(keepingCapacity: true)
-        next = 0
-    }
+    mutating func removeAll() { window.removeAll() }
 
     /// A string not in the window (whose `head(_:)` is `head`) takes the next slot.
     mutating func push(_ value: String, head: UInt64) {
-        if slots.isEmpty { slots.reserveCapacity(StringWindow.size) }   // one allocation, not one per doubling
-        let slot = Slot(value: value, head: head, length: value.utf8.count)
-        if slots.count < StringWindow.size { slots.append(slot) } else { slots[next] = slot }
-        next = (next + 1) % StringWindow.size
+        window.push(Slot(value: value, head: head, length: value.utf8.count))
     }
 }
 
 /// The last few distinct strings a state's encoding wrote or read, in slots filled in turn
-/// (the oldest is overwritten): the writer and the reader fill the same slots in the same
-/// order, so a slot number names a string. Slots rather than a most-recent-first list, so
-/// that a reference moves nothing.
-struct StringWindow: Sendable {
+/// (the oldest is overwritten): the writer (`WrittenStrings`, whose slots hold each string with
+/// its first bytes) and the reader (slots of strings) fill the same slots in the same order, so
+/// a slot number names a string. Slots rather than a most-recent-first list, so that a
+/// reference moves nothing.
+struct StringWindow<Slot> {
     /// Slots: a slot number takes 3 bits of a string's code.
-    static let size = 8
+    static var size: Int { 8 }
     /// The fewest bytes a string must share with a slot's to be written as that slot's prefix
     /// (fewer would save a byte at most, and cost the reader a copy).
-    static let minimumShared = 3
-    private var slots: [String] = []
+    static var minimumShared: Int { 3 }
+    /// The slots filled so far, by number.
+    private(set) var slots: [Slot] = []
     private var next = 0
 
     /// The string in `slot`; `nil` for a slot not filled yet.
-    func take(_ slot: Int) -> String? { slot < slots.count ? slots[slot] : nil }
+    func take(_ slot: Int) -> Slot? { slot < slots.count ? slots[slot] : nil }
 
     /// A string not in the window takes the next slot.
-    mutating func push(_ value: String) {
+    mutating func push(_ value: Slot) {
         if slots.isEmpty { slots.reserveCapacity(Self.size) }   // one allocation, not one per doubling
         if slots.count < Self.size { slots.append(value) } else { slots[next] = value }
         next = (next + 1) % Self.size
     }
+
+    /// Empties the window, keeping its room.
+    mutating func removeAll() {
+        slots.removeAll(keepingCapacity: true)
+        next = 0
+    }
 }
+
+extension StringWindow: Sendable where Slot: Sendable {}
 
 /// What the states read in one query began with, decoded (`StateReader.leading`): the
 /// entitlement, retention and badge models each keep their own copy of a subject's
@@ -370,10 +375,10 @@ public final class DecodeMemo {
         /// copy this entry owns.
         let bytes: UnsafeRawBufferPointer
         private let owned: Bool
-        let strings: StringWindow
+        let strings: StringWindow<String>
         let lastTimestamp: Int64
 
-        init(type: ObjectIdentifier, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow, lastTimestamp: Int64) {
+        init(type: ObjectIdentifier, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow<String>, lastTimestamp: Int64) {
             self.type = type
             if copy {
                 let owned = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
@@ -394,7 +399,7 @@ public final class DecodeMemo {
     final class Decoded<T>: Entry {
         let value: T
 
-        init(_ value: T, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow, lastTimestamp: Int64) {
+        init(_ value: T, bytes: UnsafeRawBufferPointer, copy: Bool, strings: StringWindow<String>, lastTimestamp: Int64) {
             self.value = value
             super.init(type: ObjectIdentifier(T.self), bytes: bytes, copy: copy, strings: strings, lastTimestamp: lastTimestamp)
         }
@@ -427,7 +432,7 @@ public struct StateReader {
 
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
-    private var strings = StringWindow()
+    private var strings = StringWindow<String>()
     private var lastTimestamp: Int64 = 0
     private let memo: DecodeMemo?
 
