@@ -60,14 +60,27 @@ public enum BadgeProjection: Projection {
             writer.write(flags) { w, flag in w.write(flag.name); w.write(flag.raised) }
         }
 
+        /// Fields into locals, then one memberwise init (see `EntitlementProjection.State`'s decoder).
         public init(from reader: inout StateReader) throws(StateReader.Damaged) {
-            subscription = try reader.leading { r throws(StateReader.Damaged) in try SubscriptionFacts(from: &r) }
-            delivered = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
-            read = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
-            scheduled = try reader.dated { r throws(StateReader.Damaged) in Task(id: try r.string(), dueDay: try r.int()) }
-            completed = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
-            zones = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
-            flags = try reader.dated { r throws(StateReader.Damaged) in Flag(name: try r.string(), raised: try r.bool()) }
+            let subscription = try reader.leading { r throws(StateReader.Damaged) in try SubscriptionFacts(from: &r) }
+            let delivered = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let read = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let scheduled = try reader.dated { r throws(StateReader.Damaged) in Task(id: try r.string(), dueDay: try r.int()) }
+            let completed = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let zones = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let flags = try reader.dated { r throws(StateReader.Damaged) in Flag(name: try r.string(), raised: try r.bool()) }
+            self.init(subscription: subscription, delivered: delivered, read: read, scheduled: scheduled, completed: completed, zones: zones, flags: flags)
+        }
+
+        private init(subscription: SubscriptionFacts, delivered: [Dated<String>], read: [Dated<String>], scheduled: [Dated<Task>],
+                     completed: [Dated<String>], zones: [Dated<String>], flags: [Dated<Flag>]) {
+            self.subscription = subscription
+            self.delivered = delivered
+            self.read = read
+            self.scheduled = scheduled
+            self.completed = completed
+            self.zones = zones
+            self.flags = flags
         }
     }
 

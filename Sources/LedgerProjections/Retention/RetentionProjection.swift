@@ -35,10 +35,18 @@ public enum RetentionProjection: Projection {
             writer.write(organizerCancellations) { $0.write($1) }
         }
 
+        /// Fields into locals, then one memberwise init (see `EntitlementProjection.State`'s decoder).
         public init(from reader: inout StateReader) throws(StateReader.Damaged) {
-            access = try EntitlementProjection.State(from: &reader)
-            recoveryPasses = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
-            organizerCancellations = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let access = try EntitlementProjection.State(from: &reader)
+            let recoveryPasses = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            let organizerCancellations = try reader.dated { r throws(StateReader.Damaged) in try r.string() }
+            self.init(access: access, recoveryPasses: recoveryPasses, organizerCancellations: organizerCancellations)
+        }
+
+        private init(access: EntitlementProjection.State, recoveryPasses: [Dated<String>], organizerCancellations: [Dated<String>]) {
+            self.access = access
+            self.recoveryPasses = recoveryPasses
+            self.organizerCancellations = organizerCancellations
         }
     }
 
