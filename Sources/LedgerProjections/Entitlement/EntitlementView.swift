@@ -183,18 +183,18 @@ enum EntitlementRules {
         let decision = decide(state, at: t, policy: policy)
         let billingIssue = facts.billingIssue(at: t, policy: policy)
         let autoRenew = facts.autoRenewing(at: t)
-        var view = EntitlementView(
-            planState: decision.planState, trialEligible: !facts.hasTransactions(at: t), expiresAt: facts.latestEnd(at: t), renewsAt: nil,
+        var banners = billingIssue ? ["billingIssue"] : []
+        if let banner = decision.banner { banners.append(banner) }
+        // Each field worked out first, the view made once: a view built and then changed was
+        // copied whole on the way out.
+        let coverage = decision.coverage
+        return EntitlementView(
+            planState: decision.planState, trialEligible: !facts.hasTransactions(at: t),
+            expiresAt: coverage.map(\.end) ?? facts.latestEnd(at: t),
+            renewsAt: coverage.flatMap { autoRenew == true ? $0.end : nil },
             autoRenew: autoRenew, billingIssue: billingIssue, purchasePending: purchasePending(state, at: t),
-            productId: facts.latestTransaction(at: t)?.value.productId, banners: billingIssue ? ["billingIssue"] : [],
-            reason: decision.reason)
-        if let coverage = decision.coverage {
-            view.productId = coverage.transaction.value.productId
-            view.expiresAt = coverage.end
-            view.renewsAt = autoRenew == true ? coverage.end : nil
-        }
-        if let banner = decision.banner { view.banners.append(banner) }
-        return view
+            productId: coverage.map(\.transaction.value.productId) ?? facts.latestTransaction(at: t)?.value.productId,
+            banners: banners, reason: decision.reason)
     }
 
     /// Rule by rule, the times the view may change with no new event (see

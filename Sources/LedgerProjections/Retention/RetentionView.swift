@@ -124,38 +124,44 @@ enum RetentionRules {
 
     static func view(of state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> RetentionView {
         let placement = place(state, at: t, policy: policy)
-        var view = RetentionView(tier: placement.tier, enteredAt: placement.since, nextTier: placement.next?.tier, nextTierAt: placement.next?.at,
-                                 capabilities: .thumbnails, reactivationAvailable: false, reactivationFee: nil, rule: placement.rule,
-                                 dayZero: placement.dayZero, day: placement.day)
+        // Each field worked out first, the view made once (as `EntitlementRules.view`).
+        var capabilities = Capabilities.thumbnails
+        var enteredAt = placement.since
+        var next = placement.next
+        var recoveryPassUntil: Timestamp?
         switch placement.tier {
         case .active:
-            view.capabilities = .all
+            capabilities = .all
             let run = activeRun(state, at: t, plan: placement.plan, policy: policy)
-            view.enteredAt = run.since
-            (view.nextTier, view.nextTierAt) = (run.next?.tier, run.next?.at)
+            enteredAt = run.since
+            next = run.next
         case .free:
-            view.enteredAt = nil
+            enteredAt = nil
         case .deleted:
-            view.capabilities = .none
+            capabilities = .none
         case .grace:
-            view.capabilities = .readOnly
+            capabilities = .readOnly
         case .browseOnly, .archived, .pendingDeletion:
             if let retention = policy.retention,
                let pass = state.recoveryPasses.known(at: t).last(where: { t < $0.at.adding(seconds: retention.recoveryPassDays * day) }) {
-                view.capabilities = .readOnly
-                view.recoveryPassUntil = pass.at.adding(seconds: retention.recoveryPassDays * day)
+                capabilities = .readOnly
+                recoveryPassUntil = pass.at.adding(seconds: retention.recoveryPassDays * day)
             }
         }
+        var reactivationAvailable = false
+        var reactivationFee: Policy.Money?
         if let retention = policy.retention, let d = placement.day {
             // Reactivation: free through browseOnlyUntilDay, for the fee until pendingDeletionFromDay.
             if d <= retention.browseOnlyUntilDay {
-                view.reactivationAvailable = true
+                reactivationAvailable = true
             } else if d < retention.pendingDeletionFromDay {
-                view.reactivationAvailable = true
-                view.reactivationFee = retention.reactivationFee
+                reactivationAvailable = true
+                reactivationFee = retention.reactivationFee
             }
         }
-        return view
+        return RetentionView(tier: placement.tier, enteredAt: enteredAt, nextTier: next?.tier, nextTierAt: next?.at,
+                             capabilities: capabilities, reactivationAvailable: reactivationAvailable, reactivationFee: reactivationFee,
+                             rule: placement.rule, dayZero: placement.dayZero, day: placement.day, recoveryPassUntil: recoveryPassUntil)
     }
 
     /// Deleted, active, never paid, or in the flow at a day number.
