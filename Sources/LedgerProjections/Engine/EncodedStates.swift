@@ -34,29 +34,71 @@ struct EncodedStates {
     /// each model with its own tag or none), or with no generation its key's own bytes (one
     /// model alone).
     init(_ models: [(fold: any StateFold, generation: Generation?)]) {
-        let models = models.sorted { ($0.generation?.tag.map(Int.init) ?? -1) < ($1.generation?.tag.map(Int.init) ?? -1) }
-        guard let table = models.first?.fold.table else {
-            (runs, order, count) = ([], nil, 0)
-            return
+        let plan = Self.plan(models)
+        var runs = [Run](repeating: Run(), count: plan.chunks)
+        runs.withUnsafeMutableBufferPointer { buffer in
+            let work = EncodingWork(runs: buffer, keys: plan.keys, models: plan.models, ranges: plan.ranges)
+            DispatchQueue.concurrentPerform(iterations: plan.chunks) { chunk in work.encode(chunk) }
         }
+        self.runs = runs
+        count = runs.reduce(0) { $0 + $1.entries.count }
+        order = Self.inStoredOrder(runs) ? nil : Self.storedOrder(runs)
+    }
+
+    /// The same entries as `init`, in runs handed to `write` on the calling thread in order,
+    /// each as soon as it is encoded, while the other cores encode the runs after it: a
+    /// rebuild writes and commits (fsync) the states encoded so far meanwhile, instead of
+    /// after the last. The runs' entries are in key order, but across entries need not be in
+    /// the store's order (`inStoredOrder`): the writer checks each key. Each run is freed once
+    /// written. What `write` throws is thrown once every run is encoded.
+    static func streamed(_ models: [(fold: any StateFold, generation: Generation?)], write: (Run) throws -> Void) throws {
+        let plan = Self.plan(models, chunksPerCore: 8)
+        let encoded = (0 ..< plan.chunks).map { _ in DispatchSemaphore(value: 0) }
+        var runs = [Run](repeating: Run(), count: plan.chunks)
+        try runs.withUnsafeMutableBufferPointer { buffer in
+            let work = EncodingWork(runs: buffer, keys: plan.keys, models: plan.models, ranges: plan.ranges)
+            let encoding = DispatchGroup()
+            DispatchQueue.global().async(group: encoding) {
+                DispatchQueue.concurrentPerform(iterations: work.ranges.count) { chunk in
+                    work.encode(chunk)
+                    encoded[chunk].signal()
+                }
+            }
+            // Every run is waited for, even after a failure: the encoders write into `runs`.
+            var failure: (any Error)?
+            for chunk in 0 ..< plan.chunks {
+                encoded[chunk].wait()
+                if failure == nil {
+                    do { try write(buffer[chunk]) } catch { failure = error }
+                }
+                buffer[chunk] = Run()
+            }
+            encoding.wait()
+            if let failure { throw failure }
+        }
+    }
+
+    /// The keys `models` hold in byte order, and how they are cut into chunks for the cores.
+    private struct Plan {
+        let models: [(fold: any StateFold, generation: Generation?)]
+        let keys: [(key: [UInt8], slot: Int)]
+        /// Each chunk's share of `keys`.
+        let ranges: [Range<Int>]
+        var chunks: Int { ranges.count }
+    }
+
+    private static func plan(_ models: [(fold: any StateFold, generation: Generation?)], chunksPerCore: Int = 4) -> Plan {
+        let models = models.sorted { ($0.generation?.tag.map(Int.init) ?? -1) < ($1.generation?.tag.map(Int.init) ?? -1) }
+        guard let table = models.first?.fold.table else { return Plan(models: [], keys: [], ranges: []) }
         let keys = table.keys
         var sorted: [(key: [UInt8], slot: Int)] = []
         for slot in keys.indices where models.contains(where: { $0.fold.holds(slot) }) {
             sorted.append((Array(keys[slot].utf8), slot))
         }
         sorted.sort { $0.key.precedesInByteOrder($1.key) }
-        let chunks = sorted.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * 4
-        let size = (sorted.count + chunks - 1) / max(chunks, 1)
-        var runs = [Run](repeating: Run(), count: chunks)
-        runs.withUnsafeMutableBufferPointer { buffer in
-            let work = EncodingWork(runs: buffer, keys: sorted, models: models)
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                work.runs[chunk] = work.encode(work.keys[min(chunk * size, work.keys.count) ..< min((chunk + 1) * size, work.keys.count)])
-            }
-        }
-        self.runs = runs
-        count = runs.reduce(0) { $0 + $1.entries.count }
-        order = Self.inStoredOrder(runs) ? nil : Self.storedOrder(runs)
+        let chunks = sorted.count < Self.parallelFrom ? 1 : ProcessInfo.processInfo.activeProcessorCount * chunksPerCore
+        let size = (sorted.count + chunks - 1) / chunks
+        return Plan(models: models, keys: sorted, ranges: (0 ..< chunks).map { min($0 * size, sorted.count) ..< min(($0 + 1) * size, sorted.count) })
     }
 
     /// Calls `body` with each entry's stored key and state, from the `range`th to the last in
@@ -111,6 +153,10 @@ private struct EncodingWork: @unchecked Sendable {
     let runs: UnsafeMutableBufferPointer<EncodedStates.Run>
     let keys: [(key: [UInt8], slot: Int)]
     let models: [(fold: any StateFold, generation: Generation?)]
+    let ranges: [Range<Int>]
+
+    /// Encodes the `chunk`th share of the keys into its run.
+    func encode(_ chunk: Int) { runs[chunk] = encode(keys[ranges[chunk]]) }
 
     func encode(_ keys: ArraySlice<(key: [UInt8], slot: Int)>) -> EncodedStates.Run {
         var writer = StateWriter()

@@ -304,28 +304,43 @@ extension ProjectionEngine {
                 return shadow
             }
         }
-        // A generation's states are written once all its models' are encoded (on every core),
-        // key by key, in the store's order.
+        // A generation's states are written key by key as they are encoded (on the other
+        // cores meanwhile), all its models' together.
         var first = 0
+        var highest: [UInt8] = []
         while first < shadows.count {
             var end = first + 1
             while end < shadows.count, shadows[end].id == shadows[first].id { end += 1 }
-            let states = EncodedStates((first ..< end).map { (folds[$0], shadows[$0]) })
-            first = end
-            var next = 0
-            while next < states.count {
-                let last = min(next + batch, states.count)
-                try storage.env.write { txn in
-                    // The shadow's number is above every other generation's: in the store's
-                    // order, every put is an append at the end of the tree.
-                    let flags: PutFlags = states.order == nil ? .append : []
-                    try states.forEach(in: next ..< last) { key, state in try txn.put(storage.states, key: key, value: state, flags: flags) }
+            try EncodedStates.streamed((first ..< end).map { (folds[$0], shadows[$0]) }) { run in
+                var next = 0
+                while next < run.entries.count {
+                    let last = min(next + batch, run.entries.count)
+                    try storage.env.write { txn in
+                        try run.bytes.withUnsafeBytes { bytes in
+                            for entry in run.entries[next ..< last] {
+                                let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state])
+                                let state = UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end])
+                                // The shadow's number is above every other generation's, so each
+                                // key above the last is an append at the end of the tree. A key
+                                // that another begins with, followed by a byte below the tags,
+                                // is not (the runs are in key order, not always in stored order).
+                                if highest.isEmpty || highest.lexicographicallyPrecedes(key) {
+                                    try txn.put(storage.states, key: key, value: state, flags: .append)
+                                    highest.removeAll(keepingCapacity: true)
+                                    highest.append(contentsOf: key)
+                                } else {
+                                    try txn.put(storage.states, key: key, value: state)
+                                }
+                            }
+                        }
+                    }
+                    written += UInt64(last - next)
+                    next = last
+                    let seconds = (clock.now - start).seconds
+                    progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
                 }
-                written += UInt64(last - next)
-                next = last
-                let seconds = (clock.now - start).seconds
-                progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
             }
+            first = end
         }
         return shadows
     }
