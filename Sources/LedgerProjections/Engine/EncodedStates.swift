@@ -20,9 +20,6 @@ struct EncodedStates {
     }
 
     let runs: [Run]
-    /// When the entries are not in the store's order as encoded, the order to write them in
-    /// (indices over all runs' entries); `nil` when they are, so that every write appends.
-    let order: [Int]?
     let count: Int
 
     /// Below this many keys, one thread encodes them (an append's few hundred).
@@ -42,27 +39,31 @@ struct EncodedStates {
         }
         self.runs = runs
         count = runs.reduce(0) { $0 + $1.entries.count }
-        order = Self.inStoredOrder(runs) ? nil : Self.storedOrder(runs)
     }
 
     /// The same entries as `init`, in runs handed to `write` on the calling thread in order,
     /// each as soon as it is encoded, while the other cores encode the runs after it: a
     /// rebuild writes and commits (fsync) the states encoded so far meanwhile, instead of
-    /// after the last. The runs' entries are in key order, but across entries need not be in
-    /// the store's order (`inStoredOrder`): the writer checks each key. Each run is freed once
-    /// written. What `write` throws is thrown once every run is encoded.
+    /// after the last, in `forEach`'s order. Each run is freed once written. What `write`
+    /// throws is thrown once every run is encoded.
+    ///
+    /// The encoding runs on a thread of its own (with `concurrentPerform`'s helpers, when the
+    /// pool has any to lend), not on a pool thread: the caller blocks until each run is done,
+    /// and an embedding app may call from a pool thread itself, so the encoding must never
+    /// wait for the pool.
     static func streamed(_ models: [(fold: any StateFold, generation: Generation?)], write: (Run) throws -> Void) throws {
         let plan = Self.plan(models, chunksPerCore: 8)
         let encoded = (0 ..< plan.chunks).map { _ in DispatchSemaphore(value: 0) }
         var runs = [Run](repeating: Run(), count: plan.chunks)
         try runs.withUnsafeMutableBufferPointer { buffer in
             let work = EncodingWork(runs: buffer, keys: plan.keys, models: plan.models, ranges: plan.ranges)
-            let encoding = DispatchGroup()
-            DispatchQueue.global().async(group: encoding) {
+            let finished = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
                 DispatchQueue.concurrentPerform(iterations: work.ranges.count) { chunk in
                     work.encode(chunk)
                     encoded[chunk].signal()
                 }
+                finished.signal()
             }
             // Every run is waited for, even after a failure: the encoders write into `runs`.
             var failure: (any Error)?
@@ -73,7 +74,7 @@ struct EncodedStates {
                 }
                 buffer[chunk] = Run()
             }
-            encoding.wait()
+            finished.wait()
             if let failure { throw failure }
         }
     }
@@ -101,49 +102,26 @@ struct EncodedStates {
         return Plan(models: models, keys: sorted, ranges: (0 ..< chunks).map { min($0 * size, sorted.count) ..< min(($0 + 1) * size, sorted.count) })
     }
 
-    /// Calls `body` with each entry's stored key and state, from the `range`th to the last in
-    /// the order to write them.
-    func forEach(in range: Range<Int>, _ body: (_ key: UnsafeRawBufferPointer, _ state: UnsafeRawBufferPointer) throws -> Void) rethrows {
-        let starts = runs.reduce(into: [0]) { $0.append($0[$0.count - 1] + $1.entries.count) }
-        func run(of index: Int) -> Int {
-            var run = 0
-            while starts[run + 1] <= index { run += 1 }
-            return run
-        }
-        for position in range {
-            let index = order?[position] ?? position
-            let r = run(of: index)
-            let entry = runs[r].entries[index - starts[r]]
-            try runs[r].bytes.withUnsafeBytes { bytes in
-                try body(UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state]), UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end]))
+    /// Calls `body` with each entry's stored key (or bare key) and state, in key byte order
+    /// and in each key model by model. With tags that is not always the store's order (a key
+    /// that another begins with, followed by a byte below the tags, sorts between the other's
+    /// states): a writer that appends checks each key (`ProjectionEngine.writeShadows`).
+    func forEach(_ body: (_ key: UnsafeRawBufferPointer, _ state: UnsafeRawBufferPointer) throws -> Void) rethrows {
+        for run in runs {
+            try run.bytes.withUnsafeBytes { bytes in
+                for entry in run.entries {
+                    try body(UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state]), UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end]))
+                }
             }
         }
     }
 
-    /// Each entry's key and state as arrays, in the order to write them.
+    /// Each entry's key and state as arrays, in `forEach`'s order.
     var pairs: [(key: [UInt8], state: [UInt8])] {
         var pairs: [(key: [UInt8], state: [UInt8])] = []
         pairs.reserveCapacity(count)
-        forEach(in: 0 ..< count) { key, state in pairs.append((Array(key), Array(state))) }
+        forEach { key, state in pairs.append((Array(key), Array(state))) }
         return pairs
-    }
-
-    /// The stored key of each entry, over all runs in order.
-    private static func storedKeys(_ runs: [Run]) -> [ArraySlice<UInt8>] {
-        runs.flatMap { run in run.entries.map { run.bytes[$0.key ..< $0.state] } }
-    }
-
-    /// Whether each stored key sorts after the one before: one key a prefix of another and
-    /// followed there by a byte below the tags breaks key byte order (`storedOrder(in:)`).
-    private static func inStoredOrder(_ runs: [Run]) -> Bool {
-        let keys = storedKeys(runs)
-        return zip(keys, keys.dropFirst()).allSatisfy { $0.lexicographicallyPrecedes($1) }
-    }
-
-    /// The entries' indices by stored key.
-    private static func storedOrder(_ runs: [Run]) -> [Int] {
-        let keys = storedKeys(runs)
-        return keys.indices.sorted { keys[$0].lexicographicallyPrecedes(keys[$1]) }
     }
 }
 

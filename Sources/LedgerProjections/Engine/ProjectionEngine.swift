@@ -92,8 +92,7 @@ public final class ProjectionEngine: CommitObserver {
     /// Writes the touched states of a fold into `generation` (random puts: the keys already
     /// have neighbours).
     func write(_ fold: any StateFold, into generation: Generation, _ txn: borrowing Transaction) throws {
-        let states = EncodedStates([(fold, generation)])
-        try states.forEach(in: 0 ..< states.count) { key, state in try txn.put(storage.states, key: key, value: state) }
+        try EncodedStates([(fold, generation)]).forEach { key, state in try txn.put(storage.states, key: key, value: state) }
     }
 
     // MARK: Catch-up (any thread but the writer's)
