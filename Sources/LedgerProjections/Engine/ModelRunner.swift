@@ -51,13 +51,22 @@ struct ModelRunner: Sendable {
 /// The keys a set of folds has met, numbered in the order first met: the folds of one rebuild
 /// (or one append) share a table, so an event's subject is hashed once for all the models that
 /// read it, and each model keeps its states in an array by number instead of a table of its own.
-final class KeyTable {
+///
+/// A rebuild folds its models on several threads while its reading thread numbers the
+/// subjects: numbering takes a lock, so that a model keyed by something other than the
+/// subject may number its keys from its own thread. `keys` is read once the folds are done.
+final class KeyTable: @unchecked Sendable {
+    // @unchecked: `numbers` and `keys` change under `lock` alone; `keys` is read unlocked only
+    // after every fold sharing the table has finished (`ReadModelFold.finish()` waits for them).
+    private let lock = NSLock()
     @exclusivity(unchecked) private var numbers: [String: Int] = [:]
     /// The keys by number.
     @exclusivity(unchecked) private(set) var keys: [String] = []
 
     /// The number of `key`, given it the first time.
     func number(of key: String) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
         if let number = numbers[key] { return number }
         let number = keys.count
         numbers[key] = number
@@ -66,7 +75,11 @@ final class KeyTable {
     }
 
     /// The number of `key`, or `nil` when no fold has met it.
-    func existingNumber(of key: String) -> Int? { numbers[key] }
+    func existingNumber(of key: String) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        return numbers[key]
+    }
 }
 
 /// States of one model being folded in memory: a rebuild's whole model, or the keys one
@@ -120,7 +133,8 @@ final class TypedStates<P: Projection> {
         // so a key is one slot whichever event reached it.
         let slot = key == event.subject ? subject : table.number(of: key)
         if slot >= states.count {
-            let missing = table.keys.count - states.count
+            // Grown to this slot, not to the table's size: another thread may be numbering keys.
+            let missing = slot + 1 - states.count
             states.append(contentsOf: repeatElement(P.State(), count: missing))
             held.append(contentsOf: repeatElement(false, count: missing))
         }
