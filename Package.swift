@@ -25,6 +25,8 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // A header alone: the CPU's prefetch, for the rebuild's fold.
+        .systemLibrary(name: "CPrefetch"),
         .target(name: "LedgerCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "LedgerStore",
@@ -34,7 +36,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore"]),
+        .target(name: "LedgerProjections", dependencies: ["LMDB", "CPrefetch", "LedgerCore", "LedgerStore"]),
         .executableTarget(
             name: "ledger",
             dependencies: [

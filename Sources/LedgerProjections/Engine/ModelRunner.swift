@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import CPrefetch
 
 /// A projection with its types erased, as the engine runs it.
 struct ModelRunner: Sendable {
@@ -106,6 +107,9 @@ protocol StateFold: AnyObject {
     func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool
     /// Every held key.
     var keys: [String] { get }
+    /// Starts loading the state held for the key numbered `slot` into the CPU's cache, without
+    /// waiting: the rebuild's folding thread calls it a few events ahead of the one it folds.
+    func prefetch(_ slot: Int)
 }
 
 extension StateFold {
@@ -149,6 +153,24 @@ final class TypedStates<P: Projection> {
         P.apply(event, to: &states[slot])
     }
 
+    /// Starts loading the state of `slot`, and whether it is held, into the cache. At 100,000
+    /// customers the folding thread spent most of its time waiting on memory for them; with
+    /// this 16 events ahead, `ledger rebuild` of the demo's customers folded in 1.14 s (median
+    /// of eight runs, alternated) instead of 1.29 s. The states' own arrays are not reached:
+    /// their addresses are in the state, not yet loaded.
+    func prefetch(_ slot: Int) {
+        guard slot < states.count else { return }
+        states.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let state = UnsafeRawPointer(base + slot)
+            for offset in stride(from: 0, to: MemoryLayout<P.State>.size, by: 64) { ledger_prefetch(state + offset) }
+        }
+        held.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            ledger_prefetch(base + slot)
+        }
+    }
+
     /// The numbers of the held keys.
     var heldSlots: [Int] { held.indices.filter { held[$0] } }
 
@@ -180,6 +202,7 @@ final class TypedFold: StateFold {
     private let encodeOne: (String) -> [UInt8]?
     private let holdsSlot: (Int) -> Bool
     private let encodeSlot: (Int, inout StateWriter) -> Bool
+    private let prefetchSlot: (Int) -> Void
 
     init<P: Projection>(_ projection: P.Type, table: KeyTable) {
         let states = TypedStates<P>(table: table)
@@ -190,6 +213,7 @@ final class TypedFold: StateFold {
         encodeOne = { key in states.state(of: key)?.encoded }
         holdsSlot = { slot in states.holds(slot) }
         encodeSlot = { slot, writer in states.encodeState(slot, into: &writer) }
+        prefetchSlot = { slot in states.prefetch(slot) }
     }
 
     var count: Int { countOf() }
@@ -201,6 +225,7 @@ final class TypedFold: StateFold {
     func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
     func holds(_ slot: Int) -> Bool { holdsSlot(slot) }
     func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool { encodeSlot(slot, &writer) }
+    func prefetch(_ slot: Int) { prefetchSlot(slot) }
 }
 
 /// One model folding one subject's events in business-time order, viewed between them.
