@@ -159,6 +159,32 @@ import Synchronization
             #expect(try ledger.engine.view(ByFeature.self, of: "scan", at: days(9, after: t)) == Counting.View(count: 3))
         }
     }
+
+    /// Past one hand-over batch the reading thread numbers subjects while the folding thread
+    /// numbers the features it keys usage by, in one table: features named like subjects met
+    /// before, after and never, so each key is reached both ways, on both threads.
+    @Test func aModelKeyedByAPayloadFieldFoldsOnTheFoldingThreadAsInline() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, projections: ReadModels.all + [ByFeature.self])
+            defer { ledger.close() }
+            let t = ts("2026-03-01T10:00:00Z")
+            var events: [LedgerEvent] = []
+            for i in 0 ..< 6_000 {
+                let at = Timestamp(milliseconds: t.milliseconds + Int64(i) * 60_000)
+                events.append(i % 3 == 0 ? Make.session("s\(i % 900)", at: at, zone: "UTC")
+                                         : Make.usage("s\(i % 700)", at: at, feature: "s\((i * 7) % 1_100)"))
+            }
+            for chunk in stride(from: 0, to: events.count, by: 1_000) {
+                try ledger.append(Array(events[chunk ..< min(chunk + 1_000, events.count)]))
+            }
+            let inline = try ledger.engine.servedStates(of: ByFeature.name)
+            #expect(inline.count == 1_100)
+            try ledger.engine.rebuild(compare: false)
+            let rebuilt = try ledger.engine.servedStates(of: ByFeature.name)
+            #expect(rebuilt.map(\.key) == inline.map(\.key))
+            #expect(rebuilt.map(\.state) == inline.map(\.state))
+        }
+    }
 }
 
 /// Usage counted, each state holding an object that records which thread frees it.

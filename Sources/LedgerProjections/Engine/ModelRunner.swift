@@ -53,9 +53,9 @@ struct ModelRunner: Sendable {
 /// (or one append) share a table, so an event's subject is hashed once for all the models that
 /// read it, and each model keeps its states in an array by number instead of a table of its own.
 ///
-/// A rebuild folds its models on several threads while its reading thread numbers the
-/// subjects: numbering takes a lock, so that a model keyed by something other than the
-/// subject may number its keys from its own thread. `keys` is read once the folds are done.
+/// A rebuild's reading thread numbers the subjects while its folding thread folds: numbering
+/// takes a lock, so that a model keyed by something other than the subject may number its
+/// keys on the folding thread meanwhile. `keys` is read once the folds are done.
 final class KeyTable: @unchecked Sendable {
     // @unchecked: `numbers` and `keys` change under `lock` alone; `keys` is read unlocked only
     // after every fold sharing the table has finished (`ReadModelFold.finish()` waits for them).

@@ -145,7 +145,7 @@ public final class ReadModelFold: @unchecked Sendable {
         let events = batch.events, subjects = batch.subjects
         for i in events.indices {
             // The states of the event `prefetchAhead` on start loading while this one folds.
-            let ahead = i + ReadModelFold.prefetchAhead
+            let ahead = i + Self.prefetchAhead
             if ahead < events.count {
                 for index in readers[events[ahead].data.ordinal] { folds[index].prefetch(subjects[ahead]) }
             }
