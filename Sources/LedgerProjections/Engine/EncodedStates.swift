@@ -133,6 +133,9 @@ private struct EncodingWork: @unchecked Sendable {
     let models: [(fold: any StateFold, generation: Generation?)]
     let ranges: [Range<Int>]
 
+    /// How many keys ahead of the one it encodes a thread starts loading states.
+    private static let prefetchAhead = 8
+
     /// Encodes the `chunk`th share of the keys into its run.
     func encode(_ chunk: Int) { runs[chunk] = encode(keys[ranges[chunk]]) }
 
@@ -140,17 +143,30 @@ private struct EncodingWork: @unchecked Sendable {
         var writer = StateWriter()
         var entries: [(key: Int, state: Int, end: Int)] = []
         entries.reserveCapacity(keys.count * models.count)
-        for (key, slot) in keys {
-            for (fold, generation) in models where fold.holds(slot) {
-                let keyStart = writer.written
-                if let generation {
-                    ModelSchema.withStateKey(generation.id, key, tag: generation.tag) { writer.writeRaw($0) }
-                } else {
-                    key.withUnsafeBytes { writer.writeRaw($0) }
+        // Each model's fold, and its generation's number and tag, taken out once: read from the
+        // tuples for every key, they were retained and released for every key.
+        let folds = models.map(\.fold)
+        let places = models.map { $0.generation.map { (id: $0.id, tag: $0.tag) } }
+        keys.withUnsafeBufferPointer { keys in
+            for i in keys.indices {
+                // The states of the key `prefetchAhead` on start loading while this one encodes:
+                // the keys come in byte order, their states in the order the fold met them.
+                if i + Self.prefetchAhead < keys.count {
+                    let slot = keys[i + Self.prefetchAhead].slot
+                    for fold in folds { fold.prefetch(slot) }
                 }
-                let stateStart = writer.written
-                _ = fold.encodeState(slot, into: &writer)
-                entries.append((keyStart, stateStart, writer.written))
+                let slot = keys[i].slot
+                for m in folds.indices where folds[m].holds(slot) {
+                    let keyStart = writer.written
+                    if let place = places[m] {
+                        ModelSchema.withStateKey(place.id, keys[i].key, tag: place.tag) { writer.writeRaw($0) }
+                    } else {
+                        keys[i].key.withUnsafeBytes { writer.writeRaw($0) }
+                    }
+                    let stateStart = writer.written
+                    _ = folds[m].encodeState(slot, into: &writer)
+                    entries.append((keyStart, stateStart, writer.written))
+                }
             }
         }
         return EncodedStates.Run(bytes: writer.bytes, entries: entries)
