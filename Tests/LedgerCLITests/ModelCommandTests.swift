@@ -101,7 +101,10 @@ import Testing
             let real = try Run(["rebuild", "--store", store, "--policy", policy, "--at", "2026-02-05T00:00:00Z"])
             #expect(real.status == 0, "\(real.stderr)")
             #expect(real.stdout.split(separator: "\n").contains { $0.split(separator: " ") == ["grace", "entitlement", "planState", "free", "pro"] })
-            #expect(real.stdout.contains("Swapped in."))
+            #expect(real.stdout.contains("Swapped in: the new states written and the old deleted in "))
+            // The first line times the fold alone; the last adds the writing.
+            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge: folded 4 events in "))
+            #expect(real.stdout.contains("; folding and writing "))
             let now = try Run(["status", "grace", "--store", store, "--at", "2026-02-05T00:00:00Z", "--json"])
             #expect(now.stdout.contains(#""planState":"pro""#))
             let stats = try Run(["stats", "--store", store, "--json"]).json()

@@ -60,6 +60,22 @@ import Testing
         }
     }
 
+    /// A rebuild's report times the fold and, apart, what came after it (writing the new
+    /// states, swapping them in, deleting the old); a dry run writes nothing.
+    @Test func aRebuildReportsTheTimeItSpentWritingApartFromTheFold() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try seeded(ledger)
+            let dry = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
+            #expect(dry.foldSeconds > 0)
+            #expect(dry.writeSeconds == 0)
+            let real = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            #expect(real.foldSeconds > 0)
+            #expect(real.writeSeconds > 0)
+        }
+    }
+
     /// A status query, and a typed view, keep what they read besides the states (policy, head,
     /// served generations) for the read snapshot they ran in; the next query after the
     /// rebuild's commit reads the new policy and the new generations.

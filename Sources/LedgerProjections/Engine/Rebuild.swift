@@ -79,6 +79,9 @@ public struct RebuildReport: Sendable {
     public var caughtUp: UInt64
     /// Seconds spent folding the log.
     public var foldSeconds: Double
+    /// Seconds spent after the fold: writing the new states, catching up and swapping them in,
+    /// and deleting the old ones (0 for a dry run).
+    public var writeSeconds: Double = 0
 
     /// Per `model.field`, how many subjects went from each value to each other (`free→pro`).
     /// A time moves `earlier` or `later`, or goes `null→time` or `time→null`: each subject's
@@ -153,12 +156,15 @@ extension ProjectionEngine {
             if !dryRun { try collectGarbage(discardingShadowsOf: chosen) }
             var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
             guard !dryRun else { return report.report }
+            let clock = ContinuousClock()
+            let written = clock.now
             let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
             let shadows = try writeShadows(chosen, report.fold.folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
             // Written: the states in memory are freed while the rebuild swaps and collects.
             report.fold.discard()
             report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
             try collectGarbage(discardingShadowsOf: [])
+            report.report.writeSeconds = (clock.now - written).seconds
             return report.report
         } catch {
             throw LedgerError.wrapping(error, doing: "rebuilding \(chosen.map(\.name).joined(separator: ", "))")
