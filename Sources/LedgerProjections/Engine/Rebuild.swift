@@ -157,14 +157,14 @@ extension ProjectionEngine {
             var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
             guard !dryRun else { return report.report }
             let clock = ContinuousClock()
-            let written = clock.now
+            let writing = clock.now
             let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
             let shadows = try writeShadows(chosen, report.fold.folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
             // Written: the states in memory are freed while the rebuild swaps and collects.
             report.fold.discard()
             report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
             try collectGarbage(discardingShadowsOf: [])
-            report.report.writeSeconds = (clock.now - written).seconds
+            report.report.writeSeconds = (clock.now - writing).seconds
             return report.report
         } catch {
             throw LedgerError.wrapping(error, doing: "rebuilding \(chosen.map(\.name).joined(separator: ", "))")
