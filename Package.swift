@@ -25,7 +25,7 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
-        // A header alone: the CPU's prefetch, for the rebuild's fold.
+        // A header alone: the CPU's prefetch, for the rebuild's fold and state encoding.
         .systemLibrary(name: "CPrefetch"),
         .target(name: "LedgerCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(

@@ -44,7 +44,12 @@ public enum LogSchema {
 
     /// A u64 as 8 big-endian bytes.
     public static func key(_ value: UInt64) -> [UInt8] {
-        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        withKey(value) { Array($0) }
+    }
+
+    /// Calls `body` with `value` as 8 big-endian bytes, without allocating them.
+    public static func withKey<R, E: Error>(_ value: UInt64, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try withUnsafeBytes(of: value.bigEndian) { bytes throws(E) in try body(bytes) }
     }
 
     /// Reads 8 big-endian bytes as a u64; `nil` for any other length.

@@ -278,7 +278,7 @@ struct Bench {
                         try env.write { txn in
                             for i in start ..< min(start + 1_000, ends.count) {
                                 let record = UnsafeRawBufferPointer(rebasing: bytes[(i == 0 ? 0 : ends[i - 1]) ..< ends[i]])
-                                try withUnsafeBytes(of: UInt64(i + 1).bigEndian) { key in try txn.put(db, key: key, value: record, flags: .append) }
+                                try LogSchema.withKey(UInt64(i + 1)) { key in try txn.put(db, key: key, value: record, flags: .append) }
                             }
                         }
                         done(start)
