@@ -22,9 +22,9 @@ public final class HandOff<Item>: @unchecked Sendable {
 
     public init(depth: Int) { self.depth = max(1, depth) }
 
-    /// Queues `item`, blocking while `depth` items wait.
+    /// Queues `item` (taken: the consumer gets it unshared), blocking while `depth` items wait.
     /// - Throws: the consumer's error (or `Cancelled`) once it has stopped.
-    public func put(_ item: Item) throws {
+    public func put(_ item: consuming Item) throws {
         condition.lock()
         defer { condition.unlock() }
         while items.count >= depth && failure == nil { condition.wait() }

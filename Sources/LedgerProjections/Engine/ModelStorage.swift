@@ -316,7 +316,7 @@ struct ModelStorage: Sendable {
     /// others are skipped on their type alone); `tick` gets the
     /// position every 65,536 events, for progress reports.
     func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
-                      tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
+                      tick: (UInt64) -> Void = { _ in }, _ body: (consuming RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
         let filter = EventRecord.TypeFilter(types)
         try txn.withCursor(events) { cursor in

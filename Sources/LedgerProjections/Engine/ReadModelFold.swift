@@ -61,16 +61,16 @@ public final class ReadModelFold: @unchecked Sendable {
     deinit { handOff?.cancel() }
 
     /// Folds one event into every model that reads it. Events must come in position order.
-    public func apply(_ event: RecordedEvent) throws {
+    public func apply(_ event: consuming RecordedEvent) throws {
         precondition(!finished, "ReadModelFold.apply after finish()")
-        guard !readers[event.data.ordinal].isEmpty else { return }
-        pending.events.append(event)
+        let ordinal = event.data.ordinal
+        guard !readers[ordinal].isEmpty else { return }
         pending.subjects.append(table.number(of: event.subject))
+        pending.ordinals.append(ordinal)
+        pending.events.append(event)
         if pending.events.count >= Self.batch {
             let handOff = self.handOff ?? startFolding()
-            try handOff.put(pending)
-            pending = Batch()
-            pending.reserve()
+            try handOff.put(takePending(more: true))
         }
     }
 
@@ -84,13 +84,22 @@ public final class ReadModelFold: @unchecked Sendable {
     public func finish() throws {
         guard !finished else { return }
         finished = true
-        defer { pending = Batch() }
+        let last = takePending(more: false)
         if let handOff {
-            try handOff.put(pending)
+            try handOff.put(last)
             try handOff.closeAndWait()
         } else {
-            try Self.fold(pending, readers, folds)
+            try Self.fold(last, readers, folds)
         }
+    }
+
+    /// The events waiting, taken (so that the folding thread gets them unshared: see `fold`),
+    /// and an empty batch in their place, with room for a whole batch when `more` will come.
+    private func takePending(more: Bool) -> Batch {
+        var taken = Batch()
+        if more { taken.reserve() }
+        swap(&taken, &pending)
+        return taken
     }
 
     /// Keys held, over all models (after `finish()`).
@@ -141,16 +150,25 @@ public final class ReadModelFold: @unchecked Sendable {
     private static let prefetchAhead = 16
 
     /// Folds `batch` into the folds `readers` names (for each event type, by index in `folds`).
-    private static func fold(_ batch: Batch, _ readers: [[Int]], _ folds: [any StateFold]) throws {
-        let events = batch.events, subjects = batch.subjects
-        for i in events.indices {
+    private static func fold(_ batch: consuming Batch, _ readers: [[Int]], _ folds: [any StateFold]) throws {
+        let subjects = batch.subjects, ordinals = batch.ordinals
+        // Each event is moved out of the batch, never copied: a copy (and passing `events[i]`
+        // to a model made one for each model), even to read the event's type, retains and
+        // releases every string of its payload. Reversed in place by moves (`Array.reverse()`
+        // swaps by copies), the batch gives them up in order from its end. It is the folding
+        // thread's alone (`takePending`), so reversing it copies nothing.
+        var events: [RecordedEvent] = []
+        swap(&events, &batch.events)
+        events.withUnsafeMutableBufferPointer { $0.reverse() }
+        let count = events.count
+        for i in 0 ..< count {
             // The states of the event `prefetchAhead` on start loading while this one folds.
             let ahead = i + Self.prefetchAhead
-            if ahead < events.count {
-                for index in readers[events[ahead].data.ordinal] { folds[index].prefetch(subjects[ahead]) }
+            if ahead < count {
+                for index in readers[ordinals[ahead]] { folds[index].prefetch(subjects[ahead]) }
             }
-            let event = events[i]
-            for index in readers[event.data.ordinal] { try folds[index].apply(event, subject: subjects[i], memo: nil) { _ in nil } }
+            guard let event = events.popLast() else { break }
+            for index in readers[ordinals[i]] { try folds[index].apply(event, subject: subjects[i], memo: nil) { _ in nil } }
         }
     }
 
@@ -174,14 +192,17 @@ public final class ReadModelFold: @unchecked Sendable {
     }
 }
 
-/// Events handed to the folding thread, each with its subject's number in the shared table.
+/// Events handed to the folding thread, each with its subject's number in the shared table
+/// and its type's (`EventData.ordinal`).
 private struct Batch: Sendable {
     var events: [RecordedEvent] = []
     var subjects: [Int] = []
+    var ordinals: [Int] = []
 
     mutating func reserve() {
         events.reserveCapacity(ReadModelFold.batch)
         subjects.reserveCapacity(ReadModelFold.batch)
+        ordinals.reserveCapacity(ReadModelFold.batch)
     }
 }
 
