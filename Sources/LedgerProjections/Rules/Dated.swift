@@ -20,11 +20,17 @@ public struct Dated<Value: Sendable & Equatable>: Sendable, Equatable {
 }
 
 extension Array {
-    /// Inserts a dated fact at its place in (time, position) order.
-    mutating func insertDated<V>(_ fact: Dated<V>) where Element == Dated<V> {
+    /// Inserts a dated fact at its place in (time, position) order. Taken, not copied: a copy
+    /// retains its strings. Most facts come last, and are appended (`insert` copies the fact
+    /// once more on its way in).
+    mutating func insertDated<V>(_ fact: consuming Dated<V>) where Element == Dated<V> {
         var index = endIndex
         while index > startIndex, (self[index - 1].at, self[index - 1].position) > (fact.at, fact.position) { index -= 1 }
-        insert(fact, at: index)
+        if index == endIndex {
+            append(fact)
+        } else {
+            insert(fact, at: index)
+        }
     }
 
     /// The facts known at `t`: those whose time is at or before it.
