@@ -183,7 +183,7 @@ public struct Layout: Sendable {
             // No `E?` here: this code is not specialized, and an optional of a generic type
             // costs a metadata lookup per call.
             var value = E()
-            return read(bytes, readers, into: &value) ? value.eventData : nil
+            return read(bytes, readers, into: &value) ? (consume value).intoEventData() : nil
         }
     }
 

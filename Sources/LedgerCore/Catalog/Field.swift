@@ -28,8 +28,14 @@ extension PayloadLayout {
 
 /// The current layout of an event type: the payload an appender gives and a reader gets.
 public protocol EventPayload: PayloadLayout {
+    /// This payload as the `EventData` case of its type, taken rather than copied: the
+    /// rebuild's decoder wraps every payload it reads, and a copy retains each string.
+    consuming func intoEventData() -> EventData
+}
+
+extension EventPayload {
     /// This payload as the `EventData` case of its type.
-    var eventData: EventData { get }
+    public var eventData: EventData { intoEventData() }
 }
 
 /// A layout of an older schema version, upcast on read to the next version.

@@ -6,21 +6,21 @@ public struct AccountCreated: EventPayload {
     public var signedIn = false
     public init() {}
     public static let fields: [Field<Self>] = [.required("signedIn", \.signedIn, .bool)]
-    public var eventData: EventData { .accountCreated(self) }
+    public consuming func intoEventData() -> EventData { .accountCreated(self) }
 }
 
 /// `account.signed_in`.
 public struct AccountSignedIn: NoDataPayload {
     public static let type = "account.signed_in"
     public init() {}
-    public var eventData: EventData { .accountSignedIn(self) }
+    public consuming func intoEventData() -> EventData { .accountSignedIn(self) }
 }
 
 /// `account.signed_out`.
 public struct AccountSignedOut: NoDataPayload {
     public static let type = "account.signed_out"
     public init() {}
-    public var eventData: EventData { .accountSignedOut(self) }
+    public consuming func intoEventData() -> EventData { .accountSignedOut(self) }
 }
 
 /// `account.deletion_requested`: the user asked to delete the account. The reason is personal.
@@ -29,14 +29,14 @@ public struct AccountDeletionRequested: EventPayload {
     public var reason: String?
     public init() {}
     public static let fields: [Field<Self>] = [.optional("reason", \.reason, .text, personal: true)]
-    public var eventData: EventData { .accountDeletionRequested(self) }
+    public consuming func intoEventData() -> EventData { .accountDeletionRequested(self) }
 }
 
 /// `account.deletion_cancelled`: only while the policy's deletion mode is `soft` and its window is open.
 public struct AccountDeletionCancelled: NoDataPayload {
     public static let type = "account.deletion_cancelled"
     public init() {}
-    public var eventData: EventData { .accountDeletionCancelled(self) }
+    public consuming func intoEventData() -> EventData { .accountDeletionCancelled(self) }
 }
 
 /// `account.deletion_step_completed`: one deletion step (profile, photos, likes…) finished.
@@ -46,7 +46,7 @@ public struct AccountDeletionStepCompleted: DeletionStepPayload {
     public var error: String?
     public init() {}
     public static let fields = shape(step: \.step, error: \.error)
-    public var eventData: EventData { .accountDeletionStepCompleted(self) }
+    public consuming func intoEventData() -> EventData { .accountDeletionStepCompleted(self) }
 }
 
 /// `account.deletion_step_failed`: one deletion step failed (retryable).
@@ -56,14 +56,14 @@ public struct AccountDeletionStepFailed: DeletionStepPayload {
     public var error: String?
     public init() {}
     public static let fields = shape(step: \.step, error: \.error)
-    public var eventData: EventData { .accountDeletionStepFailed(self) }
+    public consuming func intoEventData() -> EventData { .accountDeletionStepFailed(self) }
 }
 
 /// `account.deleted`: deletion finished; the subject's personal data becomes unreadable.
 public struct AccountDeleted: NoDataPayload {
     public static let type = "account.deleted"
     public init() {}
-    public var eventData: EventData { .accountDeleted(self) }
+    public consuming func intoEventData() -> EventData { .accountDeleted(self) }
 }
 
 /// `account.export_requested`: the user asked for a copy of their data.
@@ -72,7 +72,7 @@ public struct AccountExportRequested: DataExportPayload {
     public var location: String?
     public init() {}
     public static let fields = shape(location: \.location)
-    public var eventData: EventData { .accountExportRequested(self) }
+    public consuming func intoEventData() -> EventData { .accountExportRequested(self) }
 }
 
 /// `account.export_completed`: the data export is ready.
@@ -81,7 +81,7 @@ public struct AccountExportCompleted: DataExportPayload {
     public var location: String?
     public init() {}
     public static let fields = shape(location: \.location)
-    public var eventData: EventData { .accountExportCompleted(self) }
+    public consuming func intoEventData() -> EventData { .accountExportCompleted(self) }
 }
 
 /// `support.entitlement_granted`: support granted Pro until a time.
@@ -96,7 +96,7 @@ public struct SupportEntitlementGranted: EventPayload {
         .required("reason", \.reason, .text),
         .required("agent", \.agent, .identifier),
     ]
-    public var eventData: EventData { .supportEntitlementGranted(self) }
+    public consuming func intoEventData() -> EventData { .supportEntitlementGranted(self) }
 }
 
 /// `support.note_added`: a support note. The text is personal.
@@ -109,7 +109,7 @@ public struct SupportNoteAdded: EventPayload {
         .required("text", \.text, .text, personal: true),
         .required("agent", \.agent, .identifier),
     ]
-    public var eventData: EventData { .supportNoteAdded(self) }
+    public consuming func intoEventData() -> EventData { .supportNoteAdded(self) }
 }
 
 /// `family.organizer_cancelled`: appended to a family member's stream when the organizer cancels.
@@ -118,5 +118,5 @@ public struct FamilyOrganizerCancelled: EventPayload {
     public var organizer = ""
     public init() {}
     public static let fields: [Field<Self>] = [.required("organizer", \.organizer, .subject)]
-    public var eventData: EventData { .familyOrganizerCancelled(self) }
+    public consuming func intoEventData() -> EventData { .familyOrganizerCancelled(self) }
 }

@@ -6,7 +6,7 @@ public struct InboxMessageDelivered: InboxMessagePayload {
     public var messageId = ""
     public init() {}
     public static let fields = shape(messageId: \.messageId)
-    public var eventData: EventData { .inboxMessageDelivered(self) }
+    public consuming func intoEventData() -> EventData { .inboxMessageDelivered(self) }
 }
 
 /// `inbox.message_read`.
@@ -15,7 +15,7 @@ public struct InboxMessageRead: InboxMessagePayload {
     public var messageId = ""
     public init() {}
     public static let fields = shape(messageId: \.messageId)
-    public var eventData: EventData { .inboxMessageRead(self) }
+    public consuming func intoEventData() -> EventData { .inboxMessageRead(self) }
 }
 
 /// `maintenance.scheduled`: a task falls due on a local date.
@@ -28,7 +28,7 @@ public struct MaintenanceScheduled: EventPayload {
         .required("taskId", \.taskId, .identifier),
         .required("dueDate", \.dueDate, .localDate),
     ]
-    public var eventData: EventData { .maintenanceScheduled(self) }
+    public consuming func intoEventData() -> EventData { .maintenanceScheduled(self) }
 }
 
 /// `maintenance.completed`.
@@ -37,7 +37,7 @@ public struct MaintenanceCompleted: EventPayload {
     public var taskId = ""
     public init() {}
     public static let fields: [Field<Self>] = [.required("taskId", \.taskId, .identifier)]
-    public var eventData: EventData { .maintenanceCompleted(self) }
+    public consuming func intoEventData() -> EventData { .maintenanceCompleted(self) }
 }
 
 /// `security.flag_raised`.
@@ -46,7 +46,7 @@ public struct SecurityFlagRaised: SecurityFlagPayload {
     public var flag = ""
     public init() {}
     public static let fields = shape(flag: \.flag)
-    public var eventData: EventData { .securityFlagRaised(self) }
+    public consuming func intoEventData() -> EventData { .securityFlagRaised(self) }
 }
 
 /// `security.flag_cleared`.
@@ -55,7 +55,7 @@ public struct SecurityFlagCleared: SecurityFlagPayload {
     public var flag = ""
     public init() {}
     public static let fields = shape(flag: \.flag)
-    public var eventData: EventData { .securityFlagCleared(self) }
+    public consuming func intoEventData() -> EventData { .securityFlagCleared(self) }
 }
 
 /// `notification.preferences_changed`: a notification category (`billing`, …) turned on or off.
@@ -68,7 +68,7 @@ public struct NotificationPreferencesChanged: EventPayload {
         .required("category", \.category, .identifier),
         .required("enabled", \.enabled, .bool),
     ]
-    public var eventData: EventData { .notificationPreferencesChanged(self) }
+    public consuming func intoEventData() -> EventData { .notificationPreferencesChanged(self) }
 }
 
 /// `notification.sent`: a notification went out (lets the ledger enforce frequency caps).
@@ -81,5 +81,5 @@ public struct NotificationSent: EventPayload {
         .required("kind", \.kind, .identifier),
         .required("channel", \.channel, .identifier),
     ]
-    public var eventData: EventData { .notificationSent(self) }
+    public consuming func intoEventData() -> EventData { .notificationSent(self) }
 }

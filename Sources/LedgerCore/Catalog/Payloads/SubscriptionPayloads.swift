@@ -61,7 +61,7 @@ public struct SubscriptionPurchased: EventPayload {
         .optional("currency", \.currency, .currency),
         .optional("environment", \.environment, .choice),
     ]
-    public var eventData: EventData { .subscriptionPurchased(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionPurchased(self) }
 }
 
 /// `subscription.renewed`: a renewal transaction (or a billing recovery).
@@ -82,7 +82,7 @@ public struct SubscriptionRenewed: EventPayload {
         .required("expiresAt", \.expiresAt, .time),
         .optional("billingRecovery", \.billingRecovery, .bool),
     ]
-    public var eventData: EventData { .subscriptionRenewed(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRenewed(self) }
 }
 
 /// `subscription.renewal_failed`: the store could not charge for the next period.
@@ -95,7 +95,7 @@ public struct SubscriptionRenewalFailed: EventPayload {
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .optional("gracePeriodExpiresAt", \.gracePeriodExpiresAt, .time),
     ]
-    public var eventData: EventData { .subscriptionRenewalFailed(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRenewalFailed(self) }
 }
 
 /// `subscription.grace_expired`: the store's billing grace period ended without recovery.
@@ -106,7 +106,7 @@ public struct SubscriptionGraceExpired: EventPayload {
     public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
     ]
-    public var eventData: EventData { .subscriptionGraceExpired(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionGraceExpired(self) }
 }
 
 /// `subscription.auto_renew_changed`: `false` is a voluntary cancellation, `true` an un-cancel.
@@ -119,7 +119,7 @@ public struct SubscriptionAutoRenewChanged: EventPayload {
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("enabled", \.enabled, .bool),
     ]
-    public var eventData: EventData { .subscriptionAutoRenewChanged(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionAutoRenewChanged(self) }
 }
 
 /// `subscription.expired`: the subscription ended.
@@ -132,7 +132,7 @@ public struct SubscriptionExpired: EventPayload {
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("reason", \.reason, .choice),
     ]
-    public var eventData: EventData { .subscriptionExpired(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionExpired(self) }
 }
 
 /// `subscription.refunded`: the store refunded a transaction; its coverage ends.
@@ -143,7 +143,7 @@ public struct SubscriptionRefunded: TransactionEndPayload {
     public var reason: String?
     public init() {}
     public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
-    public var eventData: EventData { .subscriptionRefunded(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRefunded(self) }
 }
 
 /// `subscription.refund_reversed`: a refund was taken back; the coverage returns.
@@ -156,7 +156,7 @@ public struct SubscriptionRefundReversed: EventPayload {
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
     ]
-    public var eventData: EventData { .subscriptionRefundReversed(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRefundReversed(self) }
 }
 
 /// `subscription.revoked`: access was revoked (for example, family sharing removed).
@@ -167,7 +167,7 @@ public struct SubscriptionRevoked: TransactionEndPayload {
     public var reason: String?
     public init() {}
     public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
-    public var eventData: EventData { .subscriptionRevoked(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRevoked(self) }
 }
 
 /// `subscription.product_changed`: an upgrade, downgrade or crossgrade. An `immediate` change
@@ -192,7 +192,7 @@ public struct SubscriptionProductChanged: EventPayload {
         .optional("purchasedAt", \.purchasedAt, .time),
         .optional("expiresAt", \.expiresAt, .time),
     ]
-    public var eventData: EventData { .subscriptionProductChanged(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionProductChanged(self) }
 
     /// The fields an immediate change must carry.
     static let immediateFields = ["transactionId", "purchasedAt", "expiresAt"]
@@ -224,7 +224,7 @@ public struct SubscriptionRenewalExtended: EventPayload {
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("expiresAt", \.expiresAt, .time),
     ]
-    public var eventData: EventData { .subscriptionRenewalExtended(self) }
+    public consuming func intoEventData() -> EventData { .subscriptionRenewalExtended(self) }
 }
 
 /// `purchase.started`: the app began a purchase. Client-side; never changes the plan.
@@ -234,7 +234,7 @@ public struct PurchaseStarted: ProductAttemptPayload {
     public var reason: String?
     public init() {}
     public static let fields = shape(productId: \.productId, reason: \.reason)
-    public var eventData: EventData { .purchaseStarted(self) }
+    public consuming func intoEventData() -> EventData { .purchaseStarted(self) }
 }
 
 /// `purchase.pending`: the purchase awaits approval (Ask to Buy, SCA). Never changes the plan.
@@ -244,7 +244,7 @@ public struct PurchasePending: ProductAttemptPayload {
     public var reason: String?
     public init() {}
     public static let fields = shape(productId: \.productId, reason: \.reason)
-    public var eventData: EventData { .purchasePending(self) }
+    public consuming func intoEventData() -> EventData { .purchasePending(self) }
 }
 
 /// `purchase.failed`: the purchase failed or was cancelled. Never changes the plan.
@@ -254,7 +254,7 @@ public struct PurchaseFailed: ProductAttemptPayload {
     public var reason: String?
     public init() {}
     public static let fields = shape(productId: \.productId, reason: \.reason)
-    public var eventData: EventData { .purchaseFailed(self) }
+    public consuming func intoEventData() -> EventData { .purchaseFailed(self) }
 }
 
 /// `entitlement.verified`: the app verified the plan with StoreKit (a device snapshot).
@@ -267,7 +267,7 @@ public struct EntitlementVerified: EventPayload {
         .required("plan", \.plan, .choice),
         .optional("expiresAt", \.expiresAt, .time),
     ]
-    public var eventData: EventData { .entitlementVerified(self) }
+    public consuming func intoEventData() -> EventData { .entitlementVerified(self) }
 }
 
 /// `entitlement.verification_failed`: the app could not verify with StoreKit.
@@ -278,14 +278,14 @@ public struct EntitlementVerificationFailed: EventPayload {
     public static let fields: [Field<Self>] = [
         .required("reason", \.reason, .choice),
     ]
-    public var eventData: EventData { .entitlementVerificationFailed(self) }
+    public consuming func intoEventData() -> EventData { .entitlementVerificationFailed(self) }
 }
 
 /// `restore.requested`: the user asked to restore purchases.
 public struct RestoreRequested: NoDataPayload {
     public static let type = "restore.requested"
     public init() {}
-    public var eventData: EventData { .restoreRequested(self) }
+    public consuming func intoEventData() -> EventData { .restoreRequested(self) }
 }
 
 /// `restore.succeeded`: purchases were restored, with the plan found.
@@ -296,7 +296,7 @@ public struct RestoreSucceeded: EventPayload {
     public static let fields: [Field<Self>] = [
         .optional("plan", \.plan, .choice),
     ]
-    public var eventData: EventData { .restoreSucceeded(self) }
+    public consuming func intoEventData() -> EventData { .restoreSucceeded(self) }
 }
 
 /// `restore.failed`: restoring purchases failed.
@@ -307,7 +307,7 @@ public struct RestoreFailed: EventPayload {
     public static let fields: [Field<Self>] = [
         .optional("errorCode", \.errorCode, .identifier),
     ]
-    public var eventData: EventData { .restoreFailed(self) }
+    public consuming func intoEventData() -> EventData { .restoreFailed(self) }
 }
 
 /// `oneoff.purchased`: a one-off purchase (recovery pass, reactivation fee).
@@ -322,7 +322,7 @@ public struct OneOffPurchased: EventPayload {
         .required("transactionId", \.transactionId, .identifier),
         .required("kind", \.kind, .choice),
     ]
-    public var eventData: EventData { .oneOffPurchased(self) }
+    public consuming func intoEventData() -> EventData { .oneOffPurchased(self) }
 }
 
 /// `appstore.notification`: one App Store Server Notification exactly as Apple sent it.
@@ -341,7 +341,7 @@ public struct AppStoreNotification: EventPayload {
         .required("signedDate", \.signedDate, .time),
         .required("payload", \.payload, .object),
     ]
-    public var eventData: EventData { .appStoreNotification(self) }
+    public consuming func intoEventData() -> EventData { .appStoreNotification(self) }
 }
 
 /// `appstore.subject_bound`: App Store events held under `appstore:<originalTransactionId>`
@@ -355,5 +355,5 @@ public struct AppStoreSubjectBound: EventPayload {
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("from", \.from, .subject),
     ]
-    public var eventData: EventData { .appStoreSubjectBound(self) }
+    public consuming func intoEventData() -> EventData { .appStoreSubjectBound(self) }
 }

@@ -15,7 +15,7 @@ public struct SessionStarted: EventPayload {
         .required("deviceId", \.deviceId, .identifier),
         .required("timeZone", \.timeZone, .timeZone),
     ]
-    public var eventData: EventData { .sessionStarted(self) }
+    public consuming func intoEventData() -> EventData { .sessionStarted(self) }
 }
 
 /// `session.backgrounded`: the session paused.
@@ -24,7 +24,7 @@ public struct SessionBackgrounded: DevicePayload {
     public var deviceId = ""
     public init() {}
     public static let fields = shape(deviceId: \.deviceId)
-    public var eventData: EventData { .sessionBackgrounded(self) }
+    public consuming func intoEventData() -> EventData { .sessionBackgrounded(self) }
 }
 
 /// `session.foregrounded`: the paused session resumed.
@@ -33,7 +33,7 @@ public struct SessionForegrounded: DevicePayload {
     public var deviceId = ""
     public init() {}
     public static let fields = shape(deviceId: \.deviceId)
-    public var eventData: EventData { .sessionForegrounded(self) }
+    public consuming func intoEventData() -> EventData { .sessionForegrounded(self) }
 }
 
 /// `session.ended`: the session ended.
@@ -46,7 +46,7 @@ public struct SessionEnded: EventPayload {
         .required("deviceId", \.deviceId, .identifier),
         .required("reason", \.reason, .choice),
     ]
-    public var eventData: EventData { .sessionEnded(self) }
+    public consuming func intoEventData() -> EventData { .sessionEnded(self) }
 }
 
 /// `usage.recorded` (schema version 2): a feature was used `count` times.
@@ -60,7 +60,7 @@ public struct UsageRecorded: EventPayload {
         .required("feature", \.feature, .identifier),
         .required("count", \.count, .positiveCount),
     ]
-    public var eventData: EventData { .usageRecorded(self) }
+    public consuming func intoEventData() -> EventData { .usageRecorded(self) }
 }
 
 /// `usage.recorded` as schema version 1 wrote it: one use of a feature, no `count`.
@@ -87,7 +87,7 @@ public struct ResourceCreated: ResourcePayload {
     public var resourceId = ""
     public init() {}
     public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
-    public var eventData: EventData { .resourceCreated(self) }
+    public consuming func intoEventData() -> EventData { .resourceCreated(self) }
 }
 
 /// `resource.deleted`: the user deleted a resource.
@@ -97,5 +97,5 @@ public struct ResourceDeleted: ResourcePayload {
     public var resourceId = ""
     public init() {}
     public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
-    public var eventData: EventData { .resourceDeleted(self) }
+    public consuming func intoEventData() -> EventData { .resourceDeleted(self) }
 }
