@@ -146,7 +146,9 @@ final class TypedStates<P: Projection> {
         if slot >= states.count {
             // Grown to this slot, not to the table's size: another thread may be numbering keys.
             let missing = slot + 1 - states.count
-            states.append(contentsOf: repeatElement(P.State(), count: missing))
+            // Each made in place: copies of one empty state (`repeatElement`) retained each of
+            // its arrays, for every new key.
+            for _ in 0 ..< missing { states.append(P.State()) }
             held.append(contentsOf: repeatElement(false, count: missing))
         }
         if !held[slot] {
