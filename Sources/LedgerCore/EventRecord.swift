@@ -125,9 +125,13 @@ public enum EventRecord {
     public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: TypeFilter) throws(LedgerError) -> RecordedEvent? {
         var reader = RecordReader(bytes: record, position: position)
         let header = try reader.header()
-        let (type, known) = try reader.typeName()
-        let wanted = known.map { types.known[$0.index] } ?? types.others.contains(type)
-        guard wanted else { return nil }
+        let type = try reader.lengthPrefixed("type")
+        let known = EventCatalog.knownIndex(type)
+        if let known {
+            guard types.known[known] else { return nil }
+        } else {
+            guard types.others.contains(try reader.text(type, "type")) else { return nil }
+        }
         let subject = try reader.string("subject")
         for _ in 0..<(try reader.metaCount()) {
             try reader.lengthPrefixed("meta key")
@@ -135,10 +139,14 @@ public enum EventRecord {
         }
         let (payload, version, recordedAt) = try reader.payloadInPlaceAndStamp(contentEnd: header.contentEnd)
         let schema = header.schemaVersion
-        let decoded = known.map { EventCatalog.decode($0, version: schema, payload: payload) }
-            ?? EventCatalog.decode(type: type, version: schema, payload: payload)
+        let decoded = if let known {
+            EventCatalog.decode(known: known, version: schema, payload: payload)
+        } else {
+            EventCatalog.decode(type: try reader.text(type, "type"), version: schema, payload: payload)
+        }
         guard let data = decoded else {
-            throw LedgerError(.corruptRecord, "the payload at position \(position) does not decode as \(type) version \(schema); run `ledger verify`",
+            let name = (try? reader.text(type, "type")) ?? "its type"
+            throw LedgerError(.corruptRecord, "the payload at position \(position) does not decode as \(name) version \(schema); run `ledger verify`",
                               subject: subject, position: position)
         }
         return RecordedEvent(position: position, version: version, recordedAt: Timestamp(milliseconds: recordedAt), storedSchemaVersion: schema,
@@ -328,17 +336,13 @@ struct RecordReader {
         return UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
     }
 
-    /// The event type: the catalog's own string and entry for a type it knows (no new string
-    /// per record), otherwise the bytes as text.
-    mutating func typeName() throws(LedgerError) -> (String, EventCatalog.KnownType?) {
-        let slice = try lengthPrefixed("type")
-        if let known = EventCatalog.knownType(slice) { return (known.name, known) }
-        guard let text = StrictUTF8.string(slice) else { throw corrupt("type is not valid UTF-8") }
-        return (text, nil)
+    mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {
+        try text(try lengthPrefixed(field()), field())
     }
 
-    mutating func string(_ field: @autoclosure () -> String) throws(LedgerError) -> String {
-        guard let text = StrictUTF8.string(try lengthPrefixed(field())) else { throw corrupt("\(field()) is not valid UTF-8") }
+    /// `bytes` of this record as text.
+    func text(_ bytes: UnsafeRawBufferPointer, _ field: @autoclosure () -> String) throws(LedgerError) -> String {
+        guard let text = StrictUTF8.string(bytes) else { throw corrupt("\(field()) is not valid UTF-8") }
         return text
     }
 }

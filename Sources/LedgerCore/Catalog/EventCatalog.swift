@@ -39,23 +39,52 @@ public enum EventCatalog {
                   })
     }
 
-    /// For each name length, the places in `known` of the names that long: a record's type is
-    /// compared with a few names, not with all fifty.
-    static let knownByLength: [[Int]] = known.reduce(into: []) { table, type in
-        while table.count <= type.utf8.count { table.append([]) }
-        table[type.utf8.count].append(type.index)
+    /// The known names, by length, in flat arrays of plain values: looking a record's type up
+    /// retains and copies nothing (a `KnownType` copied out of `known` retained three arrays).
+    private struct Names {
+        /// Every known name's UTF-8, shortest first.
+        var bytes: [UInt8] = []
+        /// For each name in `bytes`, in order: where it begins, and its place in `known`.
+        var starts: [Int] = []
+        var indices: [Int] = []
+        /// For each length, the first name that long (in `starts`); one more at the end.
+        var firstOfLength: [Int] = []
+
+        init(_ known: [KnownType]) {
+            let longest = known.map(\.utf8.count).max() ?? 0
+            for length in 0 ... longest {
+                firstOfLength.append(starts.count)
+                for type in known where type.utf8.count == length {
+                    starts.append(bytes.count)
+                    indices.append(type.index)
+                    bytes += type.utf8
+                }
+            }
+            firstOfLength.append(starts.count)
+        }
     }
 
-    /// The known type whose name is these UTF-8 bytes, `nil` for a name the catalog does not know.
-    static func knownType(_ utf8: UnsafeRawBufferPointer) -> KnownType? {
-        guard utf8.count < knownByLength.count else { return nil }
-        for index in knownByLength[utf8.count] where utf8.hasSameBytes(as: known[index].utf8) { return known[index] }
-        return nil
+    private static let names = Names(known)
+
+    /// The place in `known` of the type whose name is these UTF-8 bytes, `nil` for a name the
+    /// catalog does not know: compared with the few names of its length, not with all fifty.
+    static func knownIndex(_ utf8: UnsafeRawBufferPointer) -> Int? {
+        let length = utf8.count
+        guard length + 1 < names.firstOfLength.count else { return nil }
+        return names.bytes.withUnsafeBytes { bytes in
+            for name in names.firstOfLength[length] ..< names.firstOfLength[length + 1] {
+                let start = names.starts[name]
+                if UnsafeRawBufferPointer(rebasing: bytes[start ..< start + length]).begins(with: utf8) { return names.indices[name] }
+            }
+            return nil
+        }
     }
 
-    /// Decodes a stored binary payload of a known type, as `decode(type:version:payload:)`.
-    static func decode(_ type: KnownType, version: UInt16, payload: UnsafeRawBufferPointer) -> EventData? {
-        for decoder in type.decoders where decoder.version == version { return decoder.decode(payload) }
+    /// Decodes a stored binary payload of the known type at `index` of `known`, as
+    /// `decode(type:version:payload:)`.
+    static func decode(known index: Int, version: UInt16, payload: UnsafeRawBufferPointer) -> EventData? {
+        let decoders = known[index].decoders
+        for decoder in decoders where decoder.version == version { return decoder.decode(payload) }
         return nil
     }
 
