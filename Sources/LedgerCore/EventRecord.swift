@@ -253,10 +253,8 @@ struct RecordReader {
 
     mutating func fixed(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
         guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field())") }
-        var value: UInt64 = 0
-        for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
-        offset += 8
-        return value
+        defer { offset += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     mutating func varint(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
@@ -320,10 +318,8 @@ struct RecordReader {
     /// 8 bytes as a big-endian integer (an id's halves).
     mutating func fixedBigEndian(_ field: @autoclosure () -> String) throws(LedgerError) -> UInt64 {
         guard bytes.count - offset >= 8 else { throw corrupt("truncated at \(field())") }
-        var value: UInt64 = 0
-        for i in 0..<8 { value = value << 8 | UInt64(bytes[offset + i]) }
-        offset += 8
-        return value
+        defer { offset += 8 }
+        return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     /// A length-prefixed byte string, in place (every string of a record, and the bytes the

@@ -169,10 +169,8 @@ struct PayloadReader {
 
     mutating func fixed() -> UInt64? {
         guard bytes.count - offset >= 8 else { return nil }
-        var value: UInt64 = 0
-        for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
-        offset += 8
-        return value
+        defer { offset += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     mutating func varint() -> UInt64? {
