@@ -67,7 +67,20 @@ final class KeyTable: Sendable {
     /// A `Mutex` (an atomic exchange when nobody else holds it), not an `NSLock`: the reading
     /// thread takes it for every event, and `pthread_mutex_lock` alone was 2.7 % of a
     /// rebuild's samples (`perf`, 100,000 customers).
-    private let numbering = Mutex(Numbering())
+    private let numbering: Mutex<Numbering>
+    /// How many keys the table was made to expect (a rebuild: the store's subjects): folds
+    /// make room for that many states at once.
+    let expected: Int
+
+    /// A table with room for `expected` keys from the start: growing the dictionary to a
+    /// hundred thousand keys hashed every key again at each doubling.
+    init(expecting expected: Int = 0) {
+        var numbering = Numbering()
+        numbering.numbers.reserveCapacity(expected)
+        numbering.keys.reserveCapacity(expected)
+        self.numbering = Mutex(numbering)
+        self.expected = expected
+    }
 
     /// The number of `key`, given it the first time.
     func number(of key: String) -> Int {
@@ -136,7 +149,13 @@ final class TypedStates<P: Projection> {
     @exclusivity(unchecked) private(set) var held: [Bool] = []
     @exclusivity(unchecked) private(set) var count = 0
 
-    init(table: KeyTable) { self.table = table }
+    init(table: KeyTable) {
+        self.table = table
+        // Room for the keys the table expects: growing copied every state (a move, but of a
+        // hundred thousand states) at each doubling.
+        states.reserveCapacity(table.expected)
+        held.reserveCapacity(table.expected)
+    }
 
     func apply(_ event: RecordedEvent, subject: Int, memo: DecodeMemo?, load: (String) throws -> [UInt8]?) throws {
         guard let key = P.key(for: event) else { return }

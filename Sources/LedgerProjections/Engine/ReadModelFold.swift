@@ -48,9 +48,11 @@ public final class ReadModelFold: @unchecked Sendable {
         self.init(projections.map { ModelRunner.make($0) })
     }
 
-    init(_ runners: [ModelRunner]) {
+    /// `expectedKeys`: how many keys the folds will likely hold (a rebuild: the store's
+    /// subjects), to make room for at once.
+    init(_ runners: [ModelRunner], expectedKeys: Int = 0) {
         self.runners = runners
-        let table = KeyTable()
+        let table = KeyTable(expecting: expectedKeys)
         self.table = table
         folds = runners.map { $0.makeFold(table) }
         readers = ModelRunner.readers(runners)

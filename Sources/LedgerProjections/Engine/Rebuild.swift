@@ -228,7 +228,10 @@ extension ProjectionEngine {
     /// once for every model that reads it: the finished fold. Reports `.folding` progress.
     func foldLog(_ chosen: [ModelRunner], through head: UInt64, _ txn: borrowing Transaction,
                  progress: (RebuildProgress) -> Void) throws -> ReadModelFold {
-        let fold = ReadModelFold(chosen)
+        // Room for the store's subjects at once; a count no larger than the events, and kept
+        // to a million, in case the store's count is damaged (growing takes over past it).
+        let subjects = try txn.get(storage.meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
+        let fold = ReadModelFold(chosen, expectedKeys: Int(min(subjects, head, 1 << 20)))
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
