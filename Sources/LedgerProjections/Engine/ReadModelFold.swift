@@ -208,8 +208,9 @@ private struct Batch: Sendable {
 /// A batch's events in memory of their own: the reading thread moves each one in, the folding
 /// thread moves each one out, in order, so that no event is copied (a copy retains and
 /// releases every string of its payload) and none moved more than in and out. (An array gave
-/// them up without a copy only from its end: reversed first, by moves, the moves cost the
-/// folding thread about a tenth of its time at 100,000 customers.)
+/// them up without a copy only from its end: reversed first, by moves, `memmove` was 5 % of a
+/// rebuild's `perf` samples at 100,000 customers, most of them the folding thread's; 2.8 %
+/// with this buffer.)
 private final class EventBuffer: @unchecked Sendable {
     // @unchecked: the reading thread fills it before handing it over, and only the folding
     // thread touches it after.
