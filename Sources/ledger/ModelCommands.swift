@@ -195,7 +195,7 @@ struct RebuildCommand: ParsableCommand {
         let after = chosen ?? before
         let rate = report.foldSeconds > 0 ? Double(report.events) / report.foldSeconds : 0
         print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")): folded \(report.events) events in \(String(format: "%.2f", report.foldSeconds)) s (\(Int(rate)) events/s).")
-        print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t).")
+        print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
         let subjects = Set(report.changes.map(\.subject)).count
         for name in report.notCompared {
             print("The served \(name) model was built by another code version, whose states this ledger cannot read: its views were not compared.")

@@ -105,6 +105,10 @@ import Testing
             // The first line times the fold alone; the last adds the writing.
             #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge: folded 4 events in "))
             #expect(real.stdout.contains("; folding and writing "))
+            // The policy line says how long comparing the views took.
+            let policyLine = try #require(real.stdout.split(separator: "\n").first { $0.hasPrefix("Policy ") })
+            #expect(policyLine.contains("views compared at 2026-02-05T00:00:00.000Z, in "))
+            #expect(policyLine.hasSuffix(" s."))
             let now = try Run(["status", "grace", "--store", store, "--at", "2026-02-05T00:00:00Z", "--json"])
             #expect(now.stdout.contains(#""planState":"pro""#))
             let stats = try Run(["stats", "--store", store, "--json"]).json()

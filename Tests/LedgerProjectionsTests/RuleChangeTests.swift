@@ -60,19 +60,25 @@ import Testing
         }
     }
 
-    /// A rebuild's report times the fold and, apart, what came after it (writing the new
-    /// states, swapping them in, deleting the old); a dry run writes nothing.
-    @Test func aRebuildReportsTheTimeItSpentWritingApartFromTheFold() throws {
+    /// A rebuild's report times the fold and, apart, the comparison of the views and what came
+    /// after it (writing the new states, swapping them in, deleting the old); a dry run writes
+    /// nothing, and a rebuild told not to compare compares nothing.
+    @Test func aRebuildReportsTheTimeItSpentComparingAndWritingApartFromTheFold() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try seeded(ledger)
             let dry = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
             #expect(dry.foldSeconds > 0)
+            #expect(dry.compareSeconds > 0)
             #expect(dry.writeSeconds == 0)
             let real = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
             #expect(real.foldSeconds > 0)
+            #expect(real.compareSeconds > 0)
             #expect(real.writeSeconds > 0)
+            let uncompared = try ledger.engine.rebuild(at: feb5, compare: false)
+            #expect(uncompared.compareSeconds == 0)
+            #expect(uncompared.writeSeconds > 0)
         }
     }
 

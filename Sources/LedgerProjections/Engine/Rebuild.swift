@@ -79,6 +79,10 @@ public struct RebuildReport: Sendable {
     public var caughtUp: UInt64
     /// Seconds spent folding the log.
     public var foldSeconds: Double
+    /// Seconds spent comparing the new views with the served ones, after the fold (0 when not
+    /// compared): each key's new state is encoded and checked against its stored one, and the
+    /// views of those that differ are worked out.
+    public var compareSeconds: Double = 0
     /// Seconds spent after the fold: writing the new states, catching up and swapping them in,
     /// and deleting the old ones (0 for a dry run).
     public var writeSeconds: Double = 0
@@ -203,6 +207,7 @@ extension ProjectionEngine {
             let foldSeconds = (clock.now - start).seconds
             var changes: [ViewChange] = []
             var notCompared: [String] = []
+            let comparing = clock.now
             if compare {
                 for (model, fold) in zip(chosen, folded.folds) {
                     let generation = try storage.served(model.name, txn)
@@ -218,8 +223,9 @@ extension ProjectionEngine {
                     ($0.element.subject, order[$0.element.model] ?? 0, $0.offset) < ($1.element.subject, order[$1.element.model] ?? 0, $1.offset)
                 }.map(\.element)
             }
-            let report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
+            var report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
                                        changes: changes, notCompared: notCompared, events: head, caughtUp: 0, foldSeconds: foldSeconds)
+            if compare { report.compareSeconds = (clock.now - comparing).seconds }
             return Folded(report: report, fold: folded, snapshot: head)
         }
     }
