@@ -200,6 +200,25 @@ import Testing
         }
     }
 
+    /// A key the served build holds and the new code no longer does is compared too: its view
+    /// goes from the served state's to an empty state's. (The comparison looks the new states
+    /// up among the served ones, and then the served keys left over.)
+    @Test func aServedKeyTheNewCodeNoLongerHoldsShowsAsAChange() throws {
+        try withStorePath { path in
+            try buildCounting(at: path)
+            do {
+                let ledger = try Ledger(path: path, projections: [Counting.self])
+                defer { ledger.close() }
+                try ledger.append([Make.usage("u2", at: jan1), Make.usage("u3", at: jan31)])
+            }
+            let ledger = try Ledger(path: path, projections: [CountingButNotU2.self])
+            defer { ledger.close() }
+            let report = try ledger.engine.rebuild(dryRun: true, at: feb5)
+            #expect(report.changes == [ViewChange(subject: "u2", model: "counting", field: "count", from: .integer(1), to: .integer(0))])
+            #expect(report.notCompared.isEmpty)
+        }
+    }
+
     /// A state that does not decode under the code version that built it is damage, not an old
     /// encoding: status and a comparing rebuild fail and name the model, instead of leaving it out.
     @Test func aStateThatDoesNotDecodeUnderItsOwnCodeVersionIsDamage() throws {
@@ -266,6 +285,17 @@ enum Counting: Projection {
     static let eventTypes: Set<String> = ["usage.recorded"]
     static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
     static func view(of state: State, at t: Timestamp, policy: Policy) -> View { View(count: state.count) }
+}
+
+/// The same model with changed code: it leaves subject u2 out.
+enum CountingButNotU2: Projection {
+    typealias State = Counting.State
+    static let name = "counting"
+    static let codeVersion: UInt32 = 1
+    static let eventTypes = Counting.eventTypes
+    static func key(for event: RecordedEvent) -> String? { event.subject == "u2" ? nil : event.subject }
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
+    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
 }
 
 /// The same model with changed code: it counts each event twice.
