@@ -93,11 +93,6 @@ final class KeyTable: Sendable {
         }
     }
 
-    /// The number of `key`, or `nil` when no fold has met it.
-    func existingNumber(of key: String) -> Int? {
-        numbering.withLock { $0.numbers[key] }
-    }
-
     /// The keys by number.
     var keys: [String] { numbering.withLock { $0.keys } }
 }
@@ -117,8 +112,6 @@ protocol StateFold: AnyObject {
     /// Every held key (UTF-8) with its encoded state, in key byte order: the order LMDB
     /// stores them, so writing them is an append.
     func encodedStates() -> [(key: [UInt8], state: [UInt8])]
-    /// The encoded state of `key`, or `nil` when no event touched it.
-    func encodedState(of key: String) -> [UInt8]?
     /// Whether a state is held for the key numbered `slot` in `table`.
     func holds(_ slot: Int) -> Bool
     /// Encodes the state held for the key numbered `slot` after the bytes `writer` holds
@@ -211,12 +204,6 @@ final class TypedStates<P: Projection> {
         states.withUnsafeBufferPointer { $0[slot].encode(to: &writer) }
         return true
     }
-
-    /// The state of `key`, or `nil` when none is held.
-    func state(of key: String) -> P.State? {
-        guard let slot = table.existingNumber(of: key), slot < held.count, held[slot] else { return nil }
-        return states[slot]
-    }
 }
 
 /// A `StateFold` over `TypedStates<P>`, its methods closures made where `P` is known: made from
@@ -227,7 +214,6 @@ final class TypedFold: StateFold {
     private let countOf: () -> Int
     private let keysOf: () -> [String]
     private let applyTo: (RecordedEvent, Int, DecodeMemo?, (String) throws -> [UInt8]?) throws -> Void
-    private let encodeOne: (String) -> [UInt8]?
     private let holdsSlot: (Int) -> Bool
     private let encodeSlot: (Int, inout StateWriter) -> Bool
     private let prefetchSlot: (Int) -> Void
@@ -241,7 +227,6 @@ final class TypedFold: StateFold {
             return states.heldSlots.map { keys[$0] }
         }
         applyTo = { event, subject, memo, load in try states.apply(event, subject: subject, memo: memo, load: load) }
-        encodeOne = { key in states.state(of: key)?.encoded }
         holdsSlot = { slot in states.holds(slot) }
         encodeSlot = { slot, writer in states.encodeState(slot, into: &writer) }
         prefetchSlot = { slot in states.prefetch(slot) }
@@ -253,7 +238,6 @@ final class TypedFold: StateFold {
         try applyTo(event, subject, memo, load)
     }
     func encodedStates() -> [(key: [UInt8], state: [UInt8])] { EncodedStates([(self, nil)]).pairs }
-    func encodedState(of key: String) -> [UInt8]? { encodeOne(key) }
     func holds(_ slot: Int) -> Bool { holdsSlot(slot) }
     func encodeState(_ slot: Int, into writer: inout StateWriter) -> Bool { encodeSlot(slot, &writer) }
     func prefetch(_ slot: Int) { prefetchSlot(slot) }
