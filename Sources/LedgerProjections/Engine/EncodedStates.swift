@@ -17,6 +17,15 @@ struct EncodedStates {
         /// Where each entry's stored key begins in `bytes`, where its state begins, and where
         /// it ends.
         var entries: [(key: Int, state: Int, end: Int)] = []
+
+        /// Calls `body` with the stored key (or bare key) and state of each entry in `range`.
+        func forEach(in range: Range<Int>, _ body: (_ key: UnsafeRawBufferPointer, _ state: UnsafeRawBufferPointer) throws -> Void) rethrows {
+            try bytes.withUnsafeBytes { bytes in
+                for entry in entries[range] {
+                    try body(UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state]), UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end]))
+                }
+            }
+        }
     }
 
     let runs: [Run]
@@ -107,13 +116,7 @@ struct EncodedStates {
     /// that another begins with, followed by a byte below the tags, sorts between the other's
     /// states): a writer that appends checks each key (`ProjectionEngine.writeShadows`).
     func forEach(_ body: (_ key: UnsafeRawBufferPointer, _ state: UnsafeRawBufferPointer) throws -> Void) rethrows {
-        for run in runs {
-            try run.bytes.withUnsafeBytes { bytes in
-                for entry in run.entries {
-                    try body(UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state]), UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end]))
-                }
-            }
-        }
+        for run in runs { try run.forEach(in: run.entries.indices, body) }
     }
 
     /// Each entry's key and state as arrays, in `forEach`'s order.

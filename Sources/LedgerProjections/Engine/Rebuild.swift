@@ -352,21 +352,17 @@ extension ProjectionEngine {
                 while next < run.entries.count {
                     let last = min(next + batch, run.entries.count)
                     try storage.env.write { txn in
-                        try run.bytes.withUnsafeBytes { bytes in
-                            for entry in run.entries[next ..< last] {
-                                let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key ..< entry.state])
-                                let state = UnsafeRawBufferPointer(rebasing: bytes[entry.state ..< entry.end])
-                                // The shadow's number is above every other generation's, so each
-                                // key above the last is an append at the end of the tree. A key
-                                // that another begins with, followed by a byte below the tags,
-                                // is not (the runs are in key order, not always in stored order).
-                                if highest.isEmpty || highest.lexicographicallyPrecedes(key) {
-                                    try txn.put(storage.states, key: key, value: state, flags: .append)
-                                    highest.removeAll(keepingCapacity: true)
-                                    highest.append(contentsOf: key)
-                                } else {
-                                    try txn.put(storage.states, key: key, value: state)
-                                }
+                        try run.forEach(in: next ..< last) { key, state in
+                            // The shadow's number is above every other generation's, so each key
+                            // above the last is an append at the end of the tree. A key that
+                            // another begins with, followed by a byte below the tags, is not (the
+                            // runs are in key order, not always in stored order).
+                            if highest.isEmpty || highest.lexicographicallyPrecedes(key) {
+                                try txn.put(storage.states, key: key, value: state, flags: .append)
+                                highest.removeAll(keepingCapacity: true)
+                                highest.append(contentsOf: key)
+                            } else {
+                                try txn.put(storage.states, key: key, value: state)
                             }
                         }
                     }
