@@ -153,6 +153,18 @@ public enum EventRecord {
                              event: LedgerEvent(id: header.id, subject: subject, occurredAt: header.occurredAt, source: header.source, meta: [:], data: data))
     }
 
+    /// What the log's indexes keep of a stored record: its id, subject and subject version,
+    /// read without decoding the rest (the index tail is rebuilt from the log this way).
+    /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
+    public static func indexed(_ record: UnsafeRawBufferPointer, position: UInt64) throws(LedgerError) -> (id: EventID, subject: String, version: UInt64) {
+        var reader = RecordReader(bytes: record, position: position)
+        let header = try reader.header()
+        try reader.lengthPrefixed("type")
+        let subject = try reader.string("subject")
+        let version = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: header.contentEnd, as: UInt64.self))
+        return (header.id, subject, version)
+    }
+
     /// Decodes a whole stored record.
     /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
     public static func decode(_ record: UnsafeRawBufferPointer, position: UInt64) throws(LedgerError) -> StoredEvent {

@@ -38,6 +38,10 @@ public final class EventLog: Sendable {
         public var initialMapSize: Int = 64 << 20
         /// Most events one group commit gathers (a single larger batch still goes in whole).
         public var maxGroupEvents: Int = 16_384
+        /// How many events' id and stream index entries are kept in memory before an append
+        /// puts them into the stored indexes at once (see the README's "Performance"). The
+        /// log closing puts them there too; after a crash they are read back from the log.
+        public var indexTailLimit: Int = 100_000
         /// Open for reading only: no writer thread, no appends.
         public var readOnly = false
         /// The clock that stamps `recordedAt` (tests inject one).
@@ -65,7 +69,7 @@ public final class EventLog: Sendable {
         if options.readOnly { config.flags.insert(.readOnly) }
         do {
             let env = try Environment(path: path, configuration: config)
-            storage = try LogStorage(env: env, clock: options.clock, observer: options.observer)
+            storage = try LogStorage(env: env, clock: options.clock, indexTailLimit: max(options.indexTailLimit, 1), observer: options.observer)
         } catch {
             throw LedgerError.storage(error, doing: "opening the store at \(path)")
         }
@@ -73,7 +77,9 @@ public final class EventLog: Sendable {
             writer = nil
         } else {
             let storage = self.storage
-            writer = try GroupCommitWriter(maxGroupEvents: options.maxGroupEvents) { group in storage.commit(group) }
+            // Closing merges the index tail; should that fail, the next open reads it back from the log.
+            writer = try GroupCommitWriter(maxGroupEvents: options.maxGroupEvents, commit: { group in storage.commit(group) },
+                                           finish: { try? storage.mergeTailNow() })
         }
     }
 
@@ -81,8 +87,8 @@ public final class EventLog: Sendable {
         writer?.close()
     }
 
-    /// Finishes queued appends and stops the writer; later appends throw `.closed`.
-    /// Reads keep working until the log is released.
+    /// Finishes queued appends, puts the index tail into the stored indexes, and stops the
+    /// writer; later appends throw `.closed`. Reads keep working until the log is released.
     public func close() {
         writer?.close()
     }
@@ -181,7 +187,7 @@ public final class EventLog: Sendable {
 
     /// A subject's current version: how many events its stream holds (0 if none).
     public func version(of subject: String) throws(LedgerError) -> UInt64 {
-        try storage.read("reading the version of \(subject)") { txn in try storage.version(of: subject, txn) }
+        try storage.readIndexed("reading the version of \(subject)") { txn in try storage.version(of: subject, txn) }
     }
 
     /// The event at `position`, or `nil`.
@@ -194,7 +200,7 @@ public final class EventLog: Sendable {
 
     /// The event with `id`, or `nil`.
     public func event(id: EventID) throws(LedgerError) -> StoredEvent? {
-        try storage.read("reading event \(id)") { txn in
+        try storage.readIndexed("reading event \(id)") { txn in
             guard let (position, record) = try storage.stored(id, txn) else { return nil }
             return try EventRecord.decode(record, position: position)
         }

@@ -125,7 +125,7 @@ public struct EventSequence: AsyncSequence, Sendable {
 
             case .subject(let subject, let fromVersion):
                 let start = cursor ?? fromVersion
-                let chunk = try storage.read("reading the events of \(subject)") { txn in
+                let chunk = try storage.readIndexed("reading the events of \(subject)") { txn in
                     try storage.streamPositions(of: subject, from: start, limit: limit, txn).map { entry in
                         guard let record = try txn.get(storage.events, key: LogSchema.key(entry.position)) else { throw badKey() }
                         return try EventRecord.decode(record, position: entry.position)

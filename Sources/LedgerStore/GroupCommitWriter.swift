@@ -66,13 +66,16 @@ final class GroupCommitWriter: Sendable {
     private let wakeup = DispatchSemaphore(value: 0)
     private let maxGroupEvents: Int
     private let commit: Commit
+    /// Runs on the writer thread once the queue is closed and empty, before it ends.
+    private let finish: @Sendable () -> Void
     private let thread = Mutex<pthread_t?>(nil)
     private let counters = Mutex(CommitCounters())
 
     /// Starts the writer thread. `commit` runs on it, once per group.
-    init(maxGroupEvents: Int, commit: @escaping Commit) throws(LedgerError) {
+    init(maxGroupEvents: Int, commit: @escaping Commit, finish: @escaping @Sendable () -> Void = {}) throws(LedgerError) {
         self.maxGroupEvents = maxGroupEvents
         self.commit = commit
+        self.finish = finish
         // A joinable pthread rather than Foundation's Thread: `close()` joins it, so when it
         // returns nothing on that thread still holds the store open.
         let box = Unmanaged.passRetained(ThreadBody { [self] in self.run() })
@@ -120,7 +123,10 @@ final class GroupCommitWriter: Sendable {
             while true {
                 let (group, closed) = takeGroup()
                 if group.isEmpty {
-                    if closed { return }
+                    if closed {
+                        finish()
+                        return
+                    }
                     break
                 }
                 let results = commit(group)

@@ -20,7 +20,8 @@ public enum LogSchema {
     /// current version is the end of the last chunk under its prefix.
     public static let streams = "streams"
     /// store-wide values: `format` → u8 layout version; `subjects` → u64 BE count of subjects;
-    /// `policy` → the policy document the store was built with (canonical JSON).
+    /// `indexed` → u64 BE position the stored `ids` and `streams` hold every event through
+    /// (`indexedKey`); `policy` → the policy document the store was built with (canonical JSON).
     public static let meta = "meta"
     /// The `meta` key of the store layout version.
     public static let formatKey = Array("format".utf8)
@@ -36,10 +37,11 @@ public enum LogSchema {
     /// event), 3 packs the id index (layout 2 kept a key per id), 4 lets read models built
     /// together share a generation of `models`, their states tagged (a layout-3 reader would
     /// take such a generation's record for damage). Older layouts are upgraded when the store
-    /// is first opened for writing.
-    public static let storeFormat: UInt8 = 4
+    /// is first opened for writing. 5 keeps the latest events' index entries in memory until
+    /// they are many (`indexedKey`; a layout-4 reader would miss them).
+    public static let storeFormat: UInt8 = 5
     /// The oldest layout this code reads as it is, without the upgrade: layout 3 is layout 4
-    /// with every generation a model's own.
+    /// with every generation a model's own, and layout 4 is layout 5 with every event indexed.
     public static let readableFormat: UInt8 = 3
 
     /// A u64 as 8 big-endian bytes.

@@ -12,14 +12,17 @@ struct LogStorage: Sendable {
     let clock: @Sendable () -> Timestamp
     /// Runs inside every append's write transaction (the projection engine), if any.
     let observer: (any CommitObserver)?
+    /// The id and stream index entries of the events after the stored indexes' position.
+    let tails: IndexTails
 
     /// The chain's hash before position 1.
     static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
 
-    init(env: Environment, clock: @escaping @Sendable () -> Timestamp,
+    init(env: Environment, clock: @escaping @Sendable () -> Timestamp, indexTailLimit: Int,
          observer makeObserver: (@Sendable (Environment) throws -> any CommitObserver)?) throws {
         self.env = env
         self.clock = clock
+        tails = IndexTails(limit: indexTailLimit)
         let readOnly = env.configuration.flags.contains(.readOnly)
         let flags: Database.Flags = readOnly ? [] : [.create]
         do {
@@ -47,6 +50,11 @@ struct LogStorage: Sendable {
                 // Layouts 1 and 2 kept an id index key per id; layout 3 packs them (`IDIndex`).
                 // A new store gets its empty index here too. Layout 3 → 4 rewrites nothing.
                 if format.map({ $0 < 3 }) ?? true { try Self.indexIDsByHash(events: events, txn) }
+                // Layout 5 keeps the latest events' index entries in memory (`IndexTail`) and
+                // records the position the stored indexes hold every event through; older
+                // layouts' indexes hold every event.
+                let head = try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } } ?? 0
+                try txn.put(meta, key: LogSchema.indexedKey, value: LogSchema.key(head))
                 try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
             }
         }
@@ -78,6 +86,8 @@ struct LogStorage: Sendable {
         var recordedAt: Timestamp
         /// Subjects with at least one event, counting those this transaction adds.
         var subjects: UInt64 = 0
+        /// The index entries of the events this transaction adds (see `IndexTail`).
+        var pending = IndexTail(base: 0)
     }
 
     /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
@@ -103,24 +113,62 @@ struct LogStorage: Sendable {
 
     // MARK: Commit (writer thread only)
 
-    /// One write transaction of appends, as both append paths run it: reads the head and the
-    /// subject count, opens the observer's session, lets `body` write, then records the subject
-    /// count and finishes the session before the commit; tells the observer after it.
+    /// One write transaction of appends, as both append paths run it: brings the index tail
+    /// up to the store and reads the head and the subject count, opens the observer's session,
+    /// lets `body` write, then records the subject count, merges the index tail into the stored
+    /// indexes if it has grown to its limit (`IndexTail`), and finishes the session before the
+    /// commit. After it, adds the transaction's index entries to the tail and tells the observer.
     private func writeAppends<R>(_ body: (borrowing Transaction, inout Head, (any CommitSession)?) throws -> R) throws -> R {
+        var written: (pending: IndexTail, merged: Bool)?
         let (result, last) = try env.write { txn in
-            var head = try head(txn)
-            head.subjects = try subjectCount(txn)
-            let subjectsBefore = head.subjects
-            let session = try observer?.begin(txn, head: head.position)
-            let result = try body(txn, &head, session)
-            if head.subjects != subjectsBefore {
-                try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
+            try tails.withExclusive { try syncTail(txn) }
+            return try tails.withShared {
+                var head = try head(txn)
+                head.subjects = try subjectCount(txn)
+                head.pending = IndexTail(base: head.position)
+                let subjectsBefore = head.subjects
+                let session = try observer?.begin(txn, head: head.position)
+                let result = try body(txn, &head, session)
+                if head.subjects != subjectsBefore {
+                    try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
+                }
+                let merged = tails.tail.count + head.pending.count >= tails.limit
+                if merged { try mergeTail(head.pending, through: head.position, txn) }
+                try session?.finish(txn)
+                written = (head.pending, merged)
+                return (result, head.position)
             }
-            try session?.finish(txn)
-            return (result, head.position)
         }
+        if let written { absorb(written.pending, merged: written.merged, head: last) }
         observer?.committed(head: last)
         return result
+    }
+
+    /// After a write transaction that committed through `head`: its index entries join the
+    /// tail, or the tail starts over empty if the transaction merged it. Unless a reader has
+    /// already brought the tail past it from the log.
+    private func absorb(_ pending: IndexTail, merged: Bool, head: UInt64) {
+        tails.withExclusive {
+            if merged {
+                if tails.tail.base < head { tails.tail = IndexTail(base: head) }
+            } else if tails.tail.head == pending.base {
+                tails.tail.absorb(pending)
+            }
+        }
+    }
+
+    /// Merges the index tail into the stored indexes in a write transaction of its own (when
+    /// the log closes, so that the next process to open it starts with an empty tail).
+    func mergeTailNow() throws {
+        let head = try env.write { txn in
+            try tails.withExclusive { try syncTail(txn) }
+            return try tails.withShared {
+                let head = try self.head(txn).position
+                if tails.tail.count > 0 { try mergeTail(IndexTail(base: head), through: head, txn) }
+                return head
+            }
+        }
+        absorb(IndexTail(base: head), merged: true, head: head)
     }
 
     /// Writes a group of batches in one transaction. Each batch succeeds or fails on its own;
@@ -155,7 +203,6 @@ struct LogStorage: Sendable {
         let drafts = append.drafts
         // Each event is encoded once; its version and recordedAt are stamped in when written.
         var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
-        var idHashes = [UInt64](repeating: 0, count: drafts.count)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstIndex: [EventID: Int] = [:]
         var fresh: [Int] = []
@@ -171,8 +218,7 @@ struct LogStorage: Sendable {
                 continue
             }
             firstIndex[id] = i
-            idHashes[i] = IDIndex.hash(id)
-            switch try lookUp(id, hash: idHashes[i], content: EventRecord.content(ofUnhashed: records[i]), txn) {
+            switch try lookUp(id, content: EventRecord.content(ofUnhashed: records[i]), txn, pending: head.pending) {
             case .absent:
                 fresh.append(i)
             case .same(let position):
@@ -188,7 +234,7 @@ struct LogStorage: Sendable {
         var versions: [String: UInt64] = [:]
         func current(_ subject: String) throws -> UInt64 {
             if let v = versions[subject] { return v }
-            let v = try version(of: subject, txn)
+            let v = try version(of: subject, txn, pending: head.pending)
             versions[subject] = v
             return v
         }
@@ -209,7 +255,7 @@ struct LogStorage: Sendable {
         // 3. Writes.
         for i in fresh {
             let draft = drafts[i]
-            let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
+            let written = try write(&records[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -224,11 +270,12 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], idHash: UInt64, draft: EventDraft, data: EventData,
+    private func write(_ record: inout [UInt8], draft: EventDraft, data: EventData,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
+        guard head.position < IDIndex.maxPosition else { throw IDIndexFull(position: head.position + 1) }
         head.position += 1
-        let version = try appendToStream(draft.subject, position: head.position, txn)
+        let version = try self.version(of: draft.subject, txn, pending: head.pending) + 1
         if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
         var hasher = SHA256()
@@ -238,7 +285,7 @@ struct LogStorage: Sendable {
         record.append(contentsOf: hash)
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
-        try index(hash: idHash, at: head.position, txn)
+        head.pending.add(id: draft.id, subject: draft.subject, version: version, position: head.position)
         head.hash = hash
         head.recordedAt = recordedAt
         try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)
@@ -252,9 +299,10 @@ struct LogStorage: Sendable {
         case different(position: UInt64)
     }
 
-    /// Looks up `id` (whose `IDIndex.hash` is `hash`) and compares the stored event's content with `content`.
-    private func lookUp(_ id: EventID, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction) throws -> StoredID {
-        guard let (position, record) = try stored(id, hash: hash, txn) else { return .absent }
+    /// Looks up `id` (among the stored events and the transaction's `pending` ones) and
+    /// compares the stored event's content with `content`.
+    private func lookUp(_ id: EventID, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, pending: IndexTail) throws -> StoredID {
+        guard let (position, record) = try stored(id, txn, pending: pending) else { return .absent }
         guard let storedContent = EventRecord.content(ofRecord: record) else {
             throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(id), is damaged; run `ledger verify`")
         }
@@ -305,8 +353,7 @@ struct LogStorage: Sendable {
                     }
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
-                let idHash = IDIndex.hash(draft.id)
-                switch try lookUp(draft.id, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn) {
+                switch try lookUp(draft.id, content: EventRecord.content(ofUnhashed: record), txn, pending: head.pending) {
                 case .absent:
                     break
                 case .same(let position):
@@ -319,7 +366,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idHash: idHash, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+                let written = try write(&record, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -68,12 +68,12 @@ extension EventLog {
     public func verify(chunkSize: Int = 4096, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
         var state = VerifyState()
         while true {
-            let (count, problem) = try storage.read("verifying") { txn in try state.checkChunk(storage, txn, limit: chunkSize) }
+            let (count, problem) = try storage.readIndexed("verifying") { txn in try state.checkChunk(storage, txn, limit: chunkSize) }
             if let problem { return VerifyReport(eventsChecked: state.checked, problem: problem) }
             progress?(state.checked)
             if count < chunkSize { break }
         }
-        let problem = try storage.read("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
+        let problem = try storage.readIndexed("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
         return VerifyReport(eventsChecked: state.checked, problem: problem)
     }
 }
@@ -152,17 +152,19 @@ private struct VerifyState {
         return nil
     }
 
-    /// In one snapshot: each index holds exactly one entry per event, and the subjects table
-    /// matches the streams. Entries beyond the checked head (appended since) are allowed.
+    /// In one snapshot: each stored index holds exactly one entry per event through the
+    /// position it is complete through (the later ones are in the index tail, which the walk
+    /// checked), and the subjects table matches the streams. Entries beyond the checked head
+    /// (appended since) are allowed.
     mutating func checkTotals(_ s: LogStorage, _ txn: borrowing Transaction) throws -> VerifyProblem? {
         let head = try s.head(txn).position
-        let events = UInt64(try txn.count(s.events))
+        let indexed = try s.indexedThrough(txn, head: head)
         let ids = UInt64(try txn.count(s.ids))
-        if ids != events {
-            return try findStrayID(s, txn, head: head)
-                ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for \(events) events")
+        if ids != indexed {
+            return try findStrayID(s, txn, head: indexed)
+                ?? VerifyProblem(kind: .idIndex, position: nil, message: "the id index has \(ids) entries for the \(indexed) events it should hold")
         }
-        if let problem = try checkStreamTotal(s, txn, head: head, events: events) { return problem }
+        if let problem = try checkStreamTotal(s, txn, head: indexed, events: indexed) { return problem }
         // The subject count can be compared only when nothing was appended since the walk.
         guard head == checked else { return nil }
         let stored = try s.subjectCount(txn)

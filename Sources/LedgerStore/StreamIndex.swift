@@ -122,8 +122,16 @@ extension LogStorage {
         LedgerError(.corruptRecord, "an entry of the stream index is damaged; run `ledger verify`")
     }
 
-    /// A subject's last version (0 if it has no events): the end of its last chunk, found with one seek.
-    func version(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
+    /// A subject's last version (0 if it has no events): from the index tail (or a write
+    /// transaction's `pending` entries) when they hold events of it, else the end of its last
+    /// stored chunk, found with one seek.
+    func version(of subject: String, _ txn: borrowing Transaction, pending: IndexTail? = nil) throws -> UInt64 {
+        if let version = tails.version(of: subject, pending: pending) { return version }
+        return try storedVersion(of: subject, txn)
+    }
+
+    /// A subject's last version in the stored index.
+    private func storedVersion(of subject: String, _ txn: borrowing Transaction) throws -> UInt64 {
         try txn.withCursor(streams) { cursor in
             guard let (entry, first) = try seekLastChunk(cursor, subject, LogSchema.streamPrefix(subject)) else { return 0 }
             guard let summary = StreamChunk.summary(entry.value) else { throw StreamIndexDamage(subject: subject) }
@@ -131,35 +139,62 @@ extension LogStorage {
         }
     }
 
-    /// Records `position` as the next version of `subject`'s stream and returns that version:
-    /// the next in the subject's last chunk (rewritten in place, with the one seek that finds
-    /// it), or the first of a new chunk when that one is full or the subject is new.
-    func appendToStream(_ subject: String, position: UInt64, _ txn: borrowing Transaction) throws -> UInt64 {
+    /// Records `positions` as `subject`'s versions after `before` in the stored index, which
+    /// must end at `before`: the last chunk filled (rewritten in place), then new chunks of up
+    /// to `StreamChunk.capacity`.
+    func appendToStream(_ subject: String, after before: UInt64, positions: [UInt64], _ txn: borrowing Transaction) throws {
         let prefix = LogSchema.streamPrefix(subject)
-        return try txn.withCursor(streams) { cursor in
-            var version: UInt64 = 1
+        try txn.withCursor(streams) { cursor in
+            var rest = positions[...]
+            var version = before + 1
             if let (entry, first) = try seekLastChunk(cursor, subject, prefix) {
-                guard let summary = StreamChunk.summary(entry.value), position > summary.last else { throw StreamIndexDamage(subject: subject) }
-                version = first + UInt64(summary.count)
+                guard let summary = StreamChunk.summary(entry.value), first + UInt64(summary.count) - 1 == before,
+                      let next = rest.first, next > summary.last
+                else { throw StreamIndexDamage(subject: subject) }
                 if summary.count < StreamChunk.capacity {
                     // Copied first: the entry's bytes live in the page the put rewrites.
                     let key = Array(entry.key)
                     var packed = Array(entry.value)
-                    packed.appendVarint(position - summary.last)
+                    var last = summary.last
+                    for position in rest.prefix(StreamChunk.capacity - summary.count) {
+                        packed.appendVarint(position - last)
+                        last = position
+                        version += 1
+                    }
+                    rest = rest.dropFirst(StreamChunk.capacity - summary.count)
                     try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .current) } }
-                    return version
                 }
+            } else if before != 0 {
+                throw StreamIndexDamage(subject: subject)
             }
-            let key = prefix + LogSchema.key(version)
-            let packed = StreamChunk(first: version, positions: [position]).packed
-            try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .noOverwrite) } }
-            return version
+            while !rest.isEmpty {
+                let run = Array(rest.prefix(StreamChunk.capacity))
+                rest = rest.dropFirst(run.count)
+                let key = prefix + LogSchema.key(version)
+                let packed = StreamChunk(first: version, positions: run).packed
+                try key.withUnsafeBytes { k in try packed.withUnsafeBytes { v in try cursor.put(key: k, value: v, flags: .noOverwrite) } }
+                version += UInt64(run.count)
+            }
         }
     }
 
-    /// The positions of `subject`'s versions from `start` on, at most `limit` of them, in order.
+    /// The positions of `subject`'s versions from `start` on, at most `limit` of them, in
+    /// order: the stored index's, then the index tail's.
     func streamPositions(of subject: String, from start: UInt64, limit: Int,
                          _ txn: borrowing Transaction) throws -> [(version: UInt64, position: UInt64)] {
+        var out = try storedPositions(of: subject, from: start, limit: limit, txn)
+        if let tail = tails.tail.streams[subject] {
+            for (offset, position) in tail.positions.enumerated() where out.count < limit {
+                let version = tail.before + 1 + UInt64(offset)
+                if version >= start { out.append((version, position)) }
+            }
+        }
+        return out
+    }
+
+    /// The positions of `subject`'s versions from `start` on in the stored index.
+    private func storedPositions(of subject: String, from start: UInt64, limit: Int,
+                                 _ txn: borrowing Transaction) throws -> [(version: UInt64, position: UInt64)] {
         let prefix = LogSchema.streamPrefix(subject)
         let startKey = LogSchema.streamKey(subject, version: max(start, 1))
         return try txn.withCursor(streams) { cursor in

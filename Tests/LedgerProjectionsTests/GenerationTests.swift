@@ -160,7 +160,7 @@ import Testing
                 try txn.get(try #require(try txn.openDatabase(LogSchema.meta, flags: [])), key: LogSchema.formatKey).map { Array($0) }
             }
             #expect(format == [LogSchema.storeFormat])
-            #expect(LogSchema.storeFormat == 4)
+            #expect(LogSchema.storeFormat == 5)
             #expect(try ledger.engine.statuses().map { $0.served?.id } == [2, 3, 4])
             #expect(try ledger.engine.verify() == [])
         }

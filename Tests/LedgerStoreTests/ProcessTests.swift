@@ -36,6 +36,11 @@ import Testing
                 let log = try EventLog(path: path)
                 let report = try log.verify()
                 #expect(report.isValid, "run \(run): \(report.problem.map(String.init(describing:)) ?? "")")
+                // The child never closed its log: its latest index entries were only in its
+                // memory (the index tail), and are read back from the log.
+                for batch in acked {
+                    #expect(try log.event(id: EventID(high: batch, low: UInt64(Self.batchSize - 1)))?.id.high == batch, "run \(run): batch \(batch) by id")
+                }
                 try log.events(from: checkedThrough + 1).forEach { event in
                     perBatch[event.id.high, default: 0] += 1
                     checkedThrough = event.position

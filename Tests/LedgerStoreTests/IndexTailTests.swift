@@ -1,0 +1,144 @@
+import LMDB
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import PropertyBased
+import Testing
+
+/// Store layout 5: the id and stream index entries of the latest events stay in memory (the
+/// index tail) until `indexTailLimit` events gather, then go into the stored indexes inside
+/// the append that reaches the limit, and when the log closes.
+@Suite struct IndexTailTests {
+    /// A log whose tail is merged once it holds `limit` events.
+    static func log(_ path: String, limit: Int) throws -> EventLog {
+        var options = EventLog.Options()
+        options.indexTailLimit = limit
+        return try EventLog(path: path, options: options)
+    }
+
+    /// The position the stored indexes are complete through, and how many entries the stored
+    /// id index holds, as the open log's environment sees them.
+    static func stored(_ log: EventLog) throws -> (indexed: UInt64?, ids: Int) {
+        let env = log.environment
+        let meta = try env.openDatabase(LogSchema.meta, flags: [])
+        let ids = try env.openDatabase(LogSchema.ids, flags: LogSchema.idsFlags)
+        return try env.read { txn in
+            (try txn.get(meta, key: LogSchema.indexedKey).flatMap(LogSchema.integer), try txn.count(ids))
+        }
+    }
+
+    @Test func theLatestEventsAreFoundByIdAndSubjectBeforeTheStoredIndexesHoldThem() throws {
+        try withStorePath { path in
+            let drafts = (0..<200).map { draft("user-\($0 % 3)", $0) }
+            let log = try Self.log(path, limit: 50)
+            for start in stride(from: 0, to: 200, by: 20) { try log.append(Array(drafts[start ..< start + 20])) }
+            // Merged by the 3rd, 6th and 9th batch (40 + 20 ≥ 50): the 10th is in the tail.
+            #expect(try Self.stored(log) == (180, 180))
+            for (index, draft) in drafts.enumerated() {
+                #expect(try log.event(id: draft.id)?.position == UInt64(index + 1))
+            }
+            for subject in 0..<3 {
+                let positions = try log.events(subject: "user-\(subject)", chunkSize: 7).collect().map(\.position)
+                #expect(positions == Array(stride(from: UInt64(subject + 1), through: 200, by: 3)))
+                #expect(try log.version(of: "user-\(subject)") == UInt64(positions.count))
+            }
+            // The tail's events are duplicates like any other, and the next versions follow them.
+            let again = try log.append(Array(drafts[170 ..< 200]))
+            #expect(again.duplicates == 30)
+            let next = try log.append([draft("user-0", 1_000)])
+            #expect(next.outcomes == [.appended(position: 201, version: 68)])
+            #expect(try log.verify().isValid)
+            log.close()
+            #expect(try Self.stored(log) == (201, 201))
+        }
+    }
+
+    /// However often the tail is merged (at every append, every 333 events, only when the log
+    /// closes), the stored indexes end up the same, byte for byte: the layout's entries for
+    /// every event.
+    @Test func mergingTheTailAtOnceWritesTheSameIndexesAsMergingEveryAppend() async {
+        await propertyCheck(count: 12, input: Gen.uint64()) { seed in
+            var generator = SplitMix64(seed: seed)
+            // Some subjects with more events than one stream chunk holds (128).
+            let drafts = (0..<700).map { n in draft("s\(generator.next() % (generator.next() % 2 == 0 ? 3 : 40))", n) }
+            var stores: [[[(key: [UInt8], value: [UInt8])]]] = []
+            for limit in [1, 333, 1_000_000] {
+                try withStorePath { path in
+                    let log = try Self.log(path, limit: limit)
+                    var start = 0
+                    while start < drafts.count {
+                        let size = Int(generator.next() % 90) + 1
+                        try log.append(Array(drafts[start ..< min(start + size, drafts.count)]))
+                        start += size
+                    }
+                    #expect(try log.verify().isValid, "seed \(seed), limit \(limit)")
+                    log.close()
+                    stores.append([try entries(of: LogSchema.ids, flags: LogSchema.idsFlags, at: path), try entries(of: LogSchema.streams, at: path)])
+                }
+            }
+            // What layout 5 stores once merged, whenever that was: one id entry per event,
+            // sorted; each subject's positions in runs of 128 from versions 1, 129, …, each
+            // run's first position whole and the others as differences, in LEB128.
+            let ids = drafts.enumerated().map { LogSchema.idEntry($1.id, position: UInt64($0 + 1)) }
+                .sorted { $0.lexicographicallyPrecedes($1) }.map { (key: LogSchema.idKey, value: $0) }
+            var positions: [String: [UInt64]] = [:]
+            for (index, draft) in drafts.enumerated() { positions[draft.subject, default: []].append(UInt64(index + 1)) }
+            let streams = positions.flatMap { subject, positions in
+                stride(from: 0, to: positions.count, by: 128).map { start in
+                    let run = positions[start ..< min(start + 128, positions.count)]
+                    var value: [UInt8] = []
+                    var previous: UInt64 = 0
+                    for position in run {
+                        value.appendVarint(position - previous)
+                        previous = position
+                    }
+                    return (key: LogSchema.streamKey(subject, version: UInt64(start + 1)), value: value)
+                }
+            }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            for (limit, store) in zip([1, 333, 1_000_000], stores) {
+                for (index, (name, expected)) in [("ids", ids), ("streams", streams)].enumerated() {
+                    #expect(store[index].map(\.key) == expected.map(\.key), "seed \(seed), limit \(limit): \(name)")
+                    #expect(store[index].map(\.value) == expected.map(\.value), "seed \(seed), limit \(limit): \(name)")
+                }
+            }
+        }
+    }
+
+    /// A store whose stored indexes another process has brought past this process's tail
+    /// (it appended and closed): the tail drops what they now hold, and every event is found
+    /// once, whether this process, the other or both indexed it.
+    @Test func aTailMergedByAnotherProcessIsDroppedNotCountedTwice() throws {
+        try withStorePath { path in
+            let log = try Self.log(path, limit: 1_000_000)
+            defer { log.close() }
+            let mine = (0..<30).map { draft("subject-0", $0) }
+            try log.append(mine)
+            #expect(try Self.stored(log) == (0, 0))
+            let child = try Child(["append-many", path, "500"])
+            let (status, lines) = child.finish()
+            #expect(status == 0 && lines.contains("done"))
+            #expect(try Self.stored(log) == (530, 530))
+            // The child's 500 events are five batches of 100, batch n of subject-n.
+            #expect(try log.version(of: "subject-0") == 30 + 100)
+            #expect(try log.events(subject: "subject-0").collect().map(\.version) == Array(1...130))
+            #expect(try log.event(id: mine[29].id)?.position == 30)
+            #expect(try log.event(id: EventID(high: 4, low: 99))?.position == 530)
+            let next = try log.append([draft("subject-0", 99)])
+            #expect(next.outcomes == [.appended(position: 531, version: 131)])
+            #expect(try log.verify().isValid)
+        }
+    }
+
+    /// A deterministic generator for the property's inputs.
+    struct SplitMix64 {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+}
