@@ -83,7 +83,7 @@ public final class Environment: @unchecked Sendable {
     public let path: String
     /// The configuration it was opened with.
     public let configuration: Configuration
-    let resizeLock = ResizeLock()
+    let resizeLock = ReadWriteLock()
     private let growthCount = Mutex(0)
     private let adoptionCount = Mutex(0)
     private let pageSize: Int
@@ -413,7 +413,7 @@ final class WriteState {
     var droppedDatabase = false
 }
 
-extension ResizeLock {
+extension ReadWriteLock {
     /// Drops one shared hold, runs `body`, and takes the shared hold again.
     func releaseSharedTemporarily<E: Error>(_ body: () throws(E) -> Void) throws(E) {
         unlockShared()

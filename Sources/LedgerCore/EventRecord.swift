@@ -162,6 +162,7 @@ public enum EventRecord {
         try reader.lengthPrefixed("type")
         let subject = try reader.string("subject")
         let version = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: header.contentEnd, as: UInt64.self))
+        guard version > 0 else { throw reader.corrupt("subject version 0") }
         return (header.id, subject, version)
     }
 

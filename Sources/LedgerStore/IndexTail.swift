@@ -1,4 +1,3 @@
-import Glibc
 import LMDB
 import LedgerCore
 
@@ -14,7 +13,7 @@ import LedgerCore
 /// closed), where each page takes many entries at once.
 ///
 /// Nothing is lost in a crash: the log is durable and holds every event the tail holds, so a
-/// tail is rebuilt from the log (`sync`) when a store is opened, and whenever another process
+/// tail is rebuilt from the log (`syncTail`) when a store is opened, and whenever another process
 /// has appended or merged since. Every lookup consults the tail, then the stored index.
 struct IndexTail {
     /// The stored indexes hold every event through `base`.
@@ -91,7 +90,7 @@ struct TailStream {
 final class IndexTails: @unchecked Sendable {
     // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
     // exclusively.
-    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+    private let lock = ReadWriteLock()
     @exclusivity(unchecked) var tail: IndexTail
     /// The tail's size at which an append merges it into the stored indexes.
     let limit: Int
@@ -99,27 +98,10 @@ final class IndexTails: @unchecked Sendable {
     init(limit: Int) {
         self.limit = limit
         tail = IndexTail(base: 0)
-        lock = .allocate(capacity: 1)
-        lock.initialize(to: pthread_rwlock_t())
-        pthread_rwlock_init(lock, nil)
     }
 
-    deinit {
-        pthread_rwlock_destroy(lock)
-        lock.deallocate()
-    }
-
-    func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        pthread_rwlock_rdlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
-
-    func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        pthread_rwlock_wrlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
+    func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withShared(body) }
+    func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withExclusive(body) }
 
     /// The position of the event with `id` after the stored index's position, if the tail or
     /// (for a write transaction) its own `pending` entries hold it.
@@ -128,9 +110,10 @@ final class IndexTails: @unchecked Sendable {
         return tail.ids[id]
     }
 
-    /// `subject`'s version, if the tail or `pending` holds events of it.
-    func version(of subject: String, pending: IndexTail?) -> UInt64? {
-        pending?.streams[subject]?.version ?? tail.streams[subject]?.version
+    /// `subject`'s version, if `pending` or (when `tail`) the tail holds events of it.
+    func version(of subject: String, pending: IndexTail?, tail includeTail: Bool = true) -> UInt64? {
+        if let version = pending?.streams[subject]?.version { return version }
+        return includeTail ? tail.streams[subject]?.version : nil
     }
 }
 
@@ -161,8 +144,7 @@ extension LogStorage {
     }
 
     /// Brings the tail to what `txn` sees: drops what another process merged into the stored
-    /// indexes, and adds the events appended since from the log. Under the exclusive lock, or
-    /// on the writer thread inside its write transaction.
+    /// indexes, and adds the events appended since from the log. Under the exclusive lock.
     func syncTail(_ txn: borrowing Transaction) throws {
         let head = try head(txn).position
         let base = try indexedThrough(txn, head: head)
@@ -209,10 +191,11 @@ extension LogStorage {
         }
     }
 
-    /// Puts the tail's entries and a write transaction's `pending` ones into the stored
-    /// indexes, in key order, and records `head` as indexed. In that transaction.
-    func mergeTail(_ pending: IndexTail, through head: UInt64, _ txn: borrowing Transaction) throws {
-        var tail = tails.tail
+    /// Puts `tail`'s entries (the shared tail's, unless the transaction merged them already)
+    /// and a write transaction's `pending` ones into the stored indexes, in key order, and
+    /// records `head` as indexed. In that transaction.
+    func mergeTail(_ tail: IndexTail?, _ pending: IndexTail, through head: UInt64, _ txn: borrowing Transaction) throws {
+        var tail = tail ?? IndexTail(base: pending.base)
         tail.absorb(pending)
         guard tail.head == head else {
             throw LedgerError(.storage, "the index tail ends at \(tail.head), the log at \(head); this is a bug in the ledger")

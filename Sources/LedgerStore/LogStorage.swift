@@ -86,8 +86,12 @@ struct LogStorage: Sendable {
         var recordedAt: Timestamp
         /// Subjects with at least one event, counting those this transaction adds.
         var subjects: UInt64 = 0
-        /// The index entries of the events this transaction adds (see `IndexTail`).
+        /// The index entries of the events this transaction adds (see `IndexTail`) since it
+        /// last merged them.
         var pending = IndexTail(base: 0)
+        /// This transaction has merged the tail (and its own entries then) into the stored
+        /// indexes: the tail's versions are out of date for it.
+        var tailMerged = false
     }
 
     /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
@@ -118,7 +122,7 @@ struct LogStorage: Sendable {
     /// lets `body` write, then records the subject count, merges the index tail into the stored
     /// indexes if it has grown to its limit (`IndexTail`), and finishes the session before the
     /// commit. After it, adds the transaction's index entries to the tail and tells the observer.
-    private func writeAppends<R>(_ body: (borrowing Transaction, inout Head, (any CommitSession)?) throws -> R) throws -> R {
+    private func writeAppends<R>(closing: Bool = false, _ body: (borrowing Transaction, inout Head, (any CommitSession)?) throws -> R) throws -> R {
         var written: (pending: IndexTail, merged: Bool)?
         let (result, last) = try env.write { txn in
             try tails.withExclusive { try syncTail(txn) }
@@ -132,10 +136,9 @@ struct LogStorage: Sendable {
                 if head.subjects != subjectsBefore {
                     try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
                 }
-                let merged = tails.tail.count + head.pending.count >= tails.limit
-                if merged { try mergeTail(head.pending, through: head.position, txn) }
+                try mergeIfFull(&head, closing: closing, txn)
                 try session?.finish(txn)
-                written = (head.pending, merged)
+                written = (head.pending, head.tailMerged)
                 return (result, head.position)
             }
         }
@@ -144,13 +147,27 @@ struct LogStorage: Sendable {
         return result
     }
 
+    /// Merges the tail (unless this transaction already has) and the transaction's pending
+    /// entries into the stored indexes once they hold `limit` events, or any when `closing`;
+    /// the pending entries start over. Called after every event written, so that a streamed
+    /// batch of any size keeps a bounded tail.
+    private func mergeIfFull(_ head: inout Head, closing: Bool = false, _ txn: borrowing Transaction) throws {
+        let held = (head.tailMerged ? 0 : tails.tail.count) + head.pending.count
+        guard closing ? held > 0 : held >= tails.limit else { return }
+        try mergeTail(head.tailMerged ? nil : tails.tail, head.pending, through: head.position, txn)
+        head.tailMerged = true
+        head.pending = IndexTail(base: head.position)
+    }
+
     /// After a write transaction that committed through `head`: its index entries join the
-    /// tail, or the tail starts over empty if the transaction merged it. Unless a reader has
-    /// already brought the tail past it from the log.
+    /// tail, or, if it merged the tail, start it over. Unless a reader has already brought the
+    /// tail past it from the log.
     private func absorb(_ pending: IndexTail, merged: Bool, head: UInt64) {
         tails.withExclusive {
             if merged {
-                if tails.tail.base < head { tails.tail = IndexTail(base: head) }
+                guard tails.tail.base < pending.base else { return }
+                tails.tail = IndexTail(base: pending.base)
+                tails.tail.absorb(pending)
             } else if tails.tail.head == pending.base {
                 tails.tail.absorb(pending)
             }
@@ -160,15 +177,7 @@ struct LogStorage: Sendable {
     /// Merges the index tail into the stored indexes in a write transaction of its own (when
     /// the log closes, so that the next process to open it starts with an empty tail).
     func mergeTailNow() throws {
-        let head = try env.write { txn in
-            try tails.withExclusive { try syncTail(txn) }
-            return try tails.withShared {
-                let head = try self.head(txn).position
-                if tails.tail.count > 0 { try mergeTail(IndexTail(base: head), through: head, txn) }
-                return head
-            }
-        }
-        absorb(IndexTail(base: head), merged: true, head: head)
+        _ = try writeAppends(closing: true) { _, _, _ in () }
     }
 
     /// Writes a group of batches in one transaction. Each batch succeeds or fails on its own;
@@ -234,7 +243,7 @@ struct LogStorage: Sendable {
         var versions: [String: UInt64] = [:]
         func current(_ subject: String) throws -> UInt64 {
             if let v = versions[subject] { return v }
-            let v = try version(of: subject, txn, pending: head.pending)
+            let v = try version(of: subject, txn, pending: head.pending, tail: !head.tailMerged)
             versions[subject] = v
             return v
         }
@@ -275,7 +284,7 @@ struct LogStorage: Sendable {
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         guard head.position < IDIndex.maxPosition else { throw IDIndexFull(position: head.position + 1) }
         head.position += 1
-        let version = try self.version(of: draft.subject, txn, pending: head.pending) + 1
+        let version = try self.version(of: draft.subject, txn, pending: head.pending, tail: !head.tailMerged) + 1
         if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
         var hasher = SHA256()
@@ -286,6 +295,7 @@ struct LogStorage: Sendable {
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
         head.pending.add(id: draft.id, subject: draft.subject, version: version, position: head.position)
+        try mergeIfFull(&head, txn)
         head.hash = hash
         head.recordedAt = recordedAt
         try session?.written(StoredEvent(position: head.position, version: version, recordedAt: recordedAt, hash: hash, draft: draft), data: data, txn)

@@ -122,11 +122,11 @@ extension LogStorage {
         LedgerError(.corruptRecord, "an entry of the stream index is damaged; run `ledger verify`")
     }
 
-    /// A subject's last version (0 if it has no events): from the index tail (or a write
-    /// transaction's `pending` entries) when they hold events of it, else the end of its last
-    /// stored chunk, found with one seek.
-    func version(of subject: String, _ txn: borrowing Transaction, pending: IndexTail? = nil) throws -> UInt64 {
-        if let version = tails.version(of: subject, pending: pending) { return version }
+    /// A subject's last version (0 if it has no events): from a write transaction's `pending`
+    /// entries or the index tail (unless `tail` is false: the transaction merged it) when they
+    /// hold events of it, else the end of its last stored chunk, found with one seek.
+    func version(of subject: String, _ txn: borrowing Transaction, pending: IndexTail? = nil, tail: Bool = true) throws -> UInt64 {
+        if let version = tails.version(of: subject, pending: pending, tail: tail) { return version }
         return try storedVersion(of: subject, txn)
     }
 

@@ -29,28 +29,59 @@ import Testing
 
     @Test func theLatestEventsAreFoundByIdAndSubjectBeforeTheStoredIndexesHoldThem() throws {
         try withStorePath { path in
-            let drafts = (0..<200).map { draft("user-\($0 % 3)", $0) }
+            let drafts = (0..<180).map { draft("user-\($0 % 3)", $0) }
             let log = try Self.log(path, limit: 50)
-            for start in stride(from: 0, to: 200, by: 20) { try log.append(Array(drafts[start ..< start + 20])) }
-            // Merged by the 3rd, 6th and 9th batch (40 + 20 ≥ 50): the 10th is in the tail.
-            #expect(try Self.stored(log) == (180, 180))
+            for start in stride(from: 0, to: 180, by: 20) { try log.append(Array(drafts[start ..< start + 20])) }
+            // Merged at the 50th, 100th and 150th event, inside the batches that reached them:
+            // the last 30 are in the tail.
+            #expect(try Self.stored(log) == (150, 150))
             for (index, draft) in drafts.enumerated() {
                 #expect(try log.event(id: draft.id)?.position == UInt64(index + 1))
             }
             for subject in 0..<3 {
                 let positions = try log.events(subject: "user-\(subject)", chunkSize: 7).collect().map(\.position)
-                #expect(positions == Array(stride(from: UInt64(subject + 1), through: 200, by: 3)))
+                #expect(positions == Array(stride(from: UInt64(subject + 1), through: 180, by: 3)))
                 #expect(try log.version(of: "user-\(subject)") == UInt64(positions.count))
             }
             // The tail's events are duplicates like any other, and the next versions follow them.
-            let again = try log.append(Array(drafts[170 ..< 200]))
-            #expect(again.duplicates == 30)
+            let again = try log.append(Array(drafts[160 ..< 180]))
+            #expect(again.duplicates == 20)
             let next = try log.append([draft("user-0", 1_000)])
-            #expect(next.outcomes == [.appended(position: 201, version: 68)])
+            #expect(next.outcomes == [.appended(position: 181, version: 61)])
             #expect(try log.verify().isValid)
             log.close()
-            #expect(try Self.stored(log) == (201, 201))
+            #expect(try Self.stored(log) == (181, 181))
         }
+    }
+
+    /// One append larger than the limit merges inside its own transaction each time the tail
+    /// reaches it, so that a streamed batch of any size keeps a bounded tail; the appends of
+    /// the same transaction after a merge still find the versions it merged.
+    @Test func anAppendLargerThanTheLimitMergesInsideItsTransaction() throws {
+        try withStorePath { path in
+            let drafts = (0..<230).map { draft("user-\($0 % 2)", $0) }
+            let log = try Self.log(path, limit: 50)
+            try log.append(Array(drafts[..<30]))
+            #expect(try Self.stored(log) == (0, 0))
+            // 30 + 120: merged at 50 and 100 events, then at 150.
+            let result = try log.append(Array(drafts[30 ..< 150]))
+            #expect(result.outcomes.last == .appended(position: 150, version: 75))
+            #expect(try Self.stored(log) == (150, 150))
+            var lines = drafts[150...].makeIterator()
+            let summary = try log.appendStream { Events(take: { lines.next().map { StreamedEvent(draft: $0) } }) }
+            #expect(summary.appended == 80)
+            #expect(try Self.stored(log) == (200, 200))
+            #expect(try log.version(of: "user-0") == 115)
+            #expect(try log.events(subject: "user-1").collect().map(\.position) == Array(stride(from: UInt64(2), through: 230, by: 2)))
+            for (index, draft) in drafts.enumerated() { #expect(try log.event(id: draft.id)?.position == UInt64(index + 1)) }
+            #expect(try log.verify().isValid)
+        }
+    }
+
+    /// A source of streamed events from a closure.
+    struct Events: StreamedEvents {
+        let take: () -> StreamedEvent?
+        mutating func next() throws -> StreamedEvent? { take() }
     }
 
     /// However often the tail is merged (at every append, every 333 events, only when the log
@@ -58,7 +89,7 @@ import Testing
     /// every event.
     @Test func mergingTheTailAtOnceWritesTheSameIndexesAsMergingEveryAppend() async {
         await propertyCheck(count: 12, input: Gen.uint64()) { seed in
-            var generator = SplitMix64(seed: seed)
+            var generator = DataGenerator(state: seed)
             // Some subjects with more events than one stream chunk holds (128).
             let drafts = (0..<700).map { n in draft("s\(generator.next() % (generator.next() % 2 == 0 ? 3 : 40))", n) }
             var stores: [[[(key: [UInt8], value: [UInt8])]]] = []
@@ -126,19 +157,6 @@ import Testing
             let next = try log.append([draft("subject-0", 99)])
             #expect(next.outcomes == [.appended(position: 531, version: 131)])
             #expect(try log.verify().isValid)
-        }
-    }
-
-    /// A deterministic generator for the property's inputs.
-    struct SplitMix64 {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 }
