@@ -72,7 +72,7 @@ final class GroupCommitWriter: Sendable {
     private let counters = Mutex(CommitCounters())
 
     /// Starts the writer thread. `commit` runs on it, once per group.
-    init(maxGroupEvents: Int, commit: @escaping Commit, finish: @escaping @Sendable () -> Void = {}) throws(LedgerError) {
+    init(maxGroupEvents: Int, commit: @escaping Commit, finish: @escaping @Sendable () -> Void) throws(LedgerError) {
         self.maxGroupEvents = maxGroupEvents
         self.commit = commit
         self.finish = finish

@@ -68,18 +68,17 @@ extension LogSchema {
 }
 
 extension LogStorage {
-    /// The position of the event stored with `id`, and its record; `nil` if there is none.
-    /// Looks in the index tail (and a write transaction's `pending` entries) first; in the
+    /// The position of the event stored with `id` (whose `IDIndex.hash` is `hash`), and its
+    /// record; `nil` if there is none. Looks in the index tail (and a write transaction's `pending` entries) first; in the
     /// stored index, reads the record at each position under the hash (nearly always one, or
     /// none).
-    func stored(_ id: EventID, _ txn: borrowing Transaction, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
         if let position = tails.position(of: id, pending: pending) {
             guard let record = try txn.get(events, key: LogSchema.key(position)) else {
                 throw LedgerError(.corruptRecord, "position \(position), where the index tail has event \(id), holds no record; run `ledger verify`")
             }
             return (position, record)
         }
-        let hash = IDIndex.hash(id)
         return try txn.withCursor(ids) { cursor in
             var entry = try IDIndex.key.withUnsafeBytes { key in
                 try IDIndex.withEntry(hash: hash, position: 0) { start in try cursor.seek(key: key, valueAtLeast: start) }
@@ -96,9 +95,14 @@ extension LogStorage {
         }
     }
 
+    /// The position of the event stored with `id`, and its record; `nil` if there is none.
+    func stored(_ id: EventID, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+        try stored(id, hash: IDIndex.hash(id), txn)
+    }
+
     /// Whether the id index holds `id` at exactly `position` (what `verify` checks per event).
     func idIndexHolds(_ id: EventID, at position: UInt64, _ txn: borrowing Transaction) throws -> Bool {
-        if position > tails.tail.base { return tails.tail.ids[id] == position }
+        if position > tails.tail.base { return tails.tail.ids[id]?.position == position }
         return try txn.withCursor(ids) { cursor in
             try IDIndex.key.withUnsafeBytes { key in
                 try IDIndex.withEntry(hash: IDIndex.hash(id), position: position) { entry in

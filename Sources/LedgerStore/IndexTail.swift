@@ -20,29 +20,30 @@ struct IndexTail {
     var base: UInt64
     /// The tail holds every event after `base` through `head`.
     var head: UInt64
-    /// Each tail event's position by id.
-    var ids: [EventID: UInt64] = [:]
+    /// Each tail event's position and `IDIndex.hash` by id (the hash the append computed to
+    /// look the id up, kept for the merge).
+    var ids: [EventID: TailID] = [:]
     /// Each subject's tail events.
     var streams: [String: TailStream] = [:]
 
-    init(base: UInt64, head: UInt64? = nil) {
+    init(base: UInt64) {
         self.base = base
-        self.head = head ?? base
+        self.head = base
     }
 
     /// Events the tail holds.
     var count: Int { Int(head - base) }
 
     /// Adds the event at `position` (the next after `head`).
-    mutating func add(id: EventID, subject: String, version: UInt64, position: UInt64) {
-        if ids[id] == nil { ids[id] = position }
+    mutating func add(id: EventID, hash: UInt64, subject: String, version: UInt64, position: UInt64) {
+        ids[id] = ids[id] ?? TailID(position: position, hash: hash)
         streams[subject, default: TailStream(before: version - 1)].positions.append(position)
         head = position
     }
 
     /// Adds the events of `later`, a tail that starts where this one ends.
     mutating func absorb(_ later: IndexTail) {
-        for (id, position) in later.ids where ids[id] == nil { ids[id] = position }
+        ids.merge(later.ids) { earlier, _ in earlier }
         for (subject, stream) in later.streams {
             if let index = streams.index(forKey: subject) {
                 streams.values[index].positions += stream.positions
@@ -55,7 +56,7 @@ struct IndexTail {
 
     /// Drops the events through `position`, which the stored indexes now hold.
     mutating func drop(through position: UInt64) {
-        ids = ids.filter { $0.value > position }
+        ids = ids.filter { $0.value.position > position }
         var kept: [String: TailStream] = [:]
         for (subject, stream) in streams {
             let later = stream.positions.filter { $0 > position }
@@ -66,6 +67,12 @@ struct IndexTail {
         base = position
         head = max(head, position)
     }
+}
+
+/// An event of an `IndexTail` as the id index will hold it.
+struct TailID {
+    var position: UInt64
+    var hash: UInt64
 }
 
 /// One subject's events in an `IndexTail`.
@@ -106,8 +113,8 @@ final class IndexTails: @unchecked Sendable {
     /// The position of the event with `id` after the stored index's position, if the tail or
     /// (for a write transaction) its own `pending` entries hold it.
     func position(of id: EventID, pending: IndexTail?) -> UInt64? {
-        if let position = pending?.ids[id] { return position }
-        return tail.ids[id]
+        if let entry = pending?.ids[id] { return entry.position }
+        return tail.ids[id]?.position
     }
 
     /// `subject`'s version, if `pending` or (when `tail`) the tail holds events of it.
@@ -164,7 +171,7 @@ extension LogStorage {
                         throw LedgerError(.corruptRecord, "position \(tail.head + 1) is missing from the log; run `ledger verify`")
                     }
                     let (id, subject, version) = try EventRecord.indexed(current.value, position: position)
-                    tail.add(id: id, subject: subject, version: version, position: position)
+                    tail.add(id: id, hash: IDIndex.hash(id), subject: subject, version: version, position: position)
                     if position == head { break }
                     entry = try cursor.next()
                 }
@@ -202,7 +209,7 @@ extension LogStorage {
         }
         var idEntries: [(hash: UInt64, position: UInt64)] = []
         idEntries.reserveCapacity(tail.ids.count)
-        for (id, position) in tail.ids { idEntries.append((IDIndex.hash(id), position)) }
+        for entry in tail.ids.values { idEntries.append((entry.hash, entry.position)) }
         idEntries.sort { ($0.hash, $0.position) < ($1.hash, $1.position) }
         for entry in idEntries { try index(hash: entry.hash, at: entry.position, txn) }
 

@@ -142,7 +142,7 @@ struct LogStorage: Sendable {
                 return (result, head.position)
             }
         }
-        if let written { absorb(written.pending, merged: written.merged, head: last) }
+        if let written { absorb(written.pending, merged: written.merged) }
         observer?.committed(head: last)
         return result
     }
@@ -159,10 +159,10 @@ struct LogStorage: Sendable {
         head.pending = IndexTail(base: head.position)
     }
 
-    /// After a write transaction that committed through `head`: its index entries join the
-    /// tail, or, if it merged the tail, start it over. Unless a reader has already brought the
-    /// tail past it from the log.
-    private func absorb(_ pending: IndexTail, merged: Bool, head: UInt64) {
+    /// After a write transaction has committed: its index entries join the tail, or, if it
+    /// merged the tail, start it over. Unless a reader has already brought the tail past it
+    /// from the log.
+    private func absorb(_ pending: IndexTail, merged: Bool) {
         tails.withExclusive {
             if merged {
                 guard tails.tail.base < pending.base else { return }
@@ -212,6 +212,7 @@ struct LogStorage: Sendable {
         let drafts = append.drafts
         // Each event is encoded once; its version and recordedAt are stamped in when written.
         var records = drafts.map { EventRecord.encode($0, version: 0, recordedAt: recordedAt) }
+        var idHashes = [UInt64](repeating: 0, count: drafts.count)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstIndex: [EventID: Int] = [:]
         var fresh: [Int] = []
@@ -227,7 +228,8 @@ struct LogStorage: Sendable {
                 continue
             }
             firstIndex[id] = i
-            switch try lookUp(id, content: EventRecord.content(ofUnhashed: records[i]), txn, pending: head.pending) {
+            idHashes[i] = IDIndex.hash(id)
+            switch try lookUp(id, hash: idHashes[i], content: EventRecord.content(ofUnhashed: records[i]), txn, pending: head.pending) {
             case .absent:
                 fresh.append(i)
             case .same(let position):
@@ -264,7 +266,7 @@ struct LogStorage: Sendable {
         // 3. Writes.
         for i in fresh {
             let draft = drafts[i]
-            let written = try write(&records[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
+            let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -279,7 +281,7 @@ struct LogStorage: Sendable {
 
     /// Writes one checked event: stamps, chains and indexes it. LMDB errors propagate and
     /// abort the whole transaction.
-    private func write(_ record: inout [UInt8], draft: EventDraft, data: EventData,
+    private func write(_ record: inout [UInt8], idHash: UInt64, draft: EventDraft, data: EventData,
                        recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         guard head.position < IDIndex.maxPosition else { throw IDIndexFull(position: head.position + 1) }
@@ -294,7 +296,7 @@ struct LogStorage: Sendable {
         record.append(contentsOf: hash)
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)
-        head.pending.add(id: draft.id, subject: draft.subject, version: version, position: head.position)
+        head.pending.add(id: draft.id, hash: idHash, subject: draft.subject, version: version, position: head.position)
         try mergeIfFull(&head, txn)
         head.hash = hash
         head.recordedAt = recordedAt
@@ -309,10 +311,10 @@ struct LogStorage: Sendable {
         case different(position: UInt64)
     }
 
-    /// Looks up `id` (among the stored events and the transaction's `pending` ones) and
-    /// compares the stored event's content with `content`.
-    private func lookUp(_ id: EventID, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, pending: IndexTail) throws -> StoredID {
-        guard let (position, record) = try stored(id, txn, pending: pending) else { return .absent }
+    /// Looks up `id` (whose `IDIndex.hash` is `hash`) among the stored events and the
+    /// transaction's `pending` ones, and compares the stored event's content with `content`.
+    private func lookUp(_ id: EventID, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, pending: IndexTail) throws -> StoredID {
+        guard let (position, record) = try stored(id, hash: hash, txn, pending: pending) else { return .absent }
         guard let storedContent = EventRecord.content(ofRecord: record) else {
             throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(id), is damaged; run `ledger verify`")
         }
@@ -363,7 +365,8 @@ struct LogStorage: Sendable {
                     }
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
-                switch try lookUp(draft.id, content: EventRecord.content(ofUnhashed: record), txn, pending: head.pending) {
+                let idHash = IDIndex.hash(draft.id)
+                switch try lookUp(draft.id, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn, pending: head.pending) {
                 case .absent:
                     break
                 case .same(let position):
@@ -376,7 +379,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+                let written = try write(&record, idHash: idHash, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

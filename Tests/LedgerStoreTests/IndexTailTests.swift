@@ -43,9 +43,23 @@ import Testing
                 #expect(positions == Array(stride(from: UInt64(subject + 1), through: 180, by: 3)))
                 #expect(try log.version(of: "user-\(subject)") == UInt64(positions.count))
             }
-            // The tail's events are duplicates like any other, and the next versions follow them.
+            // The tail's events are duplicates like any other, as are the stored ones, and an
+            // id of either with other content is a conflict (SPEC §2.1); the next versions
+            // follow them.
             let again = try log.append(Array(drafts[160 ..< 180]))
             #expect(again.duplicates == 20)
+            #expect(try log.append(Array(drafts[0 ..< 20])).duplicates == 20)
+            for index in [5, 170] {
+                var altered = drafts[index]
+                altered.payload = draft("user-9", 9_999).payload
+                do throws(LedgerError) {
+                    try log.append([altered])
+                    Issue.record("event \(index) with other content was appended")
+                } catch {
+                    #expect(error.code == .idConflict)
+                    #expect(error.position == UInt64(index + 1))
+                }
+            }
             let next = try log.append([draft("user-0", 1_000)])
             #expect(next.outcomes == [.appended(position: 181, version: 61)])
             #expect(try log.verify().isValid)
