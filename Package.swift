@@ -56,7 +56,11 @@ let package = Package(
             path: "Tests/LedgerTestChild"
         ),
         // Generators of valid events that several test targets share.
-        .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"], path: "Tests/LedgerTestSupport"),
+        .target(
+            name: "LedgerTestSupport",
+            dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            path: "Tests/LedgerTestSupport"
+        ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
         .testTarget(
             name: "LedgerProjectionsTests",

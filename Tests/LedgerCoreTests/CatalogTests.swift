@@ -6,7 +6,7 @@ import Testing
 @Suite struct CatalogTests {
     @Test func jsonToTypedToBinaryToTypedToJSONIsTheIdentityForEveryType() async {
         #expect(everyLayout.count == 51)
-        await propertyCheck(count: 60, input: Gen.uint64()) { seed in
+        await checkProperty(count: 60, input: Gen.uint64()) { seed in
             var generator = DataGenerator(state: seed)
             for layout in everyLayout {
                 var json = generator.data(for: layout)

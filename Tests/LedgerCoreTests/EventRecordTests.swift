@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerTestSupport
 import PropertyBased
 import Testing
 
@@ -16,7 +17,7 @@ let draftGenerator = zip(
 
 @Suite struct EventRecordTests {
     @Test func encodingThenDecodingGivesBackEveryField() async {
-        await propertyCheck(count: 300, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
+        await checkProperty(count: 300, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
             var record = EventRecord.encode(draft, version: version, recordedAt: Timestamp(milliseconds: recorded))
             let hash = (0..<32).map { UInt8($0) }
             record.append(contentsOf: hash)
@@ -26,7 +27,7 @@ let draftGenerator = zip(
     }
 
     @Test func theContentPartOfARecordIsTheDraftsContent() async {
-        await propertyCheck(count: 100, input: draftGenerator) { draft in
+        await checkProperty(count: 100, input: draftGenerator) { draft in
             var record = EventRecord.encode(draft, version: 3, recordedAt: Timestamp(milliseconds: 5))
             record.append(contentsOf: [UInt8](repeating: 0, count: 32))
             let content = record.withUnsafeBytes { EventRecord.content(ofRecord: $0).map { Array($0) } }
@@ -35,7 +36,7 @@ let draftGenerator = zip(
     }
 
     @Test func theIdOfARecordIsReadInPlace() async {
-        await propertyCheck(count: 100, input: draftGenerator) { draft in
+        await checkProperty(count: 100, input: draftGenerator) { draft in
             var record = EventRecord.encode(draft, version: 3, recordedAt: Timestamp(milliseconds: 5))
             record.append(contentsOf: [UInt8](repeating: 0, count: 32))
             #expect(record.withUnsafeBytes(EventRecord.id(ofRecord:)) == draft.id)
@@ -44,7 +45,7 @@ let draftGenerator = zip(
     }
 
     @Test func stampingARecordSetsItsVersionAndRecordedAtAndNothingElse() async {
-        await propertyCheck(count: 100, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
+        await checkProperty(count: 100, input: draftGenerator, Gen.uint64(in: 1...UInt64.max), Gen.int64(in: 0...4_000_000_000_000)) { draft, version, recorded in
             var record = EventRecord.encode(draft, version: 0, recordedAt: Timestamp(milliseconds: 0))
             EventRecord.stamp(&record, version: version, recordedAt: Timestamp(milliseconds: recorded))
             #expect(record == EventRecord.encode(draft, version: version, recordedAt: Timestamp(milliseconds: recorded)))
@@ -88,7 +89,7 @@ let draftGenerator = zip(
     /// Types the catalog does not know (any text) are read as text: skipped when not asked
     /// for, a payload that does not decode when asked for.
     @Test func decodingForFoldingReadsAnyTypeName() async {
-        await propertyCheck(count: 100, input: draftGenerator) { draft in
+        await checkProperty(count: 100, input: draftGenerator) { draft in
             var record = EventRecord.encode(draft, version: 2, recordedAt: Timestamp(milliseconds: 5))
             record.append(contentsOf: [UInt8](repeating: 0, count: 32))
             let skipped = try record.withUnsafeBytes { try EventRecord.decodeForFolding($0, position: 3, types: EventRecord.TypeFilter(["usage.recorded"])) }

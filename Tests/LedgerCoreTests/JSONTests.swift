@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerTestSupport
 import PropertyBased
 import Testing
 
@@ -98,13 +99,13 @@ let jsonGenerator: Generator<JSON, AnySequence<Any>> = {
             #expect(JSONNumber(value).text == String(value))
             #expect(JSON.integer(value).serialized() == String(value))
         }
-        await propertyCheck(count: 300, input: Gen.int64()) { value in
+        await checkProperty(count: 300, input: Gen.int64()) { value in
             #expect(JSONNumber(value).text == String(value))
         }
     }
 
     @Test func writingThenParsingGivesBackTheSameValue() async {
-        await propertyCheck(count: 300, input: jsonGenerator) { (value) throws in
+        await checkProperty(count: 300, input: jsonGenerator) { (value) throws in
             let parsed = try JSONParser.parse(value.serialized())
             #expect(parsed == value)
         }

@@ -1,3 +1,4 @@
+import LedgerTestSupport
 import PropertyBased
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
 
     @Test func aTimeZoneIsWhatItsPatternMatches() async throws {
         let pattern = try Regex(Patterns.timeZone)
-        await propertyCheck(count: 2_000, input: Self.zoneLike) { text in
+        await checkProperty(count: 2_000, input: Self.zoneLike) { text in
             #expect(Patterns.isTimeZone(text) == (text.wholeMatch(of: pattern) != nil), "\(text)")
         }
         for name in ["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5"] { #expect(Patterns.isTimeZone(name)) }
@@ -25,7 +26,7 @@ import Testing
 
     @Test func aDecimalIsWhatItsPatternMatches() async throws {
         let pattern = try Regex(Patterns.decimal)
-        await propertyCheck(count: 2_000, input: Self.decimalLike) { text in
+        await checkProperty(count: 2_000, input: Self.decimalLike) { text in
             #expect(Patterns.isDecimal(text) == (text.wholeMatch(of: pattern) != nil), "\(text)")
         }
         for text in ["0", "9.99", "-19.99", "100", "0.5"] { #expect(Patterns.isDecimal(text)) }
@@ -34,7 +35,7 @@ import Testing
 
     @Test func aPeriodIsWhatItsPatternMatches() async throws {
         let pattern = try Regex(Patterns.period)
-        await propertyCheck(count: 2_000, input: Self.periodLike) { text in
+        await checkProperty(count: 2_000, input: Self.periodLike) { text in
             #expect(Patterns.isPeriod(text) == (text.wholeMatch(of: pattern) != nil), "\(text)")
         }
         for text in ["P1M", "P1Y", "P7D", "P1Y6M", "P02W"] { #expect(Patterns.isPeriod(text)) }
@@ -43,7 +44,7 @@ import Testing
 
     @Test func aLocalDateIsWhatItsPatternMatches() async throws {
         let pattern = try Regex(Patterns.localDate)
-        await propertyCheck(count: 2_000, input: Self.dateLike) { text in
+        await checkProperty(count: 2_000, input: Self.dateLike) { text in
             #expect(Patterns.isLocalDate(text) == (text.wholeMatch(of: pattern) != nil), "\(text)")
         }
         for text in ["2026-01-31", "2026-12-01", "0000-10-10"] { #expect(Patterns.isLocalDate(text)) }

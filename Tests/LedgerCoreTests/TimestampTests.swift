@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerTestSupport
 import PropertyBased
 import Testing
 
@@ -39,7 +40,7 @@ import Testing
 
     @Test func formattingThenParsingIsTheIdentity() async {
         // Year 0001 to 9999: what four-digit years can say.
-        await propertyCheck(count: 500, input: Gen.int64(in: -62_135_596_800_000 ... 253_402_300_799_999)) { ms in
+        await checkProperty(count: 500, input: Gen.int64(in: -62_135_596_800_000 ... 253_402_300_799_999)) { ms in
             let time = Timestamp(milliseconds: ms)
             #expect(Timestamp(rfc3339: time.description) == time)
         }

@@ -52,7 +52,7 @@ import Testing
     /// SPEC §2.1: the same events appended in any order give the same status — every model's
     /// view — at any time (apart from the positions that `reason` cites).
     @Test func anyAppendOrderGivesTheSameViews() async {
-        await propertyCheck(count: 12, input: Gen.uint64()) { seed in
+        await checkProperty(count: 12, input: Gen.uint64()) { seed in
             var history = RandomHistory(seed: seed)
             let events = try history.events(subjects: 3, perSubject: 1...12).map { event throws(LedgerError) in
                 var event = event
@@ -95,7 +95,7 @@ import Testing
     /// messages), the history (to shuffle with), its events and the open ledger.
     private func onRandomHistories(subjects: Int, perSubject: ClosedRange<Int>, sourceLocation: SourceLocation = #_sourceLocation,
                                    _ body: (UInt64, inout RandomHistory, [LedgerEvent], Ledger) throws -> Void) async {
-        await propertyCheck(count: 12, input: Gen.uint64(), perform: { seed in
+        await checkProperty(count: 12, input: Gen.uint64(), perform: { seed in
             var history = RandomHistory(seed: seed)
             let events = history.events(subjects: subjects, perSubject: perSubject)
             try withStorePath { path in

@@ -1,8 +1,8 @@
 import LedgerCore
+@testable import LedgerProjections
 import LedgerTestSupport
 import PropertyBased
 import Testing
-@testable import LedgerProjections
 
 /// The retention tier's look back asks `RetentionRules.isActive` at each change time instead
 /// of placing the subject: the two must agree everywhere.
@@ -25,7 +25,7 @@ import Testing
     /// "covered" and `expiresAt` find over every transaction, at every change time of random
     /// histories.
     @Test func coverageAndTheLatestEndFindWhatEveryTransactionsEndFinds() async {
-        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
             var history = RandomHistory(seed: seed)
             var facts: [String: SubscriptionFacts] = [:]
             for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func isActiveAgreesWithPlaceAtEveryChangeTime() async {
-        await propertyCheck(count: 40, input: Gen.uint64()) { seed in
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
             var history = RandomHistory(seed: seed)
             var states: [String: RetentionProjection.State] = [:]
             for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {

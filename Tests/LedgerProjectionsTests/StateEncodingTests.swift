@@ -1,9 +1,9 @@
 import LedgerCore
+@testable import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
 import PropertyBased
 import Testing
-@testable import LedgerProjections
 
 /// The compact state encoding: strings by back reference, timestamps as differences.
 @Suite struct StateEncodingTests {
@@ -62,7 +62,7 @@ import Testing
         let pieces = ["0", "1", "a", "\u{0}", "é"]
         let string = zip(Gen.int(in: 0 ... stems.count - 1), Gen.int(in: 0 ... pieces.count - 1).array(of: 0...10))
             .map { stem, rest in stems[stem] + rest.map { pieces[$0] }.joined() }
-        await propertyCheck(count: 300, input: string.array(of: 0...40)) { strings throws in
+        await checkProperty(count: 300, input: string.array(of: 0...40)) { strings throws in
             let bytes = encode { w in for s in strings { w.write(s) } }
             #expect(bytes == Self.referenceEncoding(strings))
             #expect(try decode(bytes) { r throws(StateReader.Damaged) in try strings.map { _ throws(StateReader.Damaged) in try r.string() } } == strings)

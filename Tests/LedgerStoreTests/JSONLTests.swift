@@ -59,7 +59,7 @@ func validLines(_ n: Int) -> [String] {
     @Test func aBadFileAmongGoodOnesAppendsNoFileAtAll() throws {
         try withStorePath { path in
             let log = try EventLog(path: path)
-            try withJSONL(validLines(3)) { good in
+            _ = try withJSONL(validLines(3)) { good in
                 try withJSONL(["{}"]) { bad in
                     #expect(throws: ImportError.self) { try JSONLImport.append([good, bad], to: log) }
                 }
@@ -99,7 +99,7 @@ func validLines(_ n: Int) -> [String] {
     }
 
     @Test func exportThenAppendIntoAFreshStoreThenExportIsIdentical() async {
-        await propertyCheck(count: 25, input: Gen.uint64(), Gen.int(in: 1...40)) { seed, count in
+        await checkProperty(count: 25, input: Gen.uint64(), Gen.int(in: 1...40)) { seed, count in
             var generator = DataGenerator(state: seed)
             let lines = (0..<count).map { _ in generator.eventLine() }
             try withStorePath { first in
@@ -155,7 +155,7 @@ func validLines(_ n: Int) -> [String] {
             // Gaps inside the file are input problems, found before anything is written.
             try withStorePath { other in
                 let target = try EventLog(path: other)
-                try withJSONL([exported[1]]) { file in
+                _ = try withJSONL([exported[1]]) { file in
                     #expect(throws: ImportError.self) { try JSONLImport.append([file], to: target, restoring: true) }
                 }
                 try withJSONL([accountCreated]) { file in

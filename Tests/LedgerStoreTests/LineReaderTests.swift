@@ -7,7 +7,7 @@ import Testing
     func lines(of contents: [UInt8], keepBytes: Int = 1 << 20) throws -> [LineReader.Line] {
         try withStorePath { path in
             let file = path + ".jsonl"
-            FileManager.default.createFile(atPath: file, contents: Data(contents))
+            _ = FileManager.default.createFile(atPath: file, contents: Data(contents))
             var reader = try LineReader(path: file, keepBytes: keepBytes)
             var out: [LineReader.Line] = []
             while let line = try reader.next() { out.append(line) }

@@ -80,7 +80,7 @@ import Testing
     /// Batches drawn from a pool of 30 events, so ids repeat within and across batches.
     @Test func anyBatchingOfRepeatedEventsStoresEachIdOnceWithGapFreePositions() async {
         let pool = (0..<30).map { draft("user-\($0 % 4)", $0) }
-        await propertyCheck(count: 25, input: Gen.int(in: 0...29).array(of: 1...8).array(of: 1...12)) { batches in
+        await checkProperty(count: 25, input: Gen.int(in: 0...29).array(of: 1...8).array(of: 1...12)) { batches in
             try withStorePath { path in
                 let log = try EventLog(path: path)
                 for batch in batches {
