@@ -52,7 +52,7 @@ struct StatusCommand: ParsableCommand {
                 : " the \(name) model was built by another code version, whose states this ledger cannot read, so it is left out (run `ledger rebuild \(name)`)"))
         }
         if global.json {
-            print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, JSON.object($0.view)) }).text)
+            print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, $0.view.map(JSON.object) ?? .null) }).text)
             return
         }
         let zone = try ledger.timeZone(of: subject, at: t)
@@ -62,6 +62,10 @@ struct StatusCommand: ParsableCommand {
         let shown = StatusCard(zone: zone)
         for (model, view) in views {
             print("")
+            guard let view else {
+                print(Terminal.paint("\(model): none", .bold) + " (the store's policy has no \(model) section)")
+                continue
+            }
             print(shown.headline(model, view))
             printTable(shown.details(model, view).map { ["  " + $0.0, $0.1] })
         }

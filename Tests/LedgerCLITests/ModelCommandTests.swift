@@ -57,6 +57,22 @@ import Testing
         }
     }
 
+    /// SPEC §4: under a policy without a `retention` section (Careguide's) `status --json`
+    /// reports `"retention": null`, and the card says there is none.
+    @Test func statusUnderAPolicyWithoutRetentionShowsNone() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let careguide = FileManager.default.currentDirectoryPath + "/Schemas/policies/careguide.json"
+            #expect(try Run(["init", "--store", store, "--policy", careguide]).status == 0)
+            #expect(try Run(["append", "--store", store, "-"], stdin: Self.events).status == 0)
+            let json = try Run(["status", "grace", "--store", store, "--at", "2026-02-05T00:00:00Z", "--json"])
+            #expect(json.status == 0)
+            #expect(json.stdout.contains(#","retention":null,"badge":{"#))
+            let card = try Run(["status", "grace", "--store", store, "--at", "2026-02-05T00:00:00Z"])
+            #expect(card.stdout.contains("\nretention: none (the store's policy has no retention section)\n"))
+        }
+    }
+
     @Test func statsListsEachModelsCheckpointAndPolicy() throws {
         try withDirectory { dir in
             let store = try store(dir)

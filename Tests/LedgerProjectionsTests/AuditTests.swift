@@ -140,4 +140,41 @@ import Testing
         #expect(report.entries == [])
         #expect(report.json.serialized() == #"{"subject":"u","at":"2026-03-08T09:30:00.000Z","knownAt":null,"entries":[]}"#)
     }
+
+    /// SPEC §4: a support grant that outlasts the store period ends the latest stretch of
+    /// access; the time entry at its end cites the grant for the plan and the tier alike.
+    @Test func theEndOfAGrantThatOutlastsTheStoreIsWhereTheFlowStarts() throws {
+        let jan1 = ts("2026-01-01T00:00:00Z"), feb1 = ts("2026-02-01T00:00:00Z"), feb10 = ts("2026-02-10T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.autoRenew("u", at: ts("2026-01-15T00:00:00Z"), original: "t1", enabled: false),
+                      Make.grant("u", at: ts("2026-01-20T00:00:00Z"), until: feb10)]
+        let report = try audit([events], at: ts("2026-03-01T00:00:00Z"))
+        #expect(report.entries.filter { $0.type == "time" }.map(\.occurredAt) == [feb10])
+        let end = try #require(report.entries.last)
+        #expect(end.summary == "the support grant ended: pro → free; retention active → grace (day 0)")
+        #expect(end.changes == [
+            change("entitlement", "planState", "pro", "free", "supportGrant"),
+            change("retention", "tier", "active", "grace", "supportGrant"),
+            change("retention", "capabilities.upload", true, false, "supportGrant"),
+            change("retention", "capabilities.earnCredits", true, false, "supportGrant"),
+            change("retention", "reactivation.available", false, true, "supportGrant"),
+        ])
+    }
+
+    /// SPEC §4: the store's `grace_expired` ends the billing grace (the plan change cites it)
+    /// and leaves the billing issue on; the retry window's close ends the issue later, as a
+    /// time entry.
+    @Test func graceExpiredChangesThePlanAndNotTheBillingIssue() throws {
+        let jan1 = ts("2026-01-01T00:00:00Z"), feb1 = ts("2026-02-01T00:00:00Z"), feb17 = ts("2026-02-17T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.renewalFailed("u", at: feb1, original: "t1", graceExpiresAt: feb17), Make.graceExpired("u", at: feb17, original: "t1")]
+        let report = try audit([events], at: ts("2026-06-01T00:00:00Z"))
+        let expiry = try #require(report.entries.first { $0.type == "subscription.grace_expired" })
+        #expect(expiry.changes.filter { $0.model != "retention" } == [change("entitlement", "planState", "pro", "free", "billingGrace")])
+        #expect(expiry.changes.first { $0.model == "retention" } == change("retention", "tier", "active", "grace", "billingGrace"))
+        let closed = try #require(report.entries.first { $0.summary == "the billing retry window closed" })
+        #expect(closed.type == "time")
+        #expect(closed.occurredAt == days(60, after: feb1))
+        #expect(closed.changes.map(\.field) == ["billingIssue", "banners", "count", "billingIssue"])
+    }
 }

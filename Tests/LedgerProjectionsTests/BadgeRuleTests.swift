@@ -92,6 +92,20 @@ import Testing
         #expect(try views(events, at: [days(60, after: apr1).adding(seconds: -1), days(60, after: apr1)]) == [badge(billing: true), badge()])
     }
 
+    /// SPEC §4 `billingIssue`, 004 CH27 L232: the store's `GRACE_PERIOD_EXPIRED` ends the
+    /// billing grace, not the unresolved billing issue, so the badge keeps counting it until
+    /// the retry window closes.
+    @Test func theBillingComponentOutlivesTheStoresGraceExpiry() throws {
+        let apr1 = ts("2026-04-01T12:00:00Z"), graceExpired = days(16, after: apr1)
+        let events = [Make.purchase("u", at: mar1, txn: "t1", expires: apr1),
+                      Make.renewalFailed("u", at: apr1, original: "t1", graceExpiresAt: graceExpired),
+                      Make.graceExpired("u", at: graceExpired, original: "t1")]
+        let retryEnd = days(60, after: apr1)
+        #expect(try views(events, at: [graceExpired.adding(seconds: -1), graceExpired, retryEnd.adding(seconds: -1), retryEnd]) == [
+            badge(billing: true), badge(billing: true), badge(billing: true), badge(),
+        ])
+    }
+
     /// SPEC §4: a security flag counts while raised and not cleared, whatever its name.
     @Test func aSecurityFlagCountsUntilCleared() throws {
         let events = [Make.flag("u", at: mar1, "newDevice", raised: true), Make.flag("u", at: days(1, after: mar1), "passwordLeak", raised: true),

@@ -18,6 +18,25 @@ import Testing
         }
     }
 
+    /// The views of `subject` at each time after appending `events` to a fresh store.
+    func views(_ events: [LedgerEvent], of subject: String = "u", at times: [Timestamp], policy: Policy = .reference) throws -> [EntitlementView] {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, policy: policy)
+            defer { ledger.close() }
+            try ledger.append(events)
+            return try times.map { t in try ledger.view(EntitlementProjection.self, of: subject, at: t) }
+        }
+    }
+
+    /// The millisecond before `t`.
+    func justBefore(_ t: Timestamp) -> Timestamp { Timestamp(milliseconds: t.milliseconds - 1) }
+
+    /// A signed-in subject's view with no store transaction: the plan, the rule and banners given.
+    func unsubscribed(_ plan: PlanState, _ reason: EntitlementView.Reason, banners: [String] = []) -> EntitlementView {
+        EntitlementView(planState: plan, trialEligible: true, expiresAt: nil, renewsAt: nil, autoRenew: nil, billingIssue: false,
+                        purchasePending: false, productId: nil, banners: banners, reason: reason)
+    }
+
     func trial() -> [LedgerEvent] {
         [Make.created("u", at: mar1.adding(seconds: -60)), Make.purchase("u", at: mar1, txn: "t1", expires: mar8, trial: true)]
     }
@@ -290,14 +309,18 @@ import Testing
         #expect(after.reason.rule == "signedIn")
     }
 
-    /// SPEC §4 rule 1: after `account.deleted` the subject is a guest, whatever it paid for.
-    @Test func aDeletedAccountIsAGuestEvenWhileCovered() throws {
-        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: ts("2026-04-01T09:30:00Z")),
-                      LedgerEvent(subject: "u", occurredAt: days(2, after: mar1), source: .system, data: AccountDeleted().eventData)]
-        #expect(try view(events, at: days(1, after: mar1)).planState == .pro)
-        #expect(try view(events, at: days(2, after: mar1)) == EntitlementView(
-            planState: .guest, trialEligible: false, expiresAt: ts("2026-04-01T09:30:00Z"), renewsAt: nil, autoRenew: true, billingIssue: false,
-            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "deleted", policyKey: nil, position: 3)))
+    /// SPEC §4 rule 1: after `account.deleted` the subject is a guest, whatever it paid for;
+    /// the other fields still come from the store facts, since deleting the account does not
+    /// cancel the App Store subscription (CH34 L719, L771): it still renews.
+    @Test func aDeletedAccountIsAGuestWhoseSubscriptionStillRenews() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), gone = days(2, after: mar1)
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1), Make.deleted("u", at: gone)]
+        let covered = EntitlementView(planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: apr1, autoRenew: true, billingIssue: false,
+                                      purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2))
+        var deleted = covered
+        deleted.planState = .guest
+        deleted.reason = .init(rule: "deleted", policyKey: nil, position: 3)
+        #expect(try views(events, at: [justBefore(gone), gone]) == [covered, deleted])
     }
 
     /// CH08 L343: a failed purchase ends the pending state without changing the plan.
@@ -312,5 +335,193 @@ import Testing
         let after = try view(events, at: mar1.adding(seconds: 120))
         #expect(after.purchasePending == false)
         #expect(after.planState == .free)
+    }
+
+    // MARK: SPEC §4's conventions and clarified rules, each at its boundary and on both sides
+
+    /// SPEC §4 rule 3 and `billingIssue` (004 CH27 L232): a `subscription.grace_expired` ends
+    /// the billing grace at its occurredAt but not the billing issue, which lasts until the
+    /// retry window closes (the store keeps retrying).
+    @Test func graceExpiredEndsTheGraceButNotTheBillingIssue() throws {
+        let cut = days(10, after: mar8), retryEnd = days(60, after: mar8)
+        let events = trial() + [Make.renewalFailed("u", at: mar8, original: "t1", graceExpiresAt: days(16, after: mar8)),
+                                Make.graceExpired("u", at: cut, original: "t1")]
+        let grace = EntitlementView(planState: .pro, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: true,
+                                    purchasePending: false, productId: "pro.monthly", banners: ["billingIssue"],
+                                    reason: .init(rule: "billingGrace", policyKey: "subscription.billingGraceSource", position: 3))
+        var lapsed = grace
+        lapsed.planState = .free
+        lapsed.reason = .init(rule: "signedIn", policyKey: nil, position: 1)
+        var resolved = lapsed
+        resolved.billingIssue = false
+        resolved.banners = []
+        #expect(try views(events, at: [justBefore(cut), cut, justBefore(retryEnd), retryEnd]) == [grace, lapsed, lapsed, resolved])
+    }
+
+    /// SPEC §4 rule 3: a `subscription.expired` after the failure ends the grace and the billing
+    /// issue at its occurredAt.
+    @Test func anExpiryEndsTheGraceAndTheBillingIssueAtItsTime() throws {
+        let end = days(1, after: mar8)
+        let events = trial() + [Make.renewalFailed("u", at: mar8, original: "t1"), Make.expired("u", at: end, original: "t1")]
+        let grace = EntitlementView(planState: .pro, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: true,
+                                    purchasePending: false, productId: "pro.monthly", banners: ["billingIssue"],
+                                    reason: .init(rule: "billingGrace", policyKey: "subscription.billingGraceDays", position: 3))
+        let ended = EntitlementView(planState: .free, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: false,
+                                    purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1))
+        #expect(try views(events, at: [justBefore(end), end]) == [grace, ended])
+    }
+
+    /// SPEC §4 conventions: facts at the same instant apply in position order. A
+    /// `subscription.expired` at the failure's own instant ends its grace only when it comes
+    /// after the failure in position.
+    @Test func aStoreEndAtTheFailuresInstantCountsOnlyAfterItInPosition() throws {
+        let failure = Make.renewalFailed("u", at: mar8, original: "t1"), expiry = Make.expired("u", at: mar8, original: "t1")
+        let afterTheExpiry = try views(trial() + [expiry, failure], at: [mar8])
+        let afterTheFailure = try views(trial() + [failure, expiry], at: [mar8])
+        #expect(afterTheExpiry == [EntitlementView(
+            planState: .pro, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: true, purchasePending: false,
+            productId: "pro.monthly", banners: ["billingIssue"], reason: .init(rule: "billingGrace", policyKey: "subscription.billingGraceDays", position: 4))])
+        #expect(afterTheFailure == [EntitlementView(
+            planState: .free, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: false, purchasePending: false,
+            productId: "pro.monthly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1))])
+    }
+
+    /// SPEC §4 `reason.policyKey`: with billingGraceSource `policy` the grace is always
+    /// billingGraceDays, whatever date the store gives, and the reason names that key.
+    @Test func withThePolicyAsGraceSourceTheStoresDateIsIgnored() throws {
+        var policy = Policy.reference
+        policy.subscription.billingGraceSource = .policy
+        let graceEnd = days(3, after: mar8)
+        let events = trial() + [Make.renewalFailed("u", at: mar8, original: "t1", graceExpiresAt: days(16, after: mar8))]
+        let grace = EntitlementView(planState: .pro, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: true,
+                                    purchasePending: false, productId: "pro.monthly", banners: ["billingIssue"],
+                                    reason: .init(rule: "billingGrace", policyKey: "subscription.billingGraceDays", position: 3))
+        var lapsed = grace
+        lapsed.planState = .free
+        lapsed.reason = .init(rule: "signedIn", policyKey: nil, position: 1)
+        #expect(try views(events, at: [justBefore(graceEnd), graceEnd], policy: policy) == [grace, lapsed])
+    }
+
+    /// SPEC §4 rule 5: a refund that comes after the snapshot v — at v's own instant, later in
+    /// position — voids v; one earlier in position does not. Voided, v gives nothing, and with
+    /// the plan free the banner is `checkingStatus`.
+    @Test func aRefundAtTheSnapshotsInstantVoidsItOnlyWhenAfterIt() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), v = days(5, after: mar1)
+        let start = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1)]
+        let verified = Make.verified("u", at: v), refund = Make.refund("u", at: v, txn: "t1", original: "t1")
+        let voided = try views(start + [verified, refund], at: [justBefore(v), v])
+        #expect(voided == [
+            EntitlementView(planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: apr1, autoRenew: true, billingIssue: false,
+                            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2)),
+            EntitlementView(planState: .free, trialEligible: false, expiresAt: v, renewsAt: nil, autoRenew: true, billingIssue: false,
+                            purchasePending: false, productId: "pro.monthly", banners: ["checkingStatus"], reason: .init(rule: "signedIn", policyKey: nil, position: 1)),
+        ])
+        #expect(try views(start + [refund, verified], at: [v]) == [
+            EntitlementView(planState: .pro, trialEligible: false, expiresAt: v, renewsAt: nil, autoRenew: true, billingIssue: false, purchasePending: false,
+                            productId: "pro.monthly", banners: [], reason: .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: 4)),
+        ])
+    }
+
+    /// SPEC §4 rule 5: a snapshot gives its plan only while its expiresAt is after t; from
+    /// then it gives nothing, and a free subject sees `checkingStatus`.
+    @Test func aSnapshotsExpiresAtEndsItAndShowsCheckingStatus() throws {
+        let expires = mar1.adding(seconds: 2 * 3600)
+        let events = [Make.created("u", at: mar1), Make.verified("u", at: mar1, expires: expires)]
+        #expect(try views(events, at: [justBefore(expires), expires]) == [
+            unsubscribed(.pro, .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: 2)),
+            unsubscribed(.free, .init(rule: "signedIn", policyKey: nil, position: 1), banners: ["checkingStatus"]),
+        ])
+    }
+
+    /// SPEC §4 rule 5: the verification window [v, v + verificationIntervalHours) and the
+    /// offline grace [v, v + offlineGraceHours) are half-open; after a failed verification the
+    /// plan is `pro_grace` with `cantVerify` to the last millisecond of the grace.
+    @Test func theSnapshotsWindowsAreHalfOpen() throws {
+        let failedAt = mar1.adding(seconds: 3600), windowsEnd = mar1.adding(seconds: 24 * 3600)
+        let verifiedOnly = [Make.created("u", at: mar1), Make.verified("u", at: mar1)]
+        #expect(try views(verifiedOnly, at: [justBefore(windowsEnd), windowsEnd]) == [
+            unsubscribed(.pro, .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: 2)),
+            unsubscribed(.free, .init(rule: "signedIn", policyKey: nil, position: 1), banners: ["checkingStatus"]),
+        ])
+        let failed = verifiedOnly + [Make.verificationFailed("u", at: failedAt)]
+        #expect(try views(failed, at: [justBefore(failedAt), failedAt, justBefore(windowsEnd), windowsEnd]) == [
+            unsubscribed(.pro, .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: 2)),
+            unsubscribed(.proGrace, .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: 2), banners: ["cantVerify"]),
+            unsubscribed(.proGrace, .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: 2), banners: ["cantVerify"]),
+            unsubscribed(.free, .init(rule: "signedIn", policyKey: nil, position: 1), banners: ["checkingStatus"]),
+        ])
+    }
+
+    /// SPEC §4 rule 5: `checkingStatus` shows only when the plan is free or guest: a snapshot
+    /// whose windows passed under store coverage adds no banner, and a guest sees it too.
+    @Test func checkingStatusNeedsAFreeOrGuestPlan() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), later = days(2, after: mar1)
+        let covered = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1), Make.verified("u", at: mar1)]
+        #expect(try views(covered, at: [later]) == [EntitlementView(
+            planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: apr1, autoRenew: true, billingIssue: false, purchasePending: false,
+            productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2))])
+        let guest = [Make.created("u", at: mar1, signedIn: false), Make.verified("u", at: mar1)]
+        #expect(try views(guest, at: [later]) == [unsubscribed(.guest, .init(rule: "noAccount", policyKey: nil, position: 1), banners: ["checkingStatus"])])
+    }
+
+    /// SPEC §4 `banners`, in their order: `billingIssue` first, then rule 5's banner (the
+    /// store ended the billing grace, the issue goes on, and a device verified pro offline).
+    @Test func bannersComeInTheirOrder() throws {
+        let v = days(2, after: mar8)
+        let events = trial() + [Make.renewalFailed("u", at: mar8, original: "t1"), Make.graceExpired("u", at: days(1, after: mar8), original: "t1"),
+                                Make.verified("u", at: v), Make.verificationFailed("u", at: v.adding(seconds: 60))]
+        #expect(try views(events, at: [v.adding(seconds: 120)]) == [EntitlementView(
+            planState: .proGrace, trialEligible: false, expiresAt: mar8, renewsAt: nil, autoRenew: true, billingIssue: true, purchasePending: false,
+            productId: "pro.monthly", banners: ["billingIssue", "cantVerify"],
+            reason: .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: 5))])
+    }
+
+    /// SPEC §4: a support grant's window [at, until) is half-open.
+    @Test func aSupportGrantsWindowIsHalfOpen() throws {
+        let events = [Make.created("u", at: mar1), Make.grant("u", at: mar1, until: mar8)]
+        #expect(try views(events, at: [justBefore(mar1), mar1, justBefore(mar8), mar8]) == [
+            unsubscribed(.guest, .init(rule: "noAccount", policyKey: nil, position: nil)),
+            unsubscribed(.pro, .init(rule: "supportGrant", policyKey: nil, position: 2)),
+            unsubscribed(.pro, .init(rule: "supportGrant", policyKey: nil, position: 2)),
+            unsubscribed(.free, .init(rule: "signedIn", policyKey: nil, position: 1)),
+        ])
+    }
+
+    /// SPEC §4: a refund ends its transaction's coverage at its own occurredAt, and
+    /// `expiresAt` with it.
+    @Test func aRefundEndsCoverageAndExpiresAtAtItsOwnTime() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), refundAt = days(3, after: mar1)
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1),
+                      Make.refund("u", at: refundAt, txn: "t1", original: "t1")]
+        #expect(try views(events, at: [justBefore(refundAt), refundAt]) == [
+            EntitlementView(planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: apr1, autoRenew: true, billingIssue: false,
+                            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2)),
+            EntitlementView(planState: .free, trialEligible: false, expiresAt: refundAt, renewsAt: nil, autoRenew: true, billingIssue: false,
+                            purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "signedIn", policyKey: nil, position: 1)),
+        ])
+    }
+
+    /// SPEC §4 `productId`: a renewal's own productId is authoritative, whatever change was
+    /// pending before it (here one the store never carried out).
+    @Test func aRenewalsOwnProductWinsOverAPendingChange() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), may1 = ts("2026-05-01T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1, product: "pro.yearly"),
+                      Make.productChange("u", at: days(10, after: mar1), original: "t1", from: "pro.yearly", to: "pro.monthly"),
+                      Make.renewal("u", at: apr1, txn: "t2", original: "t1", expires: may1, product: "pro.yearly")]
+        let renewed = EntitlementView(planState: .pro, trialEligible: false, expiresAt: may1, renewsAt: may1, autoRenew: true, billingIssue: false,
+                                      purchasePending: false, productId: "pro.yearly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 4))
+        var before = renewed
+        (before.expiresAt, before.renewsAt, before.reason.position) = (apr1, apr1, 2)
+        #expect(try views(events, at: [justBefore(apr1), apr1]) == [before, renewed])
+    }
+
+    /// SPEC §4 conventions: facts at the same instant apply in position order — a sign-out and
+    /// a sign-in of the same millisecond leave the later one in force.
+    @Test func factsAtTheSameInstantApplyInPositionOrder() throws {
+        let at = days(1, after: mar1)
+        let outThenIn = try views([Make.created("u", at: mar1), Make.signedIn("u", at: at, false), Make.signedIn("u", at: at, true)], at: [at])
+        let inThenOut = try views([Make.created("u", at: mar1), Make.signedIn("u", at: at, true), Make.signedIn("u", at: at, false)], at: [at])
+        #expect(outThenIn == [unsubscribed(.free, .init(rule: "signedIn", policyKey: nil, position: 3))])
+        #expect(inThenOut == [unsubscribed(.guest, .init(rule: "noAccount", policyKey: nil, position: 3))])
     }
 }

@@ -140,4 +140,36 @@ enum Make {
         f.flag = flag
         return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: f.eventData)
     }
+
+    static func graceExpired(_ subject: String, at: Timestamp, original: String) -> LedgerEvent {
+        var e = SubscriptionGraceExpired()
+        e.originalTransactionId = original
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: e.eventData)
+    }
+
+    static func verified(_ subject: String, at: Timestamp, plan: VerifiedPlan = .pro, expires: Timestamp? = nil) -> LedgerEvent {
+        var v = EntitlementVerified()
+        v.plan = plan
+        v.expiresAt = expires
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: v.eventData)
+    }
+
+    static func verificationFailed(_ subject: String, at: Timestamp) -> LedgerEvent {
+        var f = EntitlementVerificationFailed()
+        f.reason = .network
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: f.eventData)
+    }
+
+    static func signedIn(_ subject: String, at: Timestamp, _ signedIn: Bool) -> LedgerEvent {
+        LedgerEvent(subject: subject, occurredAt: at, source: .app, data: signedIn ? AccountSignedIn().eventData : AccountSignedOut().eventData)
+    }
+
+    static func productChange(_ subject: String, at: Timestamp, original: String, from: String, to: String) -> LedgerEvent {
+        var c = SubscriptionProductChanged()
+        c.originalTransactionId = original
+        c.fromProductId = from
+        c.toProductId = to
+        c.effective = .nextRenewal
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: c.eventData)
+    }
 }

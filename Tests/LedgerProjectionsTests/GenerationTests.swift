@@ -141,7 +141,7 @@ import Testing
                 // Each model rebuilt alone: generations of their own, as layout 3 kept them.
                 for model in ReadModels.all { try ledger.engine.rebuild([model.name]) }
                 #expect(try ledger.engine.statuses().map { $0.served?.tag } == [nil, nil, nil])
-                before = try ["u1", "u2"].map { try ledger.engine.views(of: $0, at: at).views }
+                before = try ["u1", "u2"].map { try ledger.engine.views(of: $0, at: at).views.map { ($0.model, $0.view ?? JSONObject()) } }
                 try ledger.log.environment.write { txn in
                     try txn.put(try #require(try txn.openDatabase(LogSchema.meta, flags: [])), key: LogSchema.formatKey, value: [3])
                 }

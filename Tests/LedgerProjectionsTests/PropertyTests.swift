@@ -74,7 +74,7 @@ import Testing
                     for subject in ["s0", "s1", "s2"] {
                         for t in times {
                             for (model, view) in try ledger.engine.views(of: subject, at: t).views {
-                                var view = view
+                                guard var view else { continue }
                                 if case .object(var reason) = view["reason"] {
                                     reason["position"] = nil
                                     view["reason"] = .object(reason)

@@ -169,18 +169,18 @@ import Testing
     }
 
     /// SPEC §4: `active` while the plan is trial, pro or pro_grace — a device's offline grace
-    /// (the verification failed, the 24 hours still run) keeps the subject active, and the tier
-    /// ahead is where the grace runs out.
-    @Test func proGraceIsActive() throws {
-        var verified = EntitlementVerified()
-        verified.plan = .pro
-        var failed = EntitlementVerificationFailed()
-        failed.reason = .network
-        let events = [Make.created("u", at: jan1.adding(seconds: -60)), LedgerEvent(subject: "u", occurredAt: jan1, source: .app, data: verified.eventData),
-                      LedgerEvent(subject: "u", occurredAt: jan1.adding(seconds: 3600), source: .app, data: failed.eventData)]
-        #expect(try views(events, at: [jan1.adding(seconds: 2 * 3600)]) == [
-            RetentionView(tier: .active, enteredAt: jan1, nextTier: .free, nextTierAt: jan1.adding(seconds: 24 * 3600), capabilities: .all,
+    /// (the verification failed, the 24 hours still run) keeps the subject active; a verified
+    /// `pro` is paid access, so when the grace runs out the flow begins there.
+    @Test func proGraceIsActiveAndItsEndIsDayZero() throws {
+        let graceEnd = jan1.adding(seconds: 24 * 3600)
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.verified("u", at: jan1),
+                      Make.verificationFailed("u", at: jan1.adding(seconds: 3600))]
+        #expect(try views(events, at: [jan1.adding(seconds: 2 * 3600), Timestamp(milliseconds: graceEnd.milliseconds - 1), graceEnd]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: graceEnd, capabilities: .all,
                           reactivationAvailable: false, reactivationFee: nil, rule: "offlineGrace"),
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: graceEnd, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "offlineGrace"),
+            grace(day: 0, since: graceEnd, zero: graceEnd, rule: "offlineGrace", next: days(31, after: graceEnd)),
         ])
     }
 
@@ -210,6 +210,157 @@ import Testing
         #expect(try views(events, at: [jan15]) == [
             RetentionView(tier: .active, enteredAt: jan1, nextTier: nil, nextTierAt: nil, capabilities: .all,
                           reactivationAvailable: false, reactivationFee: nil, rule: "storeCoverage"),
+        ])
+    }
+
+    // MARK: SPEC §4's clarified retention rules, each at its boundary and on both sides
+
+    /// The millisecond before `t`.
+    func justBefore(_ t: Timestamp) -> Timestamp { Timestamp(milliseconds: t.milliseconds - 1) }
+
+    /// SPEC §4: a policy without a `retention` section has no retention model: `status`
+    /// reports it as `null` (the other models as usual).
+    @Test func aPolicyWithoutRetentionHasNoRetentionView() throws {
+        var policy = Policy.reference
+        policy.retention = nil
+        try withStorePath { path in
+            let ledger = try Ledger(path: path, policy: policy)
+            defer { ledger.close() }
+            try ledger.append(cancelled())
+            let status = try ledger.engine.views(of: "u", at: day(40)).views
+            #expect(status.map(\.model) == ["entitlement", "retention", "badge"])
+            #expect(status.map { $0.view == nil } == [false, true, false])
+        }
+    }
+
+    /// SPEC §4 `free`: a support grant is paid access, so a subject who only ever had one is
+    /// in the flow once it ends, counted from its end.
+    @Test func aSupportGrantIsPaidAccess() throws {
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.grant("u", at: jan1, until: feb1)]
+        #expect(try views(events, at: [day(0, less: 1), day(0)]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: feb1, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "supportGrant"),
+            grace(day: 0, since: feb1, zero: feb1, rule: "supportGrant", next: day(31)),
+        ])
+    }
+
+    /// SPEC §4: day 0 is the end of the latest stretch of access, here a support grant that
+    /// outlasted the store period (cancelled, ending Feb 1) by nine days.
+    @Test func aSupportGrantThatOutlastsTheStoreMovesDayZero() throws {
+        let feb10 = days(9, after: feb1)
+        let events = cancelled() + [Make.grant("u", at: ts("2026-01-20T00:00:00Z"), until: feb10)]
+        #expect(try views(events, at: [feb1, justBefore(feb10), feb10]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: feb10, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "supportGrant"),
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: feb10, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "supportGrant"),
+            grace(day: 0, since: feb10, zero: feb10, rule: "supportGrant", next: days(31, after: feb10)),
+        ])
+    }
+
+    /// SPEC §4: a device's verification that outlasted the store period is part of the
+    /// latest stretch: day 0 is where its window closes.
+    @Test func aDeviceVerificationThatOutlastsTheStoreMovesDayZero() throws {
+        let verifiedAt = feb1.adding(seconds: -3600), windowEnd = feb1.adding(seconds: 23 * 3600)
+        let events = cancelled() + [Make.verified("u", at: verifiedAt)]
+        #expect(try views(events, at: [justBefore(windowEnd), windowEnd]) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: windowEnd, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "deviceVerified"),
+            grace(day: 0, since: windowEnd, zero: windowEnd, rule: "deviceVerified", next: days(31, after: windowEnd)),
+        ])
+    }
+
+    /// SPEC §4: the stretches are those the events known at t describe — a purchase reported
+    /// a month late covers from its purchasedAt once it is known, and the flow counts from
+    /// its end; before it was known the subject had never paid.
+    @Test func aPurchaseReportedLateCoversFromItsPurchasedAtOnceKnown() throws {
+        let mar1 = ts("2026-03-01T00:00:00Z")
+        var late = Make.purchase("u", at: jan1, txn: "t1", expires: feb1)
+        late.occurredAt = mar1
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), late]
+        #expect(try views(events, at: [justBefore(mar1), mar1]) == [
+            RetentionView(tier: .free, enteredAt: nil, nextTier: nil, nextTierAt: nil, capabilities: .thumbnails,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "neverPaid"),
+            grace(day: 28, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+        ])
+    }
+
+    /// SPEC §4 with startsAt = cancellation: an un-cancel withdraws the cancellation — the
+    /// subject is in the flow from the cancellation, and active again from the un-cancel.
+    @Test func anUnCancelWithdrawsTheCancellation() throws {
+        var policy = Policy.reference
+        policy.retention?.startsAt = .cancellation
+        let jan10 = ts("2026-01-10T00:00:00Z"), jan12 = ts("2026-01-12T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.autoRenew("u", at: jan10, original: "t1", enabled: false), Make.autoRenew("u", at: jan12, original: "t1", enabled: true)]
+        #expect(try views(events, at: [justBefore(jan12), jan12], policy: policy) == [
+            grace(day: 1, since: jan10, zero: jan10, rule: "cancellation", next: days(31, after: jan10)),
+            RetentionView(tier: .active, enteredAt: jan12, nextTier: nil, nextTierAt: nil, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "storeCoverage"),
+        ])
+    }
+
+    /// SPEC §4 with startsAt = cancellation: day 0 is the latest cancellation in force during
+    /// the store period whose end ended the access — the latest of several — and once the
+    /// period ends the flow goes on from it.
+    @Test func withStartsAtCancellationDayZeroIsTheLatestCancellationOfTheEndedPeriod() throws {
+        var policy = Policy.reference
+        policy.retention?.startsAt = .cancellation
+        let jan10 = ts("2026-01-10T00:00:00Z"), jan12 = ts("2026-01-12T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.autoRenew("u", at: jan10, original: "t1", enabled: false), Make.autoRenew("u", at: jan12, original: "t1", enabled: true),
+                      Make.autoRenew("u", at: jan15, original: "t1", enabled: false)]
+        #expect(try views(events, at: [justBefore(feb1), feb1], policy: policy) == [
+            grace(day: 16, since: jan15, zero: jan15, rule: "cancellation", next: days(31, after: jan15)),
+            grace(day: 17, since: jan15, zero: jan15, rule: "cancellation", next: days(31, after: jan15)),
+        ])
+    }
+
+    /// SPEC §4 with startsAt = cancellation: only a cancellation during the period that ended
+    /// counts. One turned off in an earlier period put that period in the flow; a renewal
+    /// after it makes the renewed period active again (from its start), and its end is day 0.
+    @Test func aCancellationOfAnEarlierPeriodDoesNotCount() throws {
+        var policy = Policy.reference
+        policy.retention?.startsAt = .cancellation
+        let dec1 = ts("2025-12-01T00:00:00Z"), dec10 = ts("2025-12-10T00:00:00Z")
+        let events = [Make.created("u", at: dec1.adding(seconds: -60)), Make.purchase("u", at: dec1, txn: "t1", expires: jan1),
+                      Make.autoRenew("u", at: dec10, original: "t1", enabled: false),
+                      Make.renewal("u", at: jan1, txn: "t2", original: "t1", expires: feb1)]
+        #expect(try views(events, at: [jan15, feb1], policy: policy) == [
+            RetentionView(tier: .active, enteredAt: jan1, nextTier: .grace, nextTierAt: feb1, capabilities: .all,
+                          reactivationAvailable: false, reactivationFee: nil, rule: "storeCoverage"),
+            grace(day: 0, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+        ])
+    }
+
+    /// SPEC §4: the family rule needs the organizer's cancellation to lie strictly after the
+    /// member's latest store transaction's purchasedAt: at that very instant it does not.
+    @Test func anOrganizerCancellationMustComeAfterTheLatestPurchase() throws {
+        let atThePurchase = try views(cancelled() + [Make.organizerCancelled("u", at: jan1)], at: [day(31)])
+        let justAfter = try views(cancelled() + [Make.organizerCancelled("u", at: jan1.adding(seconds: 1))], at: [day(31)])
+        #expect(atThePurchase == [browseOnly(day: 31)])
+        #expect(justAfter == [grace(day: 31, since: feb1, zero: feb1, rule: "expiry", next: day(61))])
+    }
+
+    /// SPEC §4: a recovery pass bought at b widens the capabilities for b ≤ t < b + 7 days,
+    /// from the millisecond it is bought.
+    @Test func aRecoveryPassOpensWhenBought() throws {
+        let events = cancelled() + [Make.recoveryPass("u", at: day(40))]
+        var open = browseOnly(day: 40)
+        open.capabilities = .readOnly
+        open.recoveryPassUntil = day(47)
+        #expect(try views(events, at: [day(40, less: 1), day(40)]) == [browseOnly(day: 39), open])
+    }
+
+    /// SPEC §4: a recovery pass applies to browseOnly, archived and pendingDeletion; bought in
+    /// grace it adds nothing there, and what is left of it carries into browseOnly.
+    @Test func aRecoveryPassBoughtInGraceCountsOnlyFromBrowseOnly() throws {
+        let events = cancelled() + [Make.recoveryPass("u", at: day(28))]
+        var carried = browseOnly(day: 31)
+        carried.capabilities = .readOnly
+        carried.recoveryPassUntil = day(35)
+        #expect(try views(events, at: [day(29), day(31), day(35)]) == [
+            grace(day: 29, since: feb1, zero: feb1, rule: "expiry", next: day(31)), carried, browseOnly(day: 35),
         ])
     }
 }

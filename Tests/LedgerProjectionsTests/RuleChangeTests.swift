@@ -91,7 +91,7 @@ import Testing
             defer { ledger.close() }
             try seeded(ledger)
             func planState() throws -> JSON? {
-                try ledger.engine.views(of: "grace", at: feb5).views.first { $0.model == EntitlementProjection.name }?.view["planState"]
+                try ledger.engine.views(of: "grace", at: feb5).views.first { $0.model == EntitlementProjection.name }?.view?["planState"]
             }
             #expect(try planState() == .string("free"))
             #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .free)

@@ -123,7 +123,7 @@ enum Audit {
     static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
                        models: [ModelRunner], policy: Policy) -> AuditReport {
         let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
-        let folds = models.map { (name: $0.name, fold: $0.makeTimeline()) }
+        let folds = models.filter { $0.isServed(policy) }.map { (name: $0.name, fold: $0.makeTimeline()) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
         var previous = folds.map { $0.fold.step(to: start, policy: policy) }

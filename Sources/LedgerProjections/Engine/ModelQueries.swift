@@ -65,14 +65,14 @@ extension ProjectionEngine {
     /// the names of models that are stale or behind the log. A stale model is still answered
     /// when its state decodes; one built by another code version whose state does not is left
     /// out of `views` (and named in `stale`).
-    public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject)], stale: [String]) {
+    public func views(of key: String, at t: Timestamp) throws(LedgerError) -> (views: [(model: String, view: JSONObject?)], stale: [String]) {
         do {
             return try storage.env.read { txn in
                 let context = try queryContext(txn)
                 var stale: [String] = []
                 // The states lie in the map, unchanged until this read transaction ends.
                 let memo = DecodeMemo(statesStayInPlace: true)
-                var views: [(model: String, view: JSONObject)] = []
+                var views: [(model: String, view: JSONObject?)] = []
                 views.reserveCapacity(models.count)
                 // The states' places on the stack; each model's runner and generation read in
                 // place by index, not copied out.
@@ -149,7 +149,8 @@ extension ProjectionEngine {
                 try storage.forEachState(in: served, txn) { key, state in
                     let view: JSONObject
                     do throws(StateReader.Damaged) {
-                        view = try runner.viewJSON(state, t, policy, nil)
+                        guard let served = try runner.viewJSON(state, t, policy, nil) else { return }
+                        view = served
                     } catch {
                         throw storage.unreadable(model, error, served: served, codeVersion: runner.codeVersion)
                     }

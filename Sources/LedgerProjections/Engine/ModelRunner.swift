@@ -10,9 +10,12 @@ struct ModelRunner: Sendable {
     let eventTypes: Set<String>
     /// A fresh fold numbering its keys in `table` (shared with the other models' folds).
     let makeFold: @Sendable (KeyTable) -> any StateFold
-    /// The view of a stored state (`nil`: the key has none) as JSON; the memo, when given,
-    /// is shared by the states of one query (`StateReader.leading`).
-    let viewJSON: @Sendable (UnsafeRawBufferPointer?, Timestamp, Policy, DecodeMemo?) throws(StateReader.Damaged) -> JSONObject
+    /// The view of a stored state (`nil`: the key has none) as JSON, `nil` when the policy
+    /// has no such model (`Projection.isServed(by:)`); the memo, when given, is shared by the
+    /// states of one query (`StateReader.leading`).
+    let viewJSON: @Sendable (UnsafeRawBufferPointer?, Timestamp, Policy, DecodeMemo?) throws(StateReader.Damaged) -> JSONObject?
+    /// `Projection.isServed(by:)`.
+    let isServed: @Sendable (Policy) -> Bool
 
     /// A fresh in-memory fold of one subject's history, as the audit steps through it.
     let makeTimeline: @Sendable () -> any SubjectTimeline
@@ -43,7 +46,9 @@ struct ModelRunner: Sendable {
         codeVersion = P.codeVersion
         eventTypes = P.eventTypes
         makeFold = { table in TypedFold(P.self, table: table) }
+        isServed = { P.isServed(by: $0) }
         viewJSON = { bytes, t, policy, memo throws(StateReader.Damaged) in
+            guard P.isServed(by: policy) else { return nil }
             let state = try bytes.map { bytes throws(StateReader.Damaged) in try P.State.decode(bytes, memo: memo) } ?? P.State()
             return P.view(of: state, at: t, policy: policy).json
         }

@@ -30,9 +30,10 @@ public protocol Projection: Sendable {
 
     /// The model's name, as `stats`, `status` and `rebuild` show it: lower-case, stable.
     static var name: String { get }
-    /// Bumped whenever `apply`, the state's encoding or `view` changes meaning: a served
-    /// generation built by another code version is reported stale, and neither appends nor
-    /// catch-up advance it, until a rebuild replaces it.
+    /// Bumped whenever `apply` or the state's encoding changes meaning: a served generation
+    /// built by another code version is reported stale, and neither appends nor catch-up
+    /// advance it, until a rebuild replaces it. A change to `view` alone needs no bump: views
+    /// are worked out from the stored facts at query time, so the new rule answers at once.
     static var codeVersion: UInt32 { get }
     /// The event types the model reads; others never reach `apply`.
     static var eventTypes: Set<String> { get }
@@ -47,11 +48,15 @@ public protocol Projection: Sendable {
     /// ending, a day boundary — as a superset: the audit evaluates the view at each and lists
     /// those where something changed. Unsorted, duplicates allowed. Default: none.
     static func changeTimes(of state: State, policy: Policy) -> [Timestamp]
+    /// Whether `policy` has what the model reads: a policy without the section a model reads
+    /// has no such model (SPEC §4), and `status` reports it as `null`. Default: always.
+    static func isServed(by policy: Policy) -> Bool
 }
 
 extension Projection {
     public static func key(for event: RecordedEvent) -> String? { event.subject }
     public static func changeTimes(of state: State, policy: Policy) -> [Timestamp] { [] }
+    public static func isServed(by policy: Policy) -> Bool { true }
 }
 
 /// A projection's per-key state: empty to start with, and a compact, deterministic encoding

@@ -267,14 +267,14 @@ extension ProjectionEngine {
         func compare(_ key: UnsafeRawBufferPointer, stored: UnsafeRawBufferPointer?, new: UnsafeRawBufferPointer?) throws -> Bool {
             let old: JSONObject
             do throws(StateReader.Damaged) {
-                old = try model.viewJSON(stored, at, servedPolicy, nil)
+                old = try model.viewJSON(stored, at, servedPolicy, nil) ?? JSONObject()
             } catch {
                 let failure = storage.unreadable(model.name, error, served: generation, codeVersion: model.codeVersion)
                 if failure.code == .unsupportedFormat { return false }
                 throw failure
             }
             let subject = String(decoding: key, as: UTF8.self)
-            for (field, from, to) in Self.flatten(try model.viewJSON(new, at, newPolicy, nil)).changes(since: Self.flatten(old)) {
+            for (field, from, to) in Self.flatten(try model.viewJSON(new, at, newPolicy, nil) ?? JSONObject()).changes(since: Self.flatten(old)) {
                 changes.append(ViewChange(subject: subject, model: model.name, field: field, from: from, to: to))
             }
             return true

@@ -128,54 +128,55 @@ enum EntitlementRules {
         var reason: EntitlementView.Reason
         /// Rule 2's coverage: the product and the end the view shows.
         var coverage: Coverage?
-        /// The banner the deciding rule adds (`cantVerify`, `checkingStatus`).
+        /// `cantVerify`, when rule 5 gives `pro_grace`.
         var banner: String?
 
         /// Whether the plan gives paid access (trial, pro or pro in grace).
         var isPaid: Bool { planState == .trial || planState == .pro || planState == .proGrace }
     }
 
-    /// Rules 1–6 in order; the first that applies decides.
-    static func decide(_ state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> Decision {
+    /// Rules 1–6 in order at `t`, over the facts known at `known` (default `t`; see
+    /// `SubscriptionFacts`' rules): the first that applies decides.
+    static func decide(_ state: EntitlementProjection.State, at t: Timestamp, known: Timestamp? = nil,
+                       policy: Policy.Subscription) -> Decision {
+        let known = known ?? t
+        let happened = min(t, known)
         let facts = state.subscription
         // 1. Deleted.
-        if let deleted = state.deletions.known(at: t).first {
+        if let deleted = state.deletions.known(at: happened).first {
             return Decision(planState: .guest, reason: .init(rule: "deleted", policyKey: nil, position: deleted.position))
         }
         // 2. Store coverage. Cancelling changes nothing until the period ends.
-        if let coverage = facts.coverage(at: t) {
+        if let coverage = facts.coverage(at: t, known: known) {
             return Decision(planState: coverage.transaction.value.isTrial ? .trial : .pro,
                             reason: .init(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position), coverage: coverage)
         }
         // 3. Billing grace after a failed renewal.
-        if let episode = facts.billingEpisode(at: t, policy: policy), !episode.recovered, t < episode.graceEnd {
+        if let episode = facts.billingEpisode(at: t, known: known, policy: policy), !episode.recovered, t < episode.graceEnd {
             return Decision(planState: .pro, reason: .init(rule: "billingGrace",
                                                            policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
                                                            position: episode.failure.position))
         }
         // 4. A support grant.
-        if let grant = state.grants.known(at: t).last(where: { t < $0.value }) {
+        if let grant = state.grants.known(at: happened).last(where: { t < $0.value }) {
             return Decision(planState: .pro, reason: .init(rule: "supportGrant", policyKey: nil, position: grant.position))
         }
         // 5. The latest device snapshot.
-        var banner: String?
-        if let snapshot = deviceSnapshot(state, at: t, policy: policy) {
-            switch snapshot {
-            case .verified(let plan, let position):
-                return Decision(planState: plan, reason: .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position))
-            case .offlineGrace(let position):
-                return Decision(planState: .proGrace, reason: .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position),
-                                banner: "cantVerify")
-            case .expired:
-                banner = "checkingStatus"
-            }
+        switch deviceSnapshot(state, at: t, known: known, policy: policy) {
+        case .verified(let plan, let position):
+            return Decision(planState: plan, reason: .init(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position))
+        case .offlineGrace(let position):
+            return Decision(planState: .proGrace, reason: .init(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position),
+                            banner: "cantVerify")
+        case .void, nil:
+            break
         }
         // 6. Signed in or not.
-        if let sign = state.signIns.known(at: t).last {
+        if let sign = state.signIns.known(at: happened).last {
             return Decision(planState: sign.value ? .free : .guest,
-                            reason: .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position), banner: banner)
+                            reason: .init(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position))
         }
-        return Decision(planState: .guest, reason: .init(rule: "noAccount", policyKey: nil, position: nil), banner: banner)
+        return Decision(planState: .guest, reason: .init(rule: "noAccount", policyKey: nil, position: nil))
     }
 
     static func view(of state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> EntitlementView {
@@ -183,11 +184,17 @@ enum EntitlementRules {
         let decision = decide(state, at: t, policy: policy)
         let billingIssue = facts.billingIssue(at: t, policy: policy)
         let autoRenew = facts.autoRenewing(at: t)
+        // After `account.deleted` the store facts still give every field but the plan: the
+        // App Store subscription goes on (CH34 L719, L771).
+        let coverage = decision.reason.rule == "deleted" ? facts.coverage(at: t) : decision.coverage
+        // Banners in SPEC §4's order: billingIssue, cantVerify, checkingStatus.
         var banners = billingIssue ? ["billingIssue"] : []
         if let banner = decision.banner { banners.append(banner) }
+        if decision.planState == .free || decision.planState == .guest, deviceSnapshot(state, at: t, policy: policy) == .void {
+            banners.append("checkingStatus")
+        }
         // Each field worked out first, the view made once: a view built and then changed was
         // copied whole on the way out.
-        let coverage = decision.coverage
         return EntitlementView(
             planState: decision.planState, trialEligible: !facts.hasTransactions(at: t),
             expiresAt: coverage.map(\.end) ?? facts.latestEnd(at: t),
@@ -223,32 +230,36 @@ enum EntitlementRules {
         return times
     }
 
-    enum SnapshotOutcome {
+    enum SnapshotOutcome: Equatable {
         case verified(PlanState, position: UInt64)
         case offlineGrace(position: UInt64)
-        /// A paid snapshot whose windows have passed: it gives nothing, the app is checking.
-        case expired
+        /// A paid snapshot that gives nothing now: its windows or its expiresAt passed, or a
+        /// store fact after it voided it (the app is checking: `checkingStatus`).
+        case void
     }
 
-    /// Rule 5: the latest `entitlement.verified` at or before t, if it was paid and nothing
-    /// from the store has contradicted it since.
-    static func deviceSnapshot(_ state: EntitlementProjection.State, at t: Timestamp, policy: Policy.Subscription) -> SnapshotOutcome? {
-        let known = state.snapshots.known(at: t)
-        guard let index = known.lastIndex(where: { if case .verified = $0.value { true } else { false } }),
-              case .verified(let plan, let expiresAt) = known[index].value, plan != .free
+    /// Rule 5: the latest `entitlement.verified` at or before t (`nil` when there is none, or
+    /// it said `free`), and what it gives at t. "After v" is later in (occurredAt, position)
+    /// order; each window is half-open.
+    static func deviceSnapshot(_ state: EntitlementProjection.State, at t: Timestamp, known: Timestamp? = nil,
+                               policy: Policy.Subscription) -> SnapshotOutcome? {
+        let happened = min(t, known ?? t)
+        let snapshots = state.snapshots.known(at: happened)
+        guard let index = snapshots.lastIndex(where: { if case .verified = $0.value { true } else { false } }),
+              case .verified(let plan, let expiresAt) = snapshots[index].value, plan != .free
         else { return nil }
-        let v = known[index]
-        if let expiresAt, expiresAt <= t { return nil }
+        let v = snapshots[index]
+        if let expiresAt, expiresAt <= t { return .void }
         let facts = state.subscription
-        let contradicted = facts.ends.known(at: t).contains { $0.at > v.at && !$0.value.graceOnly }
-            || facts.marks.known(at: t).contains { $0.at > v.at && $0.value.kind != .reversal }
-        if contradicted { return nil }
-        let failedSince = known[(index + 1)...].contains { $0.value == .failed }
+        let voided = facts.ends.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && !$0.value.graceOnly }
+            || facts.marks.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && $0.value.kind != .reversal }
+        if voided { return .void }
+        let failedSince = snapshots[(index + 1)...].contains { $0.value == .failed }
         if !failedSince && t < v.at.adding(seconds: policy.verificationIntervalHours * 3600) {
             return .verified(plan == .trial ? .trial : .pro, position: v.position)
         }
         if t < v.at.adding(seconds: policy.offlineGraceHours * 3600) { return .offlineGrace(position: v.position) }
-        return .expired
+        return .void
     }
 
     /// A `purchase.started` or `.pending` not yet followed by a purchase or `purchase.failed`.

@@ -68,4 +68,7 @@ public enum RetentionProjection: Projection {
     public static func changeTimes(of state: State, policy: Policy) -> [Timestamp] {
         RetentionRules.changeTimes(of: state, policy: policy)
     }
+
+    /// A policy without a `retention` section has no retention flow: no model (SPEC §4).
+    public static func isServed(by policy: Policy) -> Bool { policy.retention != nil }
 }

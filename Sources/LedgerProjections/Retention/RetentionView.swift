@@ -164,28 +164,32 @@ enum RetentionRules {
                              rule: placement.rule, dayZero: placement.dayZero, day: placement.day, recoveryPassUntil: recoveryPassUntil)
     }
 
-    /// Deleted, active, never paid, or in the flow at a day number.
-    static func place(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> Placement {
+    /// Deleted, active, never paid, or in the flow at a day number: the tier at `t` as the
+    /// facts known at `known` (default `t`) describe it.
+    static func place(_ state: RetentionProjection.State, at t: Timestamp, known: Timestamp? = nil, policy: Policy) -> Placement {
+        let known = known ?? t
         let access = state.access
-        if let deleted = access.deletions.known(at: t).first {
+        if let deleted = access.deletions.known(at: min(t, known)).first {
             return Placement(tier: .deleted, rule: "deleted", since: deleted.at)
         }
-        let facts = access.subscription
-        let entitlement = EntitlementRules.decide(access, at: t, policy: policy.subscription)
-        let isActive = entitlement.isPaid
-        guard let retention = policy.retention, hasPaid(facts, at: t) else {
-            return isActive ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
+        let entitlement = EntitlementRules.decide(access, at: t, known: known, policy: policy.subscription)
+        guard let retention = policy.retention, hadPaidAccess(state, at: t, known: known) else {
+            return entitlement.isPaid ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
         }
-        var start: (at: Timestamp, rule: String)?
-        if let cancelled = cancellation(facts, at: t, retention) {
-            start = (cancelled, "cancellation")
-        } else if isActive {
+        if entitlement.isPaid {
+            // With startsAt = cancellation, turning auto-renew off starts the flow while the
+            // paid period still runs (000's "Day 0: User cancels").
+            if retention.startsAt == .cancellation, let cancelled = cancellationInForce(access.subscription, at: t, known: known) {
+                return inFlow(dayZero: cancelled, rule: "cancellation", family: isFamilyMember(state, at: t, known: known), at: t, retention)
+            }
             return Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement)
-        } else {
-            start = accessEnd(facts, at: t, policy: policy.subscription)
         }
-        guard let start else { return Placement(tier: .free, rule: "neverPaid") }
-        return inFlow(dayZero: start.at, rule: start.rule, family: isFamilyMember(state, at: t), at: t, retention)
+        guard var start = accessEnd(state, at: t, known: known, policy: policy) else { return Placement(tier: .free, rule: "neverPaid") }
+        if retention.startsAt == .cancellation, let period = start.period,
+           let cancelled = cancellation(during: period, facts: access.subscription, known: known) {
+            start = (cancelled, "cancellation", period)
+        }
+        return inFlow(dayZero: start.at, rule: start.rule, family: isFamilyMember(state, at: t, known: known), at: t, retention)
     }
 
     /// The flow's tier `d` days after day 0, with when it began and what comes next.
@@ -212,28 +216,51 @@ enum RetentionRules {
         ]
     }
 
-    /// When paid access ended, known at `t`: the latest end of a period (expiry, refund,
-    /// revocation) or of billing grace after a failed payment.
-    static func accessEnd(_ facts: SubscriptionFacts, at t: Timestamp, policy: Policy.Subscription) -> (at: Timestamp, rule: String)? {
-        var best: (at: Timestamp, rule: String)?
-        let known = facts.transactions.known(at: t)
-        for i in known.indices where known[i].value.purchasedAt <= t {
-            let end = facts.endWithCause(ofTransactionAt: i, in: known, at: t)
-            guard best == nil || end.at > best?.at ?? end.at else { continue }
-            best = (end.at, end.cause == .upgrade ? "expiry" : end.cause.rawValue)
+    /// Day 0 of a flow with startsAt = accessEnd (SPEC §4): the end of the latest stretch of
+    /// access (planState trial, pro or pro_grace) at or before `t`, in the history the facts
+    /// known at `known` describe, with the rule that ended it — the expiry, refund or
+    /// revocation of the last covered period, or the end of billing grace, of a support grant
+    /// or of a device's snapshot — and the store period whose end it was, if it was one.
+    /// `nil` when no stretch of access ended by `t`.
+    ///
+    /// Asked when the subject has no access at `t`: the latest stretch then ends at the latest
+    /// of the entitlement's change times `c` ≤ t with access just before `c` (any later one has
+    /// none just before it, being inside the gap that runs to `t`).
+    static func accessEnd(_ state: RetentionProjection.State, at t: Timestamp, known: Timestamp,
+                          policy: Policy) -> (at: Timestamp, rule: String, period: Coverage?)? {
+        var times = EntitlementRules.changeTimes(of: state.access, policy: policy.subscription)
+        times.sort(by: >)
+        var previous: Timestamp?
+        for c in times where c <= t && c != previous {
+            previous = c
+            let before = EntitlementRules.decide(state.access, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy.subscription)
+            guard before.isPaid else { continue }
+            guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return (c, before.reason.rule, nil) }
+            let cause = state.access.subscription.endWithCause(of: coverage.transaction.value, at: c, known: known).cause
+            return (c, cause == .upgrade ? "expiry" : cause.rawValue, coverage)
         }
-        if let episode = facts.billingEpisode(at: t, policy: policy), !episode.recovered, episode.graceEnd <= t,
-           best == nil || episode.graceEnd > best?.at ?? episode.graceEnd {
-            best = (episode.graceEnd, "billingGrace")
+        // A paid transaction that never covered a moment (refunded as it was bought) still
+        // ended its access when its coverage did.
+        let facts = state.access.subscription
+        let described = facts.transactions.known(at: known)
+        var latest: (at: Timestamp, cause: SubscriptionFacts.EndCause)?
+        for i in described.indices where !described[i].value.isTrial && described[i].value.purchasedAt <= t {
+            let end = facts.endWithCause(ofTransactionAt: i, in: described, at: t, known: known)
+            if end.at <= t, latest == nil || end.at > latest?.at ?? end.at { latest = end }
         }
-        return best
+        return latest.map { ($0.at, $0.cause == .upgrade ? "expiry" : $0.cause.rawValue, nil) }
     }
 
-    /// A family member whose organizer cancelled after the member's latest transaction began.
-    static func isFamilyMember(_ state: RetentionProjection.State, at t: Timestamp) -> Bool {
-        guard let cancel = state.organizerCancellations.known(at: t).last else { return false }
-        let latest = state.access.subscription.latestTransaction(at: t)?.value.purchasedAt
-        return latest.map { cancel.at >= $0 } ?? true
+    /// A family member whose organizer cancelled after the member's latest store transaction's
+    /// purchasedAt (strictly after; any cancellation, with no transaction), at or before `t`.
+    static func isFamilyMember(_ state: RetentionProjection.State, at t: Timestamp, known: Timestamp) -> Bool {
+        guard let cancel = state.organizerCancellations.known(at: min(t, known)).last else { return false }
+        let described = state.access.subscription.transactions.known(at: known)
+        var latest: Timestamp?
+        for i in described.indices where described[i].value.purchasedAt <= t {
+            latest = max(latest ?? described[i].value.purchasedAt, described[i].value.purchasedAt)
+        }
+        return latest.map { cancel.at > $0 } ?? true
     }
 
     /// The unbroken active run that includes `t`: when it began, walking back while the
@@ -241,7 +268,8 @@ enum RetentionRules {
     /// store period renews by itself (the renewal, not the clock, decides), otherwise the first
     /// change ahead where the tier differs (a cancelled period ending, billing grace, a grant
     /// or an offline window running out). Whether a subject is active changes only when its
-    /// plan or its auto-renew does, so the entitlement's change times are the ones to visit.
+    /// plan or its auto-renew does, so the entitlement's change times are the ones to visit,
+    /// each over the facts known at `t`.
     static func activeRun(_ state: RetentionProjection.State, at t: Timestamp, plan: EntitlementRules.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
         // Sorted, then each time once, in place (cheaper than hashing every time into a set,
@@ -257,12 +285,12 @@ enum RetentionRules {
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
         for c in times[..<now].reversed() {
-            guard isActive(state, at: c, policy: policy) else { break }
+            guard isActive(state, at: c, known: t, policy: policy) else { break }
             since = c
         }
         if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
-        for c in times[now...] where !isActive(state, at: c, policy: policy) {
-            return (since, (place(state, at: c, policy: policy).tier, c))
+        for c in times[now...] where !isActive(state, at: c, known: t, policy: policy) {
+            return (since, (place(state, at: c, known: t, policy: policy).tier, c))
         }
         return (since, nil)
     }
@@ -270,27 +298,53 @@ enum RetentionRules {
     /// Whether `place` puts the subject in `active` at `t`, without placing it anywhere else:
     /// the look back asks this at every change time, and only the first time it is `false`
     /// needs the tier (and the flow's day 0, found from every transaction).
-    static func isActive(_ state: RetentionProjection.State, at t: Timestamp, policy: Policy) -> Bool {
+    static func isActive(_ state: RetentionProjection.State, at t: Timestamp, known: Timestamp? = nil, policy: Policy) -> Bool {
+        let known = known ?? t
         let access = state.access
-        guard access.deletions.known(at: t).isEmpty, EntitlementRules.decide(access, at: t, policy: policy.subscription).isPaid else { return false }
+        guard access.deletions.known(at: min(t, known)).isEmpty,
+              EntitlementRules.decide(access, at: t, known: known, policy: policy.subscription).isPaid else { return false }
         // Paid access keeps the subject active unless a cancellation starts the flow for a
         // subject who has paid.
-        guard let retention = policy.retention, cancellation(access.subscription, at: t, retention) != nil else { return true }
-        return !hasPaid(access.subscription, at: t)
+        guard let retention = policy.retention, retention.startsAt == .cancellation,
+              cancellationInForce(access.subscription, at: t, known: known) != nil else { return true }
+        return !hadPaidAccess(state, at: t, known: known)
     }
 
-    /// Whether a transaction other than a free trial had begun by `t`: the flow is for those
-    /// who paid; the others are `free` (`neverPaid`).
-    static func hasPaid(_ facts: SubscriptionFacts, at t: Timestamp) -> Bool {
-        facts.transactions.known(at: t).contains { !$0.value.isTrial && $0.value.purchasedAt <= t }
+    /// Whether the subject had paid access at or before `t` (SPEC §4's `free` is the
+    /// opposite): a store transaction other than a free trial purchased by then (refunded or
+    /// revoked later or not), a support grant, or a device's verified `pro`. The flow is for
+    /// those who had it; the others are `free` (`neverPaid`).
+    static func hadPaidAccess(_ state: RetentionProjection.State, at t: Timestamp, known: Timestamp) -> Bool {
+        let happened = min(t, known)
+        let access = state.access
+        if access.subscription.transactions.known(at: known).contains(where: { !$0.value.isTrial && $0.value.purchasedAt <= t }) { return true }
+        if access.grants.known(at: happened).contains(where: { $0.value > $0.at }) { return true }
+        return access.snapshots.known(at: happened).contains { snapshot in
+            guard case .verified(.pro, let expiresAt) = snapshot.value else { return false }
+            return expiresAt.map { $0 > snapshot.at } ?? true
+        }
     }
 
-    /// 000's "Day 0: User cancels": under a policy whose flow starts at cancellation, when
-    /// auto-renew is off at `t`, the latest time it was turned off; the flow then starts while
-    /// the paid period runs out. `nil` otherwise.
-    static func cancellation(_ facts: SubscriptionFacts, at t: Timestamp, _ retention: Policy.Retention) -> Timestamp? {
-        guard retention.startsAt == .cancellation, facts.autoRenewing(at: t) == false else { return nil }
-        return facts.autoRenew.known(at: t).last { !$0.value.enabled }?.at
+    /// With startsAt = cancellation, for a subject who still has access: the cancellation in
+    /// force at `t` during the store period covering `t` (see `cancellation(during:)`), which
+    /// starts the flow while the period runs. `nil` with none, or no store period.
+    static func cancellationInForce(_ facts: SubscriptionFacts, at t: Timestamp, known: Timestamp) -> Timestamp? {
+        guard let period = facts.coverage(at: t, known: known) else { return nil }
+        return cancellation(during: period, facts: facts, known: min(t, known))
+    }
+
+    /// With startsAt = cancellation: the latest `auto_renew_changed` of a store period's
+    /// subscription during the period (purchasedAt ≤ c < its end) known at `known`, when it
+    /// turned auto-renew off; an un-cancel (`true`) after it withdraws it. Asked of the period
+    /// whose end ended the access, or of the one still running.
+    static func cancellation(during period: Coverage, facts: SubscriptionFacts, known: Timestamp) -> Timestamp? {
+        let start = period.transaction.value.purchasedAt
+        let original = period.transaction.value.originalId
+        let latest = facts.autoRenew.known(at: known).last {
+            $0.value.originalId == original && $0.at >= start && $0.at < period.end
+        }
+        guard let latest, !latest.value.enabled else { return nil }
+        return latest.at
     }
 
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow

@@ -133,16 +133,28 @@ public struct BillingEpisode: Sendable, Equatable {
     public var failure: Dated<SubscriptionFacts.Failure>
     /// The failure's last covered period end.
     public var coveredUntil: Timestamp
-    /// When the billing grace ends (`pro` until then).
+    /// When the billing grace ends (`pro` until then): the store's or the policy's end, or a
+    /// `subscription.expired` or `.grace_expired` after the failure.
     public var graceEnd: Timestamp
     /// Whether the grace end is the store's gracePeriodExpiresAt rather than billingGraceDays.
     public var graceFromStore: Bool
-    /// When the billing issue ends, if no renewal recovers it first.
+    /// When the billing issue ends, if no renewal recovers it first: the retry window's end,
+    /// or a `subscription.expired` after the failure (a `.grace_expired` ends the grace only).
     public var issueEnd: Timestamp
-    /// A renewal after the failure, known at the time, recovered it.
+    /// A transaction of the failure's subscription purchased after it, by the time asked,
+    /// recovered it.
     public var recovered: Bool
 }
 
+/// The rules below are asked at a time `t` over the facts known at `known` (by default `t`
+/// itself: a view at t). Retention asks about other times of the history the facts known at
+/// its own t describe (where the latest stretch of access ended, what comes next), so it
+/// passes its t as `known`. Two kinds of facts differ then:
+/// - store transactions, extensions and immediate product changes carry their own times
+///   (purchasedAt, expiresAt): once known they describe the whole history, so a purchase
+///   reported late covers from its purchasedAt;
+/// - every other fact (a refund, a failure, an expiry, a grant, a snapshot, a sign-in) takes
+///   effect at its occurredAt, so at `t` only those known that happened by `t` count.
 extension SubscriptionFacts {
     /// The end of a transaction's coverage as known at `t`: its expiresAt as extended, cut at
     /// an immediate upgrade's start, at a refund not reversed, at a revocation.
@@ -161,34 +173,36 @@ extension SubscriptionFacts {
     }
 
     /// The end of a transaction's coverage as known at `t`, with its cause.
-    public func endWithCause(of transaction: Transaction, at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
+    public func endWithCause(of transaction: Transaction, at t: Timestamp, known: Timestamp? = nil) -> (at: Timestamp, cause: EndCause) {
         endWithCause(id: transaction.id, originalId: transaction.originalId, purchasedAt: transaction.purchasedAt,
-                     expiresAt: transaction.expiresAt, at: t)
+                     expiresAt: transaction.expiresAt, at: t, known: known ?? t)
     }
 
-    /// `endWithCause(of:at:)` of the transaction at `index` of `known` (these facts'
+    /// `endWithCause(of:at:)` of the transaction at `index` of `described` (these facts'
     /// transactions known at some time), its fields read where they lie: the rules' loops ask
     /// this several times a query, and passing the transaction copied it out of its array with
     /// its three strings.
-    func endWithCause(ofTransactionAt index: Int, in known: ArraySlice<Dated<Transaction>>,
-                      at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
-        endWithCause(id: known[index].value.id, originalId: known[index].value.originalId, purchasedAt: known[index].value.purchasedAt,
-                     expiresAt: known[index].value.expiresAt, at: t)
+    func endWithCause(ofTransactionAt index: Int, in described: ArraySlice<Dated<Transaction>>,
+                      at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
+        endWithCause(id: described[index].value.id, originalId: described[index].value.originalId, purchasedAt: described[index].value.purchasedAt,
+                     expiresAt: described[index].value.expiresAt, at: t, known: known)
     }
 
-    /// `endWithCause(of:at:)` from the fields it reads.
+    /// `endWithCause(of:at:)` from the fields it reads. Extensions and upgrades known at
+    /// `known` move the end; a refund or revocation that happened by `t` cuts it at its own
+    /// time (SPEC §4), unless a reversal that happened by `t` undid the refund.
     private func endWithCause(id: String, originalId: String, purchasedAt: Timestamp, expiresAt: Timestamp,
-                              at t: Timestamp) -> (at: Timestamp, cause: EndCause) {
+                              at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
         var end = expiresAt
         var cause = EndCause.expiry
-        for e in extensions.known(at: t) where e.value.transactionId == id { end = e.value.expiresAt }
-        for u in upgrades.known(at: t) where u.value.originalId == originalId && u.value.newTransactionId != id
+        for e in extensions.known(at: known) where e.value.transactionId == id { end = e.value.expiresAt }
+        for u in upgrades.known(at: known) where u.value.originalId == originalId && u.value.newTransactionId != id
             && u.value.startsAt > purchasedAt && u.value.startsAt < end {
             end = u.value.startsAt
             cause = .upgrade
         }
         var refundedAt: Timestamp?
-        for m in marks.known(at: t) where m.value.transactionId == id {
+        for m in marks.known(at: min(t, known)) where m.value.transactionId == id {
             switch m.value.kind {
             case .refund: refundedAt = refundedAt ?? m.at
             case .reversal: refundedAt = nil
@@ -200,12 +214,12 @@ extension SubscriptionFacts {
         return (end, cause)
     }
 
-    /// The latest expiresAt an extension known at `t` gives any transaction (`nil`: none).
-    func latestExtension(at t: Timestamp) -> Timestamp? {
-        extensions.known(at: t).lazy.map(\.value.expiresAt).max()
+    /// The latest expiresAt an extension known at `known` gives any transaction (`nil`: none).
+    func latestExtension(known: Timestamp) -> Timestamp? {
+        extensions.known(at: known).lazy.map(\.value.expiresAt).max()
     }
 
-    /// A time a transaction's end at `t` cannot be later than: the later of its expiresAt and
+    /// A time a transaction's end cannot be later than: the later of its expiresAt and
     /// `latestExtension` (upgrades, refunds and revocations only cut an end short). The rules
     /// below pass over a transaction this bound rules out without working out its end: the
     /// retention look back asks them at every change time of a long subscription. It takes the
@@ -216,20 +230,22 @@ extension SubscriptionFacts {
         max(expiresAt, latestExtension ?? expiresAt)
     }
 
-    /// The transaction covering `t` (the latest purchased, if several), or `nil`.
-    public func coverage(at t: Timestamp) -> Coverage? {
+    /// The transaction covering `t` (the latest purchased, if several), or `nil`: SPEC §4's
+    /// "covered", a transaction with purchasedAt ≤ t < its end.
+    public func coverage(at t: Timestamp, known: Timestamp? = nil) -> Coverage? {
+        let known = known ?? t
         // By index, so that only the transaction that wins is copied whole (each holds three strings).
-        let known = transactions.known(at: t)
-        let extended = latestExtension(at: t)
+        let described = transactions.known(at: known)
+        let extended = latestExtension(known: known)
         var best: (index: Int, end: Timestamp)?
-        for i in known.indices where known[i].value.purchasedAt <= t {
-            if t >= endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) { continue }
-            let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
+        for i in described.indices where described[i].value.purchasedAt <= t {
+            if t >= endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended) { continue }
+            let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
             guard t < end else { continue }
-            if let current = best, (known[current.index].value.purchasedAt, known[current.index].position) > (known[i].value.purchasedAt, known[i].position) { continue }
+            if let current = best, (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
             best = (i, end)
         }
-        return best.map { Coverage(transaction: known[$0.index], end: $0.end) }
+        return best.map { Coverage(transaction: described[$0.index], end: $0.end) }
     }
 
     /// The latest transaction known at `t` (by purchase time), covering or not.
@@ -251,54 +267,71 @@ extension SubscriptionFacts {
     public func latestEnd(at t: Timestamp) -> Timestamp? {
         // The latest first, as they usually end latest: the others' bounds then rule them out.
         let known = transactions.known(at: t)
-        let extended = latestExtension(at: t)
+        let extended = latestExtension(known: t)
         var latest: Timestamp?
         for i in known.indices.reversed() {
             if let latest, endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) <= latest { continue }
-            let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
+            let end = endWithCause(ofTransactionAt: i, in: known, at: t, known: t).at
             latest = max(latest ?? end, end)
         }
         return latest
     }
 
-    /// The latest billing failure known at `t`, with its grace and issue windows.
-    public func billingEpisode(at t: Timestamp, policy: Policy.Subscription) -> BillingEpisode? {
-        guard let failure = failures.known(at: t).last else { return nil }
+    /// The latest billing failure that happened by `t`, with its grace and issue windows
+    /// (SPEC §4 rule 3 and `billingIssue`).
+    public func billingEpisode(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
+        let known = known ?? t
+        let happened = min(t, known)
+        guard let failure = failures.known(at: happened).last else { return nil }
+        return episode(of: failure, at: t, known: known, policy: policy)
+    }
+
+    /// The windows of one failure, asked at `t` over the facts known at `known`.
+    func episode(of failure: Dated<Failure>, at t: Timestamp, known: Timestamp, policy: Policy.Subscription) -> BillingEpisode {
         let original = failure.value.originalId
         var coveredUntil: Timestamp?
         var recovered = false
-        let known = transactions.known(at: t)
-        for i in known.indices where known[i].value.originalId == original {
-            if known[i].value.purchasedAt <= failure.at {
-                let end = endWithCause(ofTransactionAt: i, in: known, at: t).at
+        let described = transactions.known(at: known)
+        for i in described.indices where described[i].value.originalId == original {
+            if described[i].value.purchasedAt <= failure.at {
+                let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
                 coveredUntil = max(coveredUntil ?? end, end)
-            } else {
+            } else if described[i].value.purchasedAt <= t {
                 recovered = true
             }
         }
         let until = coveredUntil ?? failure.at
-        let ended = ends.known(at: t).first { $0.value.originalId == original && $0.at >= failure.at }?.at
+        // The store's ends after the failure, in (occurredAt, position) order: the first of
+        // either kind ends the grace, the first `subscription.expired` the issue too.
+        var graceCut: Timestamp?
+        var issueCut: Timestamp?
+        for end in ends.known(at: min(t, known)) where end.value.originalId == original && (end.at, end.position) > (failure.at, failure.position) {
+            graceCut = graceCut ?? end.at
+            if !end.value.graceOnly {
+                issueCut = end.at
+                break
+            }
+        }
         let storeGrace = policy.billingGraceSource == .store ? failure.value.graceExpiresAt : nil
         var graceEnd = storeGrace ?? until.adding(seconds: policy.billingGraceDays * 86_400)
         var issueEnd = until.adding(seconds: policy.billingRetryDays * 86_400)
-        if let ended {
-            graceEnd = min(graceEnd, ended)
-            issueEnd = min(issueEnd, ended)
-        }
+        if let graceCut { graceEnd = min(graceEnd, graceCut) }
+        if let issueCut { issueEnd = min(issueEnd, issueCut) }
         return BillingEpisode(failure: failure, coveredUntil: until, graceEnd: graceEnd, graceFromStore: storeGrace != nil,
                               issueEnd: issueEnd, recovered: recovered)
     }
 
     /// SPEC §4's `billingIssue`, the one definition entitlement and badge share: from a failed
-    /// renewal until a renewal purchased after it, a `subscription.expired`, or the failure's
-    /// last covered period end + billingRetryDays, whichever comes first.
+    /// renewal until a transaction purchased after it, a `subscription.expired`, or the
+    /// failure's last covered period end + billingRetryDays, whichever comes first. A
+    /// `subscription.grace_expired` does not end it: the store keeps retrying.
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
         guard let episode = billingEpisode(at: t, policy: policy) else { return false }
         return !episode.recovered && t < episode.issueEnd
     }
 
-    /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest of a purchase (on) and
-    /// an `auto_renew_changed`.
+    /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest, in (occurredAt,
+    /// position) order, of a purchase (on) and an `auto_renew_changed`.
     public func autoRenewing(at t: Timestamp) -> Bool? {
         guard hasTransactions(at: t) else { return nil }
         let known = transactions.known(at: t)
@@ -314,14 +347,18 @@ extension SubscriptionFacts {
     }
 
     /// Every time at which coverage, billing grace or the billing issue may change with no new
-    /// event (a superset; see `Projection.changeTimes`): the facts' own times, every period
-    /// start and end, and each failure's grace and issue ends as the facts known at any of
-    /// those times put them.
+    /// event, whatever the facts known (a superset; see `Projection.changeTimes`): the facts'
+    /// own times, every period start and end, and, once a renewal has failed, each time a
+    /// covered period can end (an expiry, an extension, an upgrade, a refund or revocation, a
+    /// failure with none) plus billingGraceDays and plus billingRetryDays, and each store
+    /// grace end: a failure's windows count from one of those.
     public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
         // Appended one by one: an array literal or a mapped array per fact is an allocation.
         var times: [Timestamp] = []
+        let periodEnds = transactions.count + extensions.count + upgrades.count + marks.count + failures.count
         times.reserveCapacity(3 * transactions.count + 2 * (extensions.count + upgrades.count)
-                              + marks.count + ends.count + autoRenew.count + 3 * failures.count)
+                              + marks.count + ends.count + autoRenew.count + 2 * failures.count
+                              + (failures.isEmpty ? 0 : 2 * periodEnds))
         for i in transactions.indices {   // by index: a transaction copied out retains its three strings
             times.append(transactions[i].at)
             times.append(transactions[i].value.purchasedAt)
@@ -338,15 +375,20 @@ extension SubscriptionFacts {
         for m in marks { times.append(m.at) }
         for e in ends { times.append(e.at) }
         for a in autoRenew { times.append(a.at) }
-        for f in failures { times.append(f.at) }
-        if let first = failures.first?.at {
-            // An episode's windows depend on the transactions known, so each time the facts
-            // change after the first failure may move them.
-            for known in Set(times) where known >= first {
-                guard let episode = billingEpisode(at: known, policy: policy) else { continue }
-                times += [episode.graceEnd, episode.issueEnd]
-            }
+        for f in failures {
+            times.append(f.at)
+            if let end = f.value.graceExpiresAt { times.append(end) }
         }
+        guard !failures.isEmpty else { return times }
+        func windows(from end: Timestamp) {
+            times.append(end.adding(seconds: policy.billingGraceDays * 86_400))
+            times.append(end.adding(seconds: policy.billingRetryDays * 86_400))
+        }
+        for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
+        for e in extensions { windows(from: e.value.expiresAt) }
+        for u in upgrades { windows(from: u.value.startsAt) }
+        for m in marks { windows(from: m.at) }
+        for f in failures { windows(from: f.at) }
         return times
     }
 
