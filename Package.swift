@@ -9,13 +9,12 @@ let package = Package(
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "LedgerDemo", targets: ["LedgerDemo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
-        // Only `ledger bench`'s SQLite peer uses it.
-        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // Debian's liblmdb-dev, seen through pkg-config; only the LMDB module imports it.
@@ -37,6 +36,8 @@ let package = Package(
             ]
         ),
         .target(name: "LedgerProjections", dependencies: ["LMDB", "CPrefetch", "LedgerCore", "LedgerStore"]),
+        // The demo's customer histories: `ledger demo` and the benchmarks (Tools/Benchmarks).
+        .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerProjections"]),
         .executableTarget(
             name: "ledger",
             dependencies: [
@@ -44,8 +45,8 @@ let package = Package(
                 "LedgerStore",
                 "LedgerCore",
                 "LMDB",
+                "LedgerDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
 

@@ -23,7 +23,7 @@ struct LedgerCommand: ParsableCommand {
               ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, AuditCommand.self, RebuildCommand.self, DueCommand.self,
-                      VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self, BenchCommand.self]
+                      VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's

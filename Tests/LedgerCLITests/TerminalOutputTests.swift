@@ -76,7 +76,7 @@ import Testing
     }
 
     @Test func everyCommandsHelpHasAWorkedExample() throws {
-        for command in ["init", "append", "export", "status", "audit", "rebuild", "due", "verify", "stats", "schemas", "demo", "bench"] {
+        for command in ["init", "append", "export", "status", "audit", "rebuild", "due", "verify", "stats", "schemas", "demo"] {
             let run = try Run([command, "--help"])
             #expect(run.status == 0, "\(command)")
             // The usage line names the command too, so look only after "Example".

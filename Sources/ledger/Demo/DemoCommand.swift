@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerDemo
 import LedgerProjections
 import LedgerStore
 
@@ -130,139 +131,6 @@ struct DemoCommand: ParsableCommand {
         print("Next: `ledger status SUBJECT --store \(global.storePath)`, `ledger audit SUBJECT --store \(global.storePath)`, `ledger verify --store \(global.storePath)`.")
     }
 
-}
-
-/// The demo's two passes over its customers: plan every history to learn the order the
-/// events were recorded in, then append them in that order, window by window, planning each
-/// history again when its events are due (plans are cheap; holding a million histories is not).
-struct DemoGenerator {
-    let subjects: Int
-    let seed: UInt64
-    let now: Int64
-
-    /// One event's place: when it was recorded, whose it is and which step of their plan.
-    struct Key: Comparable {
-        var recordedAt: Int64
-        var subject: UInt32
-        var step: UInt16
-
-        static func < (a: Key, b: Key) -> Bool {
-            (a.recordedAt, a.subject, a.step) < (b.recordedAt, b.subject, b.step)
-        }
-    }
-
-    /// A customer worth auditing, and why.
-    struct Telling {
-        var index: Int
-        var why: String
-    }
-
-    /// Every event of every customer in recorded order (ties by subject, then plan order).
-    func recordedOrder(progress: (Int) -> Void) -> [Key] {
-        var keys: [Key] = []
-        keys.reserveCapacity(subjects * 14)
-        for index in 0..<subjects {
-            let plan = DemoHistory.plan(subject: index, seed: seed, now: now)
-            for (number, step) in plan.steps.enumerated() {
-                keys.append(Key(recordedAt: step.recordedAt, subject: UInt32(index), step: UInt16(number)))
-            }
-            if index % 4096 == 0 { progress(index) }
-        }
-        keys.sort()
-        return keys
-    }
-
-    /// The customers the demo audits: a refund recorded days late and then reversed, a failed
-    /// payment that lapsed into the retention flow and bought a recovery pass, and a device
-    /// that verified offline (then an upgrade, a deletion), the first customer of each kind.
-    func telling() -> [Telling] {
-        let wanted: [(DemoHistory.Traits, String)] = [
-            ([.lateRefund, .refundReversed], "a refund recorded days after it happened, then reversed"),
-            ([.billingLapse, .recoveryPass], "a failed payment that lapsed into the retention flow, then a recovery pass"),
-            ([.deviceOnly, .offline], "bought elsewhere; the device verified, then went offline"),
-            ([.upgrade, .billingRecovered], "an upgrade to yearly and a failed renewal that recovered"),
-            ([.deleted], "an account deleted while the store still knew its subscription"),
-        ]
-        var found: [Telling?] = Array(repeating: nil, count: wanted.count)
-        for index in 0..<subjects where found.contains(where: { $0 == nil }) {
-            let traits = DemoHistory.plan(subject: index, seed: seed, now: now).traits
-            for (i, (needed, why)) in wanted.enumerated() where found[i] == nil && traits.isSuperset(of: needed) {
-                found[i] = Telling(index: index, why: why)
-                break
-            }
-        }
-        return found.compactMap { $0 }
-    }
-
-    struct Appended {
-        var summary = StreamSummary()
-        var types: [String: Int] = [:]
-    }
-
-    /// Appends the events in `order` with their positions (1, 2, …) and recordedAt, as a restore
-    /// does, one window per transaction. A second thread drafts the next window while this one
-    /// is appended. A store this demo already built reports duplicates.
-    /// - Throws: `LedgerError.idConflict` when the store holds other events.
-    func append(_ order: [Key], to log: EventLog, progress: (Int) -> Void) throws(LedgerError) -> Appended {
-        // A window's transaction rewrites every page its customers' states and stream entries
-        // live on, so a big store takes bigger windows (fewer rewrites per event): about 20 of
-        // them, 50,000 to 500,000 events each.
-        let window = min(500_000, max(50_000, order.count / 20))
-        let windows = stride(from: 0, to: order.count, by: window).map { $0..<min(order.count, $0 + window) }
-        let drafted = HandOff<[StreamedEvent?]>(depth: 2)
-        Thread.detachNewThread {
-            for range in windows {
-                do { try drafted.put(self.draft(order, range)) } catch { return }   // the append stopped
-            }
-            drafted.close()
-        }
-        defer { drafted.cancel() }
-        var result = Appended()
-        for range in windows {
-            guard let events = drafted.take() else {
-                throw LedgerError(.storage, "the demo's drafting thread stopped before window \(range); this is a bug in the demo")
-            }
-            for event in events { if let event { result.types[event.draft.type, default: 0] += 1 } }
-            let batch = try log.appendStream(restoring: true) { () -> any StreamedEvents in WindowEvents(events: events) }
-            result.summary = result.summary.merged(with: batch)
-            progress(range.upperBound)
-        }
-        return result
-    }
-
-    /// The events of `range` of `order`, in order: each customer of the window is planned once
-    /// (in subject order) and its due steps drafted. The drafts are encoded directly; the append
-    /// checks each one as it does any other event.
-    func draft(_ order: [Key], _ range: Range<Int>) -> [StreamedEvent?] {
-        let bySubject = range.sorted { (order[$0].subject, order[$0].step) < (order[$1].subject, order[$1].step) }
-        var slots = [StreamedEvent?](repeating: nil, count: range.count)
-        var planned: (index: UInt32, plan: DemoHistory.Plan)?
-        for k in bySubject {
-            let key = order[k]
-            if planned?.index != key.subject {
-                planned = (key.subject, DemoHistory.plan(subject: Int(key.subject), seed: seed, now: now))
-            }
-            guard let plan = planned?.plan else { continue }
-            let event = DemoHistory.event(plan.steps[Int(key.step)], subject: Int(key.subject), number: Int(key.step), seed: seed, zone: plan.zone)
-            let draft = EventDraft(id: event.id ?? EventID(high: 0, low: 0), subject: event.subject, type: event.type,
-                                   schemaVersion: type(of: event.data.payload).schemaVersion, occurredAt: event.occurredAt,
-                                   source: event.source, meta: event.meta, payload: EventCatalog.encode(event.data))
-            slots[k - range.lowerBound] = StreamedEvent(draft: draft, position: UInt64(k + 1), recordedAt: Timestamp(milliseconds: key.recordedAt))
-        }
-        return slots
-    }
-
-    private struct WindowEvents: StreamedEvents {
-        let events: [StreamedEvent?]
-        var cursor = 0
-        mutating func next() throws -> StreamedEvent? {
-            while cursor < events.count {
-                defer { cursor += 1 }
-                if let event = events[cursor] { return event }
-            }
-            return nil
-        }
-    }
 }
 
 /// What the demo store holds at its present: customers per plan state (and the rule that

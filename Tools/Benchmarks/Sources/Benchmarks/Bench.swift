@@ -1,39 +1,32 @@
 import ArgumentParser
+import CCallgrind
 import Foundation
 import LMDB
 import LedgerCore
+import LedgerDemo
 import LedgerProjections
 import LedgerStore
 import Synchronization
 
+@main
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench",
+        commandName: "ledger-bench",
         abstract: "Measure the ledger against raw LMDB and an SQLite event store, side by side in one run.",
         discussion: """
             Every case runs in one temporary directory on the same events: the demo's customer \
             histories (100,000 customers, about 1.5 million events; --quick: 20,000 customers, about \
             300,000 events) in recorded order, with durable (fsynced) commits. Compare the ratios: \
-            absolute figures drift on shared machines.
+            absolute figures drift on shared machines. Tools/Benchmarks/README.md says what each case \
+            does and what it is held to.
 
-              append.raw           raw LMDB: 8-byte big-endian keys → encoded events, MDB_APPEND, 1,000 per transaction
-              append.ledger        the ledger's append, 1,000-event batches: checks, log, both indexes, hash chain, read models
-              append.sqlite        SQLite through GRDB (WAL, synchronous=FULL): events table, unique id and (subject, version) indexes
-              append.singleCommit  one event per append, one appender: one transaction each
-              append.groupCommit   64 threads appending one event at a time, gathered by group commit
-              scan.raw             a cursor over the raw store, every record read
-              rebuild.ledger       every read model from scratch over the ledger's store, swapped in
-              rebuild.sqlite       the same projectors fed from SQLite, states written back to it
-              status.p50us/p99us   latency of one customer's status (all views) in process, random customers
-              storage.bytesPerEvent   the ledger store's pages (log, indexes, read models) per event
-              payload.bytesPerEvent   the raw store's pages per event
-
-            Example:
-              ledger bench --quick
+            Examples:
+              Tools/bench --quick
+              Tools/bench --case append.ledger --subjects 20000
             """
     )
 
-    @Flag(help: "A smaller run: 20,000 customers (about half a minute).")
+    @Flag(help: "A smaller run: 20,000 customers.")
     var quick = false
 
     @Flag(help: "Print the results as JSON.")
@@ -48,47 +41,55 @@ struct BenchCommand: ParsableCommand {
     @Option(name: .customLong("case"), help: "Run only this case and what it needs (for profiling), e.g. rebuild.ledger.")
     var only: String?
 
+    @Flag(help: "Under callgrind: dump the instruction count of the --case's measured phase alone (Tools/bench --callgrind).")
+    var callgrind = false
+
     func validate() throws {
+        if callgrind && only == nil { throw ValidationError("--callgrind needs a --case") }
         if let subjects, subjects < 100 { throw ValidationError("--subjects must be at least 100") }
         if let only, !Self.cases.contains(only) {
             throw ValidationError("no case named \(only); the cases are \(Self.cases.joined(separator: ", "))")
         }
     }
 
-    static let cases = ["append.raw", "append.ledger", "append.sqlite", "append.groupCommit", "append.singleCommit", "scan.raw",
-                        "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us", "storage.bytesPerEvent", "payload.bytesPerEvent"]
+    static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
+                        "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
+                        "storage.bytesPerEvent", "payload.bytesPerEvent"]
 
     func run() throws {
         let customers = subjects ?? (quick ? 20_000 : 100_000)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        let progress = ProgressBar(enabled: !json)
+        let progress = Progress(enabled: !json)
         defer { progress.clear() }
 
         progress.update("drafting", done: 0, total: customers, unit: "customers")
-        let bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, progress: progress)
+        let bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, progress: progress)
         let figures = try bench.run(singles: quick ? 300 : 1_000, perThread: quick ? 20 : 60)
         progress.clear()
 
         let machine: [(String, JSON)] = [
-            ("cores", .int(ProcessInfo.processInfo.activeProcessorCount)),
+            ("cores", .integer(Int64(ProcessInfo.processInfo.activeProcessorCount))),
             ("quick", .bool(quick)),
-            ("subjects", .int(customers)),
-            ("events", .int(bench.events.count)),
-            ("eventBytes", .double((bench.meanRecordBytes * 10).rounded() / 10)),
+            ("subjects", .integer(Int64(customers))),
+            ("events", .integer(Int64(bench.events.count))),
+            ("eventBytes", Self.number(bench.meanRecordBytes)),
         ]
-        let report = JSON.object([
+        let report = JSON.object(JSONObject([
             ("machine", .object(JSONObject(machine))),
-            ("results", .object(JSONObject(figures.figures.sorted { $0.key < $1.key }.map { ($0.key, .double(($0.value * 10).rounded() / 10)) }))),
-        ]).text
+            ("results", .object(JSONObject(figures.figures.sorted { $0.key < $1.key }.map { ($0.key, Self.number($0.value)) }))),
+        ])).serialized()
         if let results {
             guard FileManager.default.createFile(atPath: results, contents: Data((report + "\n").utf8)) else {
-                throw CommandFailure.failure("could not write the results to \(results)")
+                throw BenchFailure("could not write the results to \(results)")
             }
         }
         print(json ? report : figures.render(events: bench.events.count, customers: customers, recordBytes: bench.meanRecordBytes))
     }
+
+    /// A figure to one decimal.
+    static func number(_ value: Double) -> JSON { JSONNumber((value * 10).rounded() / 10).map(JSON.number) ?? .null }
 
     /// The demo's customer histories at a fixed present, every event in recorded order.
     static func dataset(customers: Int) -> [EventDraft] {
@@ -102,18 +103,22 @@ struct BenchCommand: ParsableCommand {
 struct Bench {
     /// The present the status views are read at (the demo's histories end before it).
     static let present = Timestamp(milliseconds: 1_795_219_200_000)   // 2026-11-21T00:00:00Z
+    static let batch = 1_000
 
     let root: URL
     let events: [EventDraft]
     let only: String?
-    let progress: ProgressBar
+    /// Mark `only`'s measured phase for callgrind.
+    let callgrind: Bool
+    let progress: Progress
     /// The mean size of an event's record in the log, hash included (over the first 10,000).
     let meanRecordBytes: Double
 
-    init(root: URL, events: [EventDraft], only: String?, progress: ProgressBar) {
+    init(root: URL, events: [EventDraft], only: String?, callgrind: Bool, progress: Progress) {
         self.root = root
         self.events = events
         self.only = only
+        self.callgrind = callgrind
         self.progress = progress
         let sample = events.prefix(10_000)
         let bytes = sample.reduce(0) { $0 + EventRecord.encode($1, version: 1, recordedAt: Bench.present).count + EventRecord.hashSize }
@@ -123,8 +128,14 @@ struct Bench {
     private func wanted(_ names: String...) -> Bool { only.map(names.contains) ?? true }
     private func path(_ name: String) -> String { root.appendingPathComponent(name).path }
 
+    /// The events in batches of `Bench.batch`, made before any clock starts.
+    private var batches: [[EventDraft]] {
+        stride(from: 0, to: events.count, by: Bench.batch).map { Array(events[$0 ..< min($0 + Bench.batch, events.count)]) }
+    }
+
     func run(singles: Int, perThread: Int) throws -> BenchResults {
         var results = BenchResults()
+        var stateBytes: [Int]?
         if wanted("append.raw", "scan.raw", "payload.bytesPerEvent", "storage.bytesPerEvent") {
             let raw = try raw()
             results["append.raw"] = raw.append
@@ -132,21 +143,26 @@ struct Bench {
             results["scan.raw"] = raw.scan
             results["payload.bytesPerEvent"] = raw.bytesPerEvent
         }
-        if wanted("append.ledger", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent") {
+        if wanted("append.ledger", "append.rawLayout", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent") {
             let ledger = try Ledger(path: path("ledger"))
             defer { ledger.close() }
+            let batches = self.batches
             (results["append.ledger"], results.writtenPerEvent["append.ledger"]) = try counting(events.count) {
-                try measure(events.count, "ledger append") { done in
-                    for start in stride(from: 0, to: events.count, by: 1_000) {
-                        try ledger.log.append(Array(events[start ..< min(start + 1_000, events.count)]))
-                        done(start)
+                try measure("append.ledger", events.count, "ledger append") { done in
+                    for (index, batch) in batches.enumerated() {
+                        try ledger.log.append(batch)
+                        done(index * Bench.batch)
                     }
                 }
             }
             results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
             results.storageByTable = try storageByTable(ledger.log.environment)
+            stateBytes = try ReadModels.all.map { model in
+                let states = try ledger.engine.servedStates(of: model.name)
+                return states.isEmpty ? 0 : states.reduce(0) { $0 + $1.state.count } / states.count
+            }
             if wanted("rebuild.ledger") {
-                results["rebuild.ledger"] = try measure(events.count, "ledger rebuild") { _ in
+                results["rebuild.ledger"] = try measure("rebuild.ledger", events.count, "ledger rebuild") { _ in
                     try ledger.engine.rebuild(compare: false)
                 }
                 // The rebuilt models are served when it returns; its folded states are still
@@ -159,31 +175,48 @@ struct Bench {
                 results["status.p99us"] = p99
             }
         }
+        if wanted("append.rawLayout") {
+            (results["append.rawLayout"], results.writtenPerEvent["append.rawLayout"]) = try rawLayout(stateBytes: stateBytes)
+        }
         if wanted("append.sqlite", "rebuild.sqlite") {
             let peer = try SQLitePeer(path: path("peer.sqlite"))
             let recordedAt = Timestamp.now()
+            let batches = self.batches
             (results["append.sqlite"], results.writtenPerEvent["append.sqlite"]) = try counting(events.count) {
-                try measure(events.count, "SQLite append") { done in
-                    for start in stride(from: 0, to: events.count, by: 1_000) {
-                        try peer.append(events[start ..< min(start + 1_000, events.count)], recordedAt: recordedAt)
-                        done(start)
+                try measure("append.sqlite", events.count, "SQLite append") { done in
+                    for (index, batch) in batches.enumerated() {
+                        try peer.append(batch, recordedAt: recordedAt)
+                        done(index * Bench.batch)
                     }
                 }
             }
             results.sqliteBytesPerEvent = Double(SQLitePeer.bytesOnDisk(path("peer.sqlite"))) / Double(events.count)
             var read = events.count
             if wanted("rebuild.sqlite") {
-                results["rebuild.sqlite"] = try measure(events.count, "SQLite rebuild") { _ in read = try peer.rebuild() }
+                results["rebuild.sqlite"] = try measure("rebuild.sqlite", events.count, "SQLite rebuild") { _ in read = try peer.rebuild() }
                 ReadModelFold.waitUntilFreed()
             }
             guard read == events.count else {
-                throw CommandFailure.failure("the SQLite peer read back \(read) of \(events.count) events; this is a bug in the benchmark")
+                throw BenchFailure("the SQLite peer read back \(read) of \(events.count) events; this is a bug in the benchmark")
+            }
+        }
+        if wanted("append.sqliteModels") {
+            let peer = try SQLitePeer(path: path("peer-models.sqlite"))
+            let recordedAt = Timestamp.now()
+            let batches = self.batches
+            (results["append.sqliteModels"], results.writtenPerEvent["append.sqliteModels"]) = try counting(events.count) {
+                try measure("append.sqliteModels", events.count, "SQLite append with read models") { done in
+                    for (index, batch) in batches.enumerated() {
+                        try peer.appendWithModels(batch, recordedAt: recordedAt)
+                        done(index * Bench.batch)
+                    }
+                }
             }
         }
         if wanted("append.singleCommit") {
             let ledger = try Ledger(path: path("single"))
             defer { ledger.close() }
-            results["append.singleCommit"] = try measure(singles, "one event per commit") { done in
+            results["append.singleCommit"] = try measure("append.singleCommit", singles, "one event per commit") { done in
                 for i in 0..<singles {
                     try ledger.log.append([events[i % events.count]])
                     done(i)
@@ -196,7 +229,7 @@ struct Bench {
             let total = 64 * perThread
             let failures = Mutex(0)
             let events = self.events
-            results["append.groupCommit"] = try measure(total, "group commit") { _ in
+            results["append.groupCommit"] = try measure("append.groupCommit", total, "group commit") { _ in
                 let group = DispatchGroup()
                 for thread in 0..<64 {
                     group.enter()
@@ -215,20 +248,24 @@ struct Bench {
             }
             let transactions = ledger.log.commitCounters.transactions
             guard failures.withLock({ $0 }) == 0, try ledger.log.lastPosition() == UInt64(min(total, events.count)) else {
-                throw CommandFailure.failure("group commit lost events; this is a bug")
+                throw BenchFailure("group commit lost events; this is a bug")
             }
             results.groupTransactions = (total, transactions)
         }
         return results
     }
 
-    /// Events per second of `body`, which reports how many events it has done.
-    private func measure(_ count: Int, _ phase: String, _ body: ((Int) -> Void) throws -> Void) throws -> Double {
+    /// Events per second of `body`, the measured phase of case `name`, which reports how many
+    /// events it has done.
+    private func measure(_ name: String, _ count: Int, _ phase: String, _ body: ((Int) -> Void) throws -> Void) throws -> Double {
+        let marked = callgrind && name == only
         let clock = ContinuousClock()
+        if marked { callgrind_phase_begin() }
         let start = clock.now
         progress.update(phase, done: 0, total: count)
         try body { done in progress.update(phase, done: done, total: count) }
         let elapsed = clock.now - start
+        if marked { callgrind_phase_end() }
         return Double(count) / max(elapsed.seconds, 1e-9)
     }
 
@@ -252,15 +289,10 @@ struct Bench {
         return nil
     }
 
-    /// The raw LMDB limit: the records the ledger would write (hash included), under 8-byte
-    /// big-endian keys with MDB_APPEND, 1,000 per durable transaction; no checks, no indexes,
-    /// no hashing. Then a full cursor scan of it (each record's length and first byte read, so
-    /// that every page is touched). Returns both rates
-    /// and the store's bytes per event.
-    private func raw() throws -> (append: Double, writtenPerEvent: Double?, scan: Double, bytesPerEvent: Double) {
-        // The records one after another in one buffer: as an array each, the million freed
-        // records left the heap scattered, and the cases after this one ran slower (the
-        // rebuild's fold at 100,000 customers took 3.0 s instead of 1.9–2.1 s).
+    /// The records the ledger would write (hash included), one buffer after another.
+    private func records() -> (bytes: [UInt8], ends: [Int]) {
+        // One buffer: as an array each, the million freed records left the heap scattered,
+        // and the cases after this one ran slower.
         var bytes: [UInt8] = []
         var ends: [Int] = []
         ends.reserveCapacity(events.count)
@@ -269,14 +301,23 @@ struct Bench {
             bytes += repeatElement(0xA5, count: EventRecord.hashSize)
             ends.append(bytes.count)
         }
+        return (bytes, ends)
+    }
+
+    /// The raw LMDB limit: the records the ledger would write (hash included), under 8-byte
+    /// big-endian keys with MDB_APPEND, 1,000 per durable transaction; no checks, no indexes,
+    /// no hashing. Then a full cursor scan of it (each record's length and first byte read, so
+    /// that every page is touched). Returns both rates and the store's bytes per event.
+    private func raw() throws -> (append: Double, writtenPerEvent: Double?, scan: Double, bytesPerEvent: Double) {
+        let (bytes, ends) = records()
         let env = try Environment(path: path("raw"))
         let db = try env.openDatabase("events")
         let (append, written) = try counting(ends.count) {
-            try measure(ends.count, "raw LMDB append") { done in
+            try measure("append.raw", ends.count, "raw LMDB append") { done in
                 try bytes.withUnsafeBytes { bytes in
-                    for start in stride(from: 0, to: ends.count, by: 1_000) {
+                    for start in stride(from: 0, to: ends.count, by: Bench.batch) {
                         try env.write { txn in
-                            for i in start ..< min(start + 1_000, ends.count) {
+                            for i in start ..< min(start + Bench.batch, ends.count) {
                                 let record = UnsafeRawBufferPointer(rebasing: bytes[(i == 0 ? 0 : ends[i - 1]) ..< ends[i]])
                                 try LogSchema.withKey(UInt64(i + 1)) { key in try txn.put(db, key: key, value: record, flags: .append) }
                             }
@@ -287,7 +328,7 @@ struct Bench {
             }
         }
         var checksum = 0
-        let scan = try measure(ends.count, "raw LMDB scan") { _ in
+        let scan = try measure("scan.raw", ends.count, "raw LMDB scan") { _ in
             try env.read { txn in
                 try txn.withCursor(db) { cursor in
                     var entry = try cursor.first()
@@ -298,8 +339,58 @@ struct Bench {
                 }
             }
         }
-        guard checksum != 0 else { throw CommandFailure.failure("the raw scan read nothing; this is a bug in the benchmark") }
+        guard checksum != 0 else { throw BenchFailure("the raw scan read nothing; this is a bug in the benchmark") }
         return (append, written, scan, Double(env.info().usedBytes) / Double(ends.count))
+    }
+
+    /// The ledger's layout with none of its logic: raw LMDB making the puts the ledger makes
+    /// for each event, 1,000 events per durable transaction — the record (MDB_APPEND), and for
+    /// each read model that reads the event, its subject's state under the key the ledger keeps
+    /// it under (generation ‖ subject ‖ model tag: one subject's states are neighbours), with a
+    /// value as long as that model's mean state; and, as the index tail does every 100,000
+    /// events, the id and stream entries of those events put in key order. No checks, no
+    /// hashing, no folding: the design's own limit.
+    private func rawLayout(stateBytes: [Int]?) throws -> (Double, Double?) {
+        let (bytes, ends) = records()
+        let env = try Environment(path: path("rawLayout"))
+        let log = try env.openDatabase("events")
+        let ids = try env.openDatabase("ids", flags: [.create, .dupSort, .dupFixed])
+        let streams = try env.openDatabase("streams")
+        let models = try env.openDatabase("models")
+        let readers = ReadModels.all.map { model in model.eventTypes }
+        let values = ReadModels.all.indices.map { [UInt8](repeating: 0x5A, count: max(stateBytes?[$0] ?? 120, 1)) }
+        let tailLimit = EventLog.Options().indexTailLimit
+        return try counting(ends.count) {
+            try measure("append.rawLayout", ends.count, "raw layout append") { done in
+                var tail: [(id: [UInt8], stream: [UInt8], position: UInt64)] = []
+                var versions: [String: UInt64] = [:]
+                try bytes.withUnsafeBytes { bytes in
+                    for start in stride(from: 0, to: ends.count, by: Bench.batch) {
+                        try env.write { txn in
+                            for i in start ..< min(start + Bench.batch, ends.count) {
+                                let event = events[i]
+                                let record = UnsafeRawBufferPointer(rebasing: bytes[(i == 0 ? 0 : ends[i - 1]) ..< ends[i]])
+                                try LogSchema.withKey(UInt64(i + 1)) { key in try txn.put(log, key: key, value: record, flags: .append) }
+                                for (tag, types) in readers.enumerated() where types.contains(event.type) {
+                                    try txn.put(models, key: [0, 0, 0, 1] + Array(event.subject.utf8) + [UInt8(tag)], value: values[tag])
+                                }
+                                let version = versions[event.subject, default: 0] + 1
+                                versions[event.subject] = version
+                                tail.append((Array(event.id.bytes.prefix(8)), LogSchema.streamKey(event.subject, version: version), UInt64(i + 1)))
+                            }
+                            if tail.count >= tailLimit {
+                                tail.sort { $0.id.lexicographicallyPrecedes($1.id) }
+                                for entry in tail { try txn.put(ids, key: [UInt8(ascii: "i")], value: entry.id + LogSchema.key(entry.position).suffix(6)) }
+                                tail.sort { $0.stream.lexicographicallyPrecedes($1.stream) }
+                                for entry in tail { try txn.put(streams, key: entry.stream, value: LogSchema.key(entry.position)) }
+                                tail.removeAll(keepingCapacity: true)
+                            }
+                        }
+                        done(start)
+                    }
+                }
+            }
+        }
     }
 
     /// The ledger store's bytes per event by table: the log, its two indexes, the read models'
@@ -328,12 +419,15 @@ struct Bench {
         micros.reserveCapacity(samples)
         let clock = ContinuousClock()
         progress.update("status", done: 0, total: samples, unit: "queries")
+        let marked = callgrind && (only == "status.p50us" || only == "status.p99us")
+        if marked { callgrind_phase_begin() }
+        defer { if marked { callgrind_phase_end() } }
         for i in 0 ..< samples + 1_000 {
             let subject = subjects[Int(generator.next() % UInt64(subjects.count))]
             let start = clock.now
             let (views, _) = try ledger.engine.views(of: subject, at: Bench.present)
             let elapsed = clock.now - start
-            guard !views.isEmpty else { throw CommandFailure.failure("status of \(subject) came back empty; this is a bug") }
+            guard !views.isEmpty else { throw BenchFailure("status of \(subject) came back empty; this is a bug") }
             if i >= 1_000 { micros.append(elapsed.seconds * 1e6) }   // the first 1,000 warm the caches
         }
         micros.sort()

@@ -1,18 +1,19 @@
 import LedgerCore
 import LedgerProjections
 
+
 /// The demo's customers: deterministic, realistic histories over the 18 months before `now`.
 ///
 /// A history is planned first as a list of small `Step`s (times and a `Fact`, no strings), which
 /// is cheap enough to plan again whenever its events are needed; `draft(_:)` turns one step into
 /// the event the ledger stores. The same seed, subject and `now` always give the same steps.
-enum DemoHistory {
+public enum DemoHistory {
     static let second: Int64 = 1000
     static let minute: Int64 = 60_000
     static let hour: Int64 = 3_600_000
     static let day: Int64 = 86_400_000
     /// How far back the demo's histories begin.
-    static let span: Int64 = 540 * day
+    public static let span: Int64 = 540 * day
 
     static let zones = ["Europe/Berlin", "America/Los_Angeles", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Europe/London", "UTC"]
     static let deletionSteps = ["photos", "profile", "backups"]
@@ -86,7 +87,7 @@ enum DemoHistory {
         var zone: UInt8
     }
 
-    static func subject(_ index: Int) -> String { "customer-\(index)" }
+    public static func subject(_ index: Int) -> String { "customer-\(index)" }
 
     /// One customer's history, in the order it was planned (not time order).
     static func plan(subject index: Int, seed: UInt64, now: Int64) -> Plan {
@@ -604,11 +605,11 @@ enum DemoHistory {
 }
 
 /// A small, fast, seedable generator (SplitMix64), so the demo is the same on every machine.
-struct SplitMix {
+public struct SplitMix: Sendable {
     var state: UInt64
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -616,5 +617,5 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 
-    mutating func below(_ bound: UInt64) -> UInt64 { bound == 0 ? 0 : next() % bound }
+    public mutating func below(_ bound: UInt64) -> UInt64 { bound == 0 ? 0 : next() % bound }
 }

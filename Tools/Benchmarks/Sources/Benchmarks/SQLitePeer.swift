@@ -7,9 +7,12 @@ import LedgerProjections
 /// through GRDB — WAL, `synchronous=FULL`, one table with the position as primary key, a
 /// unique index on the event id and one on (subject, version).
 ///
-/// It does less than the ledger on purpose: no validation, no hash chain and no read models
-/// while appending. Its rebuild reads the events back in position order into the very
-/// projectors the ledger runs (`ReadModelFold`) and writes their states into a table.
+/// `append` does less than the ledger on purpose: no validation, no hash chain and no read
+/// models. `appendWithModels` does what the ledger does inline (as Marten's inline projections
+/// do): the same inserts, and in the same transaction each event folded into the read models'
+/// states, read from the states table and upserted back, per batch. Its rebuild reads the
+/// events back in position order into the very projectors the ledger runs (`ReadModelFold`)
+/// and writes their states into a table.
 struct SQLitePeer {
     let pool: DatabasePool
 
@@ -33,8 +36,16 @@ struct SQLitePeer {
 
     /// Appends one batch in one transaction: each event gets the next position and its
     /// subject's next version (read from the stream index once per subject per batch).
-    func append(_ drafts: ArraySlice<EventDraft>, recordedAt: Timestamp) throws {
-        try pool.write { db in
+    func append(_ drafts: [EventDraft], recordedAt: Timestamp) throws {
+        try pool.write { db in _ = try insert(drafts, recordedAt: recordedAt, db) }
+    }
+
+    /// Inserts one batch; returns each event as stored (position and version).
+    @discardableResult
+    private func insert(_ drafts: [EventDraft], recordedAt: Timestamp, _ db: Database) throws -> [StoredEvent] {
+        do {
+            var stored: [StoredEvent] = []
+            stored.reserveCapacity(drafts.count)
             let last = try Int64.fetchOne(db, sql: "SELECT MAX(position) FROM events") ?? 0
             let versionOf = try db.cachedStatement(sql: "SELECT MAX(version) FROM events WHERE subject = ?")
             let insert = try db.cachedStatement(sql: "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -48,6 +59,36 @@ struct SQLitePeer {
                     Self.metaText(draft.meta), Data(draft.payload),
                 ])
                 try insert.execute()
+                stored.append(StoredEvent(position: UInt64(last + Int64(offset) + 1), version: UInt64(previous + 1), recordedAt: recordedAt,
+                                          hash: [], draft: draft))
+            }
+            return stored
+        }
+    }
+
+    /// Appends one batch in one transaction with the read models inline: each event inserted
+    /// as `append` does, then folded into the states of the models that read it (each state
+    /// read from the states table the first time the batch needs it), and the touched states
+    /// upserted before the commit.
+    func appendWithModels(_ drafts: [EventDraft], recordedAt: Timestamp) throws {
+        try pool.write { db in
+            let stored = try insert(drafts, recordedAt: recordedAt, db)
+            let load = try db.cachedStatement(sql: "SELECT state FROM states WHERE model = ? AND key = ?")
+            let folds = ReadModels.all.map { PeerFold.make($0) }
+            for event in stored {
+                let recorded = try RecordedEvent(event)
+                for fold in folds where fold.eventTypes.contains(recorded.type) {
+                    try fold.apply(recorded) { key in
+                        try Data.fetchOne(load, arguments: [fold.name, Data(key.utf8)]).map { [UInt8]($0) }
+                    }
+                }
+            }
+            let upsert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO states VALUES (?, ?, ?)")
+            for fold in folds {
+                try fold.forEachState { key, state in
+                    upsert.setUncheckedArguments([fold.name, Data(key.utf8), Data(state)])
+                    try upsert.execute()
+                }
             }
         }
     }
@@ -92,7 +133,7 @@ struct SQLitePeer {
               let source = EventSource(rawValue: row[8]),
               let payload = try row.withUnsafeData(atIndex: 10, { $0.map { [UInt8]($0) } })
         else {
-            throw CommandFailure.failure("the SQLite peer's row at position \(position) is damaged; this is a bug in the benchmark")
+            throw BenchFailure("the SQLite peer's row at position \(position) is damaged; this is a bug in the benchmark")
         }
         let metaText: String = row[9]
         let draft = EventDraft(id: id, subject: row[2], type: type, schemaVersion: UInt16(truncatingIfNeeded: row[5] as Int64),
@@ -119,6 +160,47 @@ struct SQLitePeer {
     static func bytesOnDisk(_ path: String) -> Int {
         [path, path + "-wal"].reduce(0) { total, file in
             total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
+        }
+    }
+}
+
+/// One read model's states as the SQLite peer folds them inline: loaded when a batch first
+/// needs them, folded, and encoded for the upsert.
+class PeerFold {
+    let name: String
+    let eventTypes: Set<String>
+
+    init(name: String, eventTypes: Set<String>) {
+        self.name = name
+        self.eventTypes = eventTypes
+    }
+
+    static func make(_ projection: any Projection.Type) -> PeerFold { typed(projection) }
+
+    private static func typed<P: Projection>(_ projection: P.Type) -> PeerFold { TypedPeerFold(projection) }
+
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {}
+    func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {}
+}
+
+private final class TypedPeerFold<P: Projection>: PeerFold {
+    private var states: [String: P.State] = [:]
+
+    init(_ projection: P.Type) { super.init(name: P.name, eventTypes: P.eventTypes) }
+
+    override func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+        guard let key = P.key(for: event) else { return }
+        if states[key] == nil {
+            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { try P.State.decode($0) } } ?? P.State()
+        }
+        P.apply(event, to: &states[key, default: P.State()])
+    }
+
+    override func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {
+        for (key, state) in states {
+            var writer = StateWriter()
+            state.encode(to: &writer)
+            try body(key, writer.bytes)
         }
     }
 }
