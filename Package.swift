@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "ledger", targets: ["ledger"]),
         .library(name: "LedgerProjections", targets: ["LedgerProjections"]),
+        .library(name: "LedgerModels", targets: ["LedgerModels"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDB", targets: ["LMDB"]),
@@ -24,8 +25,6 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
-        // A header alone: the CPU's prefetch, for the rebuild's fold and state encoding.
-        .systemLibrary(name: "CPrefetch"),
         .target(name: "LedgerCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "LedgerStore",
@@ -35,9 +34,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .target(name: "LedgerProjections", dependencies: ["LMDB", "CPrefetch", "LedgerCore", "LedgerStore"]),
+        // The read models as pure code: reducers, views and their rules; no store.
+        .target(name: "LedgerModels", dependencies: ["LedgerCore"]),
+        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels"]),
         // The demo's customer histories: `ledger demo` and the benchmarks (Tools/Benchmarks).
-        .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerProjections"]),
+        .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerModels"]),
         .executableTarget(
             name: "ledger",
             dependencies: [
@@ -59,14 +60,25 @@ let package = Package(
         // Generators of valid events that several test targets share.
         .target(
             name: "LedgerTestSupport",
-            dependencies: ["LedgerCore", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["LedgerCore", "LedgerModels", .product(name: "PropertyBased", package: "swift-property-based")],
             path: "Tests/LedgerTestSupport"
         ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        // The read models' rules, folded in memory: no store.
+        .testTarget(
+            name: "LedgerModelsTests",
+            dependencies: [
+                "LedgerModels",
+                "LedgerCore",
+                "LedgerTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
         .testTarget(
             name: "LedgerProjectionsTests",
             dependencies: [
                 "LedgerProjections",
+                "LedgerModels",
                 "LedgerStore",
                 "LedgerCore",
                 "LMDB",

@@ -6,7 +6,7 @@ import Glibc
 ///
 /// Every time in the ledger is one of these: business time (`occurredAt`), append time
 /// (`recordedAt`) and the times inside events' data. Written as `YYYY-MM-DDTHH:MM:SS.sssZ`.
-public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible, Encodable {
     /// Milliseconds since the Unix epoch, UTC.
     public var milliseconds: Int64
 
@@ -171,4 +171,12 @@ extension Timestamp {
 extension Duration {
     /// The duration in seconds, as a `Double` (for rates and reports).
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+extension Timestamp {
+    /// Encodes as its `description`: `YYYY-MM-DDTHH:MM:SS.sssZ`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
 }

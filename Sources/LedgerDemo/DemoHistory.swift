@@ -1,5 +1,5 @@
 import LedgerCore
-import LedgerProjections
+import LedgerModels
 
 
 /// The demo's customers: deterministic, realistic histories over the 18 months before `now`.

@@ -1,32 +1,35 @@
 import LMDB
 import LedgerCore
+import LedgerModels
 import LedgerStore
 
-/// A store with its read models: the event log plus the projection engine, as apps embed it
-/// and as the `ledger` command uses it.
+/// A store with its read models: the event log and the engine that keeps the models in it,
+/// as apps embed it and as the `ledger` command uses it.
 ///
 /// ```swift
 /// let ledger = try Ledger(path: "customers.lmdb")
 /// try ledger.append([LedgerEvent(subject: "user-42", occurredAt: .now(), source: .appstore, data: purchase.eventData)])
-/// let entitlement = try ledger.view(EntitlementProjection.self, of: "user-42")
-/// print(entitlement.planState)   // read-your-writes: the append's transaction updated it
+/// let entitlement = try ledger.view(EntitlementModel.self, of: "user-42")
+/// print(entitlement?.planState)   // read-your-writes: the append's transaction updated it
 /// ```
 ///
 /// Opening a store for writing records `policy` (default: the reference policy) if the store
 /// has none yet, and catches every registered model up to the head of the log (a model added
 /// since the store was last opened, or appends made by a process without it).
+///
+/// Safe for many threads: appends go through one writer thread (group commit), reads run in
+/// read transactions of their own.
 public final class Ledger: Sendable {
     /// The event log underneath.
     public let log: EventLog
-    /// The read models' engine.
-    public let engine: ProjectionEngine
+    let engine: ProjectionEngine
 
-    /// Opens (or creates) the store at `path` with `projections` registered.
+    /// Opens (or creates) the store at `path` with `models` registered.
     /// - Throws: `LedgerError`.
-    public init(path: String, projections: [any Projection.Type] = ReadModels.all, policy: Policy? = nil,
+    public init(path: String, models: [any ReadModel.Type] = ReadModels.all, policy: Policy? = nil,
                 options: EventLog.Options = EventLog.Options()) throws(LedgerError) {
         var options = options
-        options.observer = { env in try ProjectionEngine(env: env, projections: projections) }
+        options.observer = { env in try ProjectionEngine(env: env, models: models) }
         let log = try EventLog(path: path, options: options)
         guard let engine = log.observer as? ProjectionEngine else {
             throw LedgerError(.storage, "the projection engine did not start; this is a bug in the ledger")
@@ -45,6 +48,11 @@ public final class Ledger: Sendable {
         engine.broadcaster.finish()
     }
 
+    /// The registered models' names, in the order `status` shows them.
+    public var modelNames: [String] { engine.modelNames }
+
+    // MARK: Writing
+
     /// Appends typed events atomically (see `EventLog.append`); the read models are updated in
     /// the same transaction, so a view read after this returns reflects them.
     @discardableResult
@@ -58,16 +66,82 @@ public final class Ledger: Sendable {
         try await log.append(try events.map { event throws(LedgerError) in try event.draft() }, expecting: expecting)
     }
 
-    /// One model's view of `subject` at `t` (default now). A subject the store has never seen
-    /// gets the view of an empty state.
-    public func view<P: Projection>(_ projection: P.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> P.View {
-        try engine.view(projection, of: subject, at: t)
+    // MARK: Reading
+
+    /// Every model's view of `subject` at `t` (default now) under the store's policy: what
+    /// `ledger status` shows. A subject the store has never seen gets the views of no events.
+    public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
+        try engine.status(of: subject, at: t)
+    }
+
+    /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
+    /// no such model.
+    public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> M.View? {
+        try engine.view(model, of: subject, at: t)
+    }
+
+    /// Every subject's view in `model` at `t`, from one snapshot, one at a time.
+    public func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp = .now(), _ body: (String, M.View) throws -> Void) throws(LedgerError) {
+        try engine.forEachView(of: model, at: t, body)
+    }
+
+    /// The audit of `subject` at `t` (default now), from the events recorded by `knownAt`
+    /// (default: all), under the store's policy. A subject with no events has an empty timeline.
+    public func audit(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> AuditReport {
+        let stored = try log.events(subject: subject).collect().filter { knownAt?.includes($0) ?? true }
+        let events = try stored.map { event throws(LedgerError) in try RecordedEvent(event) }
+        return Audit.report(subject: subject, events: events, at: t, knownAt: knownAt, models: engine.models, policy: try policy())
+    }
+
+    /// The entries of `model`'s time-ordered index (`ReadModel.indexEntries`) with
+    /// from ≤ at < to, sorted by (at, key, kind, detail).
+    public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
+        try engine.entries(of: model, from: from, to: to)
+    }
+
+    /// The time zone of `subject`'s latest session at or before `t`, `nil` when it has none:
+    /// how the command line shows its times locally.
+    public func timeZone(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> String? {
+        let sessions = try log.events(subject: subject).collect().filter { $0.type == SessionStarted.type }
+        return BadgeRules.sessionZone(in: try sessions.map { event throws(LedgerError) in try RecordedEvent(event) }, at: t)
     }
 
     /// The store's policy (the reference policy for a store made before policies were recorded).
     public func policy() throws(LedgerError) -> Policy {
         try log.policy() ?? .reference
     }
+
+    // MARK: Models
+
+    /// Rebuilds every read model from scratch into a new generation and swaps it in (unless
+    /// `dryRun`), reporting what changes in `models` (all when empty) at `at`: see
+    /// `RebuildReport`. With `policy`, the rebuild uses it and it becomes the store's.
+    @discardableResult
+    public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
+                        progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, progress: progress)
+    }
+
+    /// Checks every read model against a fresh fold of the log, byte for byte (the log itself:
+    /// `log.verify()`).
+    public func verifyModels(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+        try engine.verify(limit: limit, progress: progress)
+    }
+
+    /// Each model's checkpoint, policy and whether it is stale.
+    public func modelStatuses() throws(LedgerError) -> [ModelStatus] {
+        try engine.statuses()
+    }
+
+    /// Every key of a fold's served states (`"facts"` or a model's name) with its encoded
+    /// state, in key order: for tools that compare builds byte for byte.
+    public func servedStates(of fold: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
+        try engine.servedStates(of: fold)
+    }
+
+    /// Brings every model up to the head of the log (appends made by a process without them).
+    @discardableResult
+    public func catchUp() throws(LedgerError) -> UInt64 { try engine.catchUp() }
 
     /// Every head position from now on, as appends in this process commit them.
     public func positions() -> AsyncStream<UInt64> { engine.positions() }
@@ -76,9 +150,4 @@ public final class Ledger: Sendable {
     public func waitForPosition(_ position: UInt64) async {
         for await head in positions() where head >= position { return }
     }
-}
-
-/// The read models this package ships, in the order `status` shows them.
-public enum ReadModels {
-    public static let all: [any Projection.Type] = [EntitlementProjection.self, RetentionProjection.self, BadgeProjection.self]
 }

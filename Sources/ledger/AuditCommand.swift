@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 
 struct AuditCommand: ParsableCommand {

@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerModels
 
 /// Shorthands for the command line's `--json` output, built on the ledger's own `JSON`: keys
 /// stay in the order written, and a missing value is `null`, never omitted.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 
@@ -44,15 +45,15 @@ struct StatusCommand: ParsableCommand {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let (views, stale) = try ledger.engine.views(of: subject, at: t)
-        for name in stale {
-            let answered = views.contains { $0.model == name }
+        let status = try ledger.status(of: subject, at: t)
+        for name in status.stale {
+            let answered = status.answers.contains { $0.model == name }
             Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + (answered
                 ? " the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)"
                 : " the \(name) model was built by another code version, whose states this ledger cannot read, so it is left out (run `ledger rebuild \(name)`)"))
         }
         if global.json {
-            print(JSON.object([("subject", .string(subject)), ("at", .time(t))] + views.map { ($0.model, $0.view.map(JSON.object) ?? .null) }).text)
+            print(status.json.serialized())
             return
         }
         let zone = try ledger.timeZone(of: subject, at: t)
@@ -60,64 +61,36 @@ struct StatusCommand: ParsableCommand {
         if let zone { header += " (\(t.local(in: zone)) in \(zone), the zone of the latest session)" }
         print(Terminal.paint(header, .bold))
         let shown = StatusCard(zone: zone)
-        for (model, view) in views {
+        for answer in status.answers {
             print("")
-            guard let view else {
-                print(Terminal.paint("\(model): none", .bold) + " (the store's policy has no \(model) section)")
+            guard let view = answer.view else {
+                print(Terminal.paint("\(answer.model): none", .bold) + " (the store's policy has no \(answer.model) section)")
                 continue
             }
-            print(shown.headline(model, view))
-            printTable(shown.details(model, view).map { ["  " + $0.0, $0.1] })
+            let card = view.card
+            print(shown.headline(answer.model, card))
+            printTable(card.rows.map { ["  " + $0.label, shown.human($0.value)] })
         }
     }
 }
 
-/// How `status` shows a view to people: a headline per model, then one row per field; times
-/// in UTC followed by the subject's local time when its zone is known.
+/// How `status` shows a view to people: a headline per model, then one row per field (the
+/// model's `ViewCard`); times in UTC followed by the subject's local time when its zone is known.
 struct StatusCard {
     var zone: String?
 
-    /// A model's answer in one line: the plan and why, the tier and what comes next, the count.
-    func headline(_ model: String, _ view: JSONObject) -> String {
-        switch model {
-        case "entitlement":
-            let reason = view["reason"].flatMap { if case .object(let r) = $0 { r } else { nil } }
-            let position = reason?["position"].map(human) ?? "–"
-            return Terminal.paint("entitlement: \(human(view["planState"] ?? .null))", .bold) + " (rule \(human(reason?["rule"] ?? .null))\(position == "–" ? "" : ", event #\(position)"))"
-        case "retention":
-            var line = Terminal.paint("retention: \(human(view["tier"] ?? .null))", .bold)
-            if let since = view["enteredAt"], since != .null { line += " since \(human(since))" }
-            if let next = view["nextTier"], next != .null { line += "; \(human(next)) from \(human(view["nextTierAt"] ?? .null))" }
-            return line
-        case "badge":
-            return Terminal.paint("badge: \(human(view["count"] ?? .null))", .bold)
-        default:
-            return model
-        }
-    }
-
-    /// The rest of a model's view, one field per row, in the view's order.
-    func details(_ model: String, _ view: JSONObject) -> [(String, String)] {
-        let shown: Set<String> = switch model {
-        case "entitlement": ["planState", "reason"]
-        case "retention": ["tier", "enteredAt", "nextTier", "nextTierAt"]
-        case "badge": ["count"]
-        default: []
-        }
-        return view.members.filter { !shown.contains($0.key) }.map { member in
-            switch (model, member.key, member.value) {
-            case ("retention", "capabilities", .object(let capabilities)):
-                let can = capabilities.members.filter { $0.value == .bool(true) }.map(\.key)
-                let cannot = capabilities.members.filter { $0.value != .bool(true) }.map(\.key)
-                return ("capabilities", "can " + (can.isEmpty ? "nothing" : can.joined(separator: ", ")) + (cannot.isEmpty ? "" : "; not " + cannot.joined(separator: ", ")))
-            case ("retention", "reactivation", .object(let reactivation)):
-                guard reactivation["available"] == .bool(true) else { return ("reactivation", "not available") }
-                guard case .object(let fee)? = reactivation["fee"] else { return ("reactivation", "available, free") }
-                return ("reactivation", "available for \(human(fee["amount"] ?? .null)) \(human(fee["currency"] ?? .null))")
-            default:
-                return (member.key, human(member.value))
+    /// `model: ` and the card's headline, its first part in bold.
+    func headline(_ model: String, _ card: ViewCard) -> String {
+        var line = ""
+        for (index, part) in card.headline.enumerated() {
+            let text: String
+            switch part {
+            case .text(let words): text = words
+            case .value(let value): text = human(value)
             }
+            line += index == 0 ? Terminal.paint("\(model): \(text)", .bold) : text
         }
+        return line.isEmpty ? Terminal.paint(model, .bold) : line
     }
 
     /// A view value for people: strings bare, null as –, objects as key=value.
@@ -139,11 +112,12 @@ struct RebuildCommand: ParsableCommand {
         commandName: "rebuild",
         abstract: "Rebuild read models from scratch into a shadow copy, report what changes, and swap atomically.",
         discussion: """
-            Folds the whole log again (all models, or those named) into a new generation while appends go \
-            on, compares every subject's views at --at (default now) with the served ones, then catches the \
-            new generation up and swaps it in in one transaction: readers see the old model or the new, never \
-            half. With --policy the new generation is built under that policy, which becomes the store's. \
-            With --dry-run nothing is written: the report says exactly who would change, field by field.
+            Folds the whole log again into a new generation of every model while appends go on, compares \
+            every subject's views at --at (default now) with the served ones (in the models named, or all), \
+            then catches the new generation up and swaps it in in one transaction: readers see the old models \
+            or the new, never half. With --policy the new generation is built under that policy, which \
+            becomes the store's. With --dry-run nothing is written: the report says exactly who would \
+            change, field by field.
 
             Examples:
               ledger rebuild --policy Schemas/policies/photolala.json --dry-run
@@ -154,7 +128,7 @@ struct RebuildCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "Models to rebuild (default: all).")
+    @Argument(help: "Models whose changes to report (default: all; every model is rebuilt).")
     var models: [String] = []
 
     @Option(help: "A policy document to build under (default: the store's).")
@@ -181,7 +155,7 @@ struct RebuildCommand: ParsableCommand {
         let before = try ledger.policy()
         let progress = ProgressBar(enabled: !global.json)
         let result = Result { () throws(LedgerError) -> RebuildReport in
-            try ledger.engine.rebuild(models, policy: chosen, dryRun: dryRun, at: t) { step in progress.show(step) }
+            try ledger.rebuild(models, policy: chosen, dryRun: dryRun, at: t) { step in progress.show(step) }
         }
         progress.clear()
         let report: RebuildReport
@@ -202,7 +176,7 @@ struct RebuildCommand: ParsableCommand {
         print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
         let subjects = Set(report.changes.map(\.subject)).count
         for name in report.notCompared {
-            print("The served \(name) model was built by another code version, whose states this ledger cannot read: its views were not compared.")
+            print("The served \(name) model was built by another version, whose states this ledger cannot read: its views were not compared.")
         }
         if report.changes.isEmpty {
             if report.notCompared.count < report.models.count { print(report.notCompared.isEmpty ? "No view changes." : "No view changes in the models compared.") }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 
@@ -62,9 +63,9 @@ struct StatsCommand: ParsableCommand {
         commandName: "stats",
         abstract: "Counts, positions, sizes, and each read model's checkpoint and policy.",
         discussion: """
-            A model is stale when the code version or the policy that built its served generation differs \
-            from this ledger's and the store's: its answers may not follow the current rules until \
-            `ledger rebuild MODEL`.
+            A model is stale when the version or the policy that built it differs from this ledger's and \
+            the store's, or it is behind the log: its answers may not follow the current rules until \
+            `ledger rebuild`.
 
             Example:
               ledger stats --store customers.lmdb --json
@@ -78,7 +79,7 @@ struct StatsCommand: ParsableCommand {
         defer { ledger.close() }
         let stats = try ledger.log.stats()
         let policy = try ledger.policy()
-        let models = try ledger.engine.statuses()
+        let models = try ledger.modelStatuses()
         if global.json {
             print(JSON.object([
                 ("events", .uint(stats.events)),
@@ -99,13 +100,13 @@ struct StatsCommand: ParsableCommand {
             Size           \(formatBytes(stats.usedBytes)) used of a \(formatBytes(stats.mapSize)) map
 
             """)
-        var rows = [["MODEL", "CHECKPOINT", "POLICY", "CODE", "STATE"]]
+        var rows = [["MODEL", "CHECKPOINT", "POLICY", "VERSION", "STATE"]]
         for model in models {
-            rows.append([
-                model.name, model.served.map { String($0.checkpoint) } ?? "–", model.served.map { String($0.policyHash.prefix(12)) + "…" } ?? "–",
-                model.served.map { "v\($0.codeVersion)" } ?? "–",
-                model.staleReason.map { "stale: \($0)" } ?? (model.shadow != nil ? "current (an unfinished rebuild left a shadow)" : "current"),
-            ])
+            let checkpoint = model.checkpoint.map { String($0) } ?? "–"
+            let policy = model.policyHash.map { String($0.prefix(12)) + "…" } ?? "–"
+            let version = model.version.map { "v\($0)" } ?? "–"
+            let state = model.staleReason.map { "stale: \($0)" } ?? (model.rebuilding ? "current (a rebuild is under way or was left unfinished)" : "current")
+            rows.append([model.name, checkpoint, policy, version, state])
         }
         printTable(rows)
     }
@@ -134,7 +135,7 @@ struct VerifyCommand: ParsableCommand {
         let progress = ProgressBar(enabled: !global.json)
         let events = try ledger.log.lastPosition()
         let report = try ledger.log.verify { done in progress.update("checking the log", done: Int(done), total: Int(events)) }
-        let models = report.isValid ? try ledger.engine.verify { step in progress.update("rebuilding the models to compare", done: Int(step.done), total: Int(step.total)) } : []
+        let models = report.isValid ? try ledger.verifyModels { step in progress.update("rebuilding the models to compare", done: Int(step.done), total: Int(step.total)) } : []
         progress.clear()
         let ok = report.isValid && models.isEmpty
         if global.json {
@@ -154,7 +155,7 @@ struct VerifyCommand: ParsableCommand {
             print("Log OK: \(report.eventsChecked) events. Read models " + Terminal.paint("FAILED", .red) + ":")
             for problem in models { print("  \(problem)") }
         } else {
-            print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.engine.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
+            print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
         }
         if !ok { throw ExitCode(1) }
     }

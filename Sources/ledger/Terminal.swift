@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 
 /// What the command line may do to its output: colour only on a terminal and never when

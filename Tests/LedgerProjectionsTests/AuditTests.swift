@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 import LedgerTestSupport

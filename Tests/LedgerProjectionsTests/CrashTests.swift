@@ -1,5 +1,6 @@
 import LedgerCore
-import LedgerProjections
+import LedgerModels
+@testable import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
 import Testing
@@ -13,7 +14,8 @@ import Testing
         try withStorePath { path in
             let start = ts("2026-01-01T00:00:00Z")
             var served: Generation?
-            var states: [(key: String, state: [UInt8])] = []
+            var states: [[(key: String, state: [UInt8])]] = []
+            let folds = ["facts"] + ReadModels.all.map { $0.name }
             do {
                 let ledger = try Ledger(path: path)
                 for chunk in 0..<10 {
@@ -22,8 +24,8 @@ import Testing
                         return Make.purchase("u\(chunk)-\(i)", at: at, txn: "t\(i)", expires: days(30, after: at))
                     })
                 }
-                served = try ledger.engine.statuses().first?.served
-                states = try ledger.engine.servedStates(of: "entitlement")
+                served = try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn) }
+                states = try folds.map { try ledger.servedStates(of: $0) }
                 ledger.close()
             }
             let child = try Child(["rebuild", path])
@@ -33,23 +35,24 @@ import Testing
 
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            let status = try #require(try ledger.engine.statuses().first)
-            #expect(status.served == served)
-            #expect(status.shadow != nil, "the killed rebuild's shadow is left, unserved")
-            let after = try ledger.engine.servedStates(of: "entitlement")
-            #expect(after.map(\.key) == states.map(\.key))
-            #expect(after.map(\.state) == states.map(\.state))
+            let store = ledger.engine.store
+            #expect(try store.env.read { txn in try store.served(txn) } == served)
+            #expect(try store.env.read { txn in try store.shadow(txn) } != nil, "the killed rebuild's new generation is left, unserved")
+            #expect(try ledger.modelStatuses().allSatisfy { $0.rebuilding && !$0.stale })
+            let after = try folds.map { try ledger.servedStates(of: $0) }
+            #expect(after.map { $0.map(\.key) } == states.map { $0.map(\.key) })
+            #expect(after.map { $0.map(\.state) } == states.map { $0.map(\.state) })
             #expect(try ledger.log.verify().isValid)
-            #expect(try ledger.engine.verify() == [])
+            #expect(try ledger.verifyModels() == [])
 
-            try ledger.engine.rebuild(compare: false)
-            let rebuilt = try #require(try ledger.engine.statuses().first)
-            #expect(rebuilt.shadow == nil)
-            #expect(rebuilt.served?.id != served?.id)
-            #expect(rebuilt.served?.checkpoint == 1000)
-            // Every shipped model reads purchases: one state per subject per model.
-            #expect(try ledger.engine.storedStateCount() == 1000 * ReadModels.all.count, "the old and abandoned generations are deleted")
-            #expect(try ledger.engine.verify() == [])
+            try ledger.rebuild()
+            #expect(try store.env.read { txn in try store.shadow(txn) } == nil)
+            let rebuilt = try #require(try store.env.read { txn in try store.served(txn) })
+            #expect(rebuilt.id != served?.id)
+            #expect(rebuilt.folds.allSatisfy { $0.checkpoint == 1000 })
+            // Purchases are facts: one state per subject; the old and abandoned generations are deleted.
+            #expect(try store.env.read { txn in try txn.count(store.states) } == 1000)
+            #expect(try ledger.verifyModels() == [])
         }
     }
 }

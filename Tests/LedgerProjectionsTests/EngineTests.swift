@@ -1,7 +1,8 @@
 import Foundation
 import LMDB
 import LedgerCore
-import LedgerProjections
+import LedgerModels
+@testable import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
 import Testing
@@ -17,12 +18,12 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try ledger.append([Make.purchase("u1", at: jan1, txn: "t1", expires: days(30, after: jan1))])
-            let view = try ledger.view(EntitlementProjection.self, of: "u1", at: days(1, after: jan1))
+            let view = try #require(try ledger.view(EntitlementModel.self, of: "u1", at: days(1, after: jan1)))
             #expect(view.planState == .pro)
             #expect(view.reason == .init(rule: "storeCoverage", policyKey: nil, position: 1))
-            let status = try #require(try ledger.engine.statuses().first)
+            let status = try #require(try ledger.modelStatuses().first)
             #expect(status.name == "entitlement")
-            #expect(status.served?.checkpoint == 1)
+            #expect(status.checkpoint == 1)
             #expect(status.stale == false)
         }
     }
@@ -43,9 +44,9 @@ import Testing
             }
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            #expect(try ledger.engine.statuses().first?.served?.checkpoint == 301)
-            #expect(try ledger.view(EntitlementProjection.self, of: "s299", at: days(2, after: jan1)).planState == .pro)
-            #expect(try ledger.engine.verify() == [])
+            #expect(try ledger.modelStatuses().first?.checkpoint == 301)
+            #expect(try ledger.view(EntitlementModel.self, of: "s299", at: days(2, after: jan1))?.planState == .pro)
+            #expect(try ledger.verifyModels() == [])
         }
     }
 
@@ -59,17 +60,17 @@ import Testing
                 let start = days(Int64(i), after: jan1)
                 try ledger.append([Make.purchase("u\(i % 7)", at: start, txn: "t\(i)", expires: days(30, after: start))])
             }
-            let before = try ledger.engine.servedStates(of: "entitlement")
-            let generation = try ledger.engine.statuses().first?.served?.id
-            let report = try ledger.engine.rebuild()
+            let before = try (["facts"] + ReadModels.all.map { $0.name }).map { try ledger.servedStates(of: $0) }
+            let generation = try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id }
+            let report = try ledger.rebuild()
             #expect(report.changes == [])
             #expect(report.events == 50)
-            let after = try ledger.engine.servedStates(of: "entitlement")
-            #expect(after.map(\.key) == before.map(\.key))
-            #expect(after.map(\.state) == before.map(\.state))
-            #expect(try ledger.engine.statuses().first?.served?.id != generation)
-            // Every shipped model reads purchases: one state per subject per model.
-            #expect(try ledger.engine.storedStateCount() == 7 * ReadModels.all.count)
+            let after = try (["facts"] + ReadModels.all.map { $0.name }).map { try ledger.servedStates(of: $0) }
+            #expect(after.map { $0.map(\.key) } == before.map { $0.map(\.key) })
+            #expect(after.map { $0.map(\.state) } == before.map { $0.map(\.state) })
+            #expect(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id } != generation)
+            // Purchases are facts: one state per subject, and the old generation's are gone.
+            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 7)
         }
     }
 
@@ -88,9 +89,9 @@ import Testing
             }
             #expect(appendedDuring)
             #expect(report.caughtUp == 1)
-            #expect(try ledger.view(EntitlementProjection.self, of: "late", at: days(1, after: jan1)).planState == .pro)
-            #expect(try ledger.engine.statuses().first?.served?.checkpoint == 21)
-            #expect(try ledger.engine.verify() == [])
+            #expect(try ledger.view(EntitlementModel.self, of: "late", at: days(1, after: jan1))?.planState == .pro)
+            #expect(try ledger.modelStatuses().first?.checkpoint == 21)
+            #expect(try ledger.verifyModels() == [])
         }
     }
 
@@ -113,7 +114,7 @@ import Testing
         try withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            #expect { try ledger.engine.rebuild(["entitlements"]) } throws: { error in
+            #expect { try ledger.rebuild(["entitlements"]) } throws: { error in
                 (error as? LedgerError)?.message.contains("the models are entitlement") == true
             }
         }

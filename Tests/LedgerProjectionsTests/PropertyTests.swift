@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
@@ -12,37 +13,43 @@ import Testing
     @Test func incrementalProjectionEqualsARebuildByteForByte() async {
         await onRandomHistories(subjects: 4, perSubject: 1...14) { seed, history, events, ledger in
             for event in history.shuffled(events) { try ledger.append([event]) }
-            let names = ReadModels.all.map { $0.name }
-            let incremental = try names.map { name in try ledger.engine.servedStates(of: name) }
-            try ledger.engine.rebuild(compare: false)
-            let rebuilt = try names.map { name in try ledger.engine.servedStates(of: name) }
+            let names = ["facts"] + ReadModels.all.map { $0.name }
+            let incremental = try names.map { name in try ledger.servedStates(of: name) }
+            try ledger.rebuild()
+            let rebuilt = try names.map { name in try ledger.servedStates(of: name) }
             for (index, name) in names.enumerated() {
                 #expect(rebuilt[index].map(\.key) == incremental[index].map(\.key), "\(name), seed \(seed)")
                 #expect(rebuilt[index].map(\.state) == incremental[index].map(\.state), "\(name), seed \(seed)")
             }
-            #expect(try ledger.engine.verify() == [])
+            #expect(try ledger.verifyModels() == [])
         }
     }
 
-    /// A status query decodes what the models' states share once (`DecodeMemo`: the facts,
-    /// the entitlement state retention begins with):
-    /// every view it gives is the one each model gives read on its own.
+    /// A status query reads a subject's states of every model with one seek: every view it
+    /// gives is the one each model gives read on its own, and the one its events give folded
+    /// in memory.
     @Test func aStatusQueryGivesEachModelsOwnView() async {
         await onRandomHistories(subjects: 3, perSubject: 1...14) { seed, _, events, ledger in
             try ledger.append(events)
+            let folded = try Folded(events)
             var times = events.flatMap { [$0.occurredAt, $0.occurredAt.adding(seconds: 3 * 86_400)] }
             times.append(ts("2027-06-01T00:00:00Z"))
             for subject in ["s0", "s1", "s2"] {
                 for t in times {
-                    let status = try ledger.engine.views(of: subject, at: t).views
-                    let own: [(String, JSONObject)] = [
-                        (EntitlementProjection.name, try ledger.engine.view(EntitlementProjection.self, of: subject, at: t).json),
-                        (RetentionProjection.name, try ledger.engine.view(RetentionProjection.self, of: subject, at: t).json),
-                        (BadgeProjection.name, try ledger.engine.view(BadgeProjection.self, of: subject, at: t).json),
+                    let status = try ledger.status(of: subject, at: t).answers
+                    let own: [(String, JSONObject?)] = [
+                        (EntitlementModel.name, try ledger.view(EntitlementModel.self, of: subject, at: t)?.json),
+                        (RetentionModel.name, try ledger.view(RetentionModel.self, of: subject, at: t)?.json),
+                        (BadgeModel.name, try ledger.view(BadgeModel.self, of: subject, at: t)?.json),
+                    ]
+                    let inMemory: [JSONObject?] = [
+                        folded.view(EntitlementModel.self, of: subject, at: t)?.json, folded.view(RetentionModel.self, of: subject, at: t)?.json,
+                        folded.view(BadgeModel.self, of: subject, at: t)?.json,
                     ]
                     #expect(status.map(\.model) == own.map(\.0), "seed \(seed)")
-                    for ((model, view), (_, alone)) in zip(status, own) {
-                        #expect(view == alone, "seed \(seed), \(subject) at \(t), \(model)")
+                    for ((answer, (_, alone)), memory) in zip(zip(status, own), inMemory) {
+                        #expect(answer.view?.json == alone, "seed \(seed), \(subject) at \(t), \(answer.model)")
+                        #expect(alone == memory, "seed \(seed), \(subject) at \(t), \(answer.model)")
                     }
                 }
             }
@@ -73,8 +80,9 @@ import Testing
                     var seen: [String] = []
                     for subject in ["s0", "s1", "s2"] {
                         for t in times {
-                            for (model, view) in try ledger.engine.views(of: subject, at: t).views {
-                                guard var view else { continue }
+                            for answer in try ledger.status(of: subject, at: t).answers {
+                                guard var view = answer.view?.json else { continue }
+                                let model = answer.model
                                 if case .object(var reason) = view["reason"] {
                                     reason["position"] = nil
                                     view["reason"] = .object(reason)

@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerTestSupport
 import Testing
@@ -17,7 +18,8 @@ import Testing
             trial.expiresAt = try #require(Timestamp(rfc3339: "2026-03-08T09:30:00Z"))
             trial.offer = .freeTrial
             try await ledger.append([LedgerEvent(subject: "user-42", occurredAt: trial.purchasedAt, source: .appstore, data: trial.eventData)])
-            let entitlement = try ledger.view(EntitlementProjection.self, of: "user-42", at: try #require(Timestamp(rfc3339: "2026-03-02T00:00:00Z")))
+            let march2 = try #require(Timestamp(rfc3339: "2026-03-02T00:00:00Z"))
+            let entitlement = try #require(try ledger.view(EntitlementModel.self, of: "user-42", at: march2))
             #expect(entitlement.planState == .trial)
             #expect(entitlement.reason == .init(rule: "storeCoverage", policyKey: nil, position: 1))
 
@@ -27,7 +29,7 @@ import Testing
             }
             var newPolicy = Policy.reference
             newPolicy.subscription.billingGraceDays = 10
-            let report = try ledger.engine.rebuild(policy: newPolicy, dryRun: true)
+            let report = try ledger.rebuild(policy: newPolicy, dryRun: true)
             #expect(report.changes.isEmpty)
             #expect(report.policyTo == newPolicy.hash)
         }

@@ -1,5 +1,6 @@
 import LedgerCore
-import LedgerProjections
+import LedgerModels
+@testable import LedgerProjections
 import LedgerStore
 import LedgerTestSupport
 import Testing
@@ -38,8 +39,8 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try seeded(ledger)
-            let before = try ledger.engine.statuses()
-            let report = try ledger.engine.rebuild(["entitlement"], policy: longerGrace, dryRun: true, at: feb5)
+            let before = try ledger.modelStatuses()
+            let report = try ledger.rebuild(["entitlement"], policy: longerGrace, dryRun: true, at: feb5)
             #expect(report.changes == [
                 ViewChange(subject: "grace", model: "entitlement", field: "planState", from: "free", to: "pro"),
                 ViewChange(subject: "grace", model: "entitlement", field: "reason.rule", from: "signedIn", to: "billingGrace"),
@@ -54,31 +55,28 @@ import Testing
             #expect(report.policyFrom == Policy.reference.hash)
             #expect(report.policyTo == longerGrace.hash)
             // Nothing served changed.
-            #expect(try ledger.engine.statuses() == before)
+            #expect(try ledger.modelStatuses() == before)
             #expect(try ledger.policy() == .reference)
-            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .free)
+            #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .free)
         }
     }
 
     /// A rebuild's report times the fold and, apart, the comparison of the views and what came
     /// after it (writing the new states, swapping them in, deleting the old); a dry run writes
-    /// nothing, and a rebuild told not to compare compares nothing.
+    /// nothing.
     @Test func aRebuildReportsTheTimeItSpentComparingAndWritingApartFromTheFold() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try seeded(ledger)
-            let dry = try ledger.engine.rebuild(policy: longerGrace, dryRun: true, at: feb5)
+            let dry = try ledger.rebuild(policy: longerGrace, dryRun: true, at: feb5)
             #expect(dry.foldSeconds > 0)
             #expect(dry.compareSeconds > 0)
             #expect(dry.writeSeconds == 0)
-            let real = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            let real = try ledger.rebuild(policy: longerGrace, at: feb5)
             #expect(real.foldSeconds > 0)
             #expect(real.compareSeconds > 0)
             #expect(real.writeSeconds > 0)
-            let uncompared = try ledger.engine.rebuild(at: feb5, compare: false)
-            #expect(uncompared.compareSeconds == 0)
-            #expect(uncompared.writeSeconds > 0)
         }
     }
 
@@ -91,14 +89,14 @@ import Testing
             defer { ledger.close() }
             try seeded(ledger)
             func planState() throws -> JSON? {
-                try ledger.engine.views(of: "grace", at: feb5).views.first { $0.model == EntitlementProjection.name }?.view?["planState"]
+                try ledger.status(of: "grace", at: feb5).answers.first { $0.model == EntitlementModel.name }?.view?.json["planState"]
             }
             #expect(try planState() == .string("free"))
-            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .free)
-            try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .free)
+            try ledger.rebuild(policy: longerGrace, at: feb5)
             #expect(try planState() == .string("pro"))
-            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
-            #expect(try ledger.engine.views(of: "grace", at: feb5).stale == [])
+            #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .pro)
+            #expect(try ledger.status(of: "grace", at: feb5).stale == [])
         }
     }
 
@@ -108,7 +106,7 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try seeded(ledger)
-            let report = try ledger.engine.rebuild(policy: longerGrace, at: feb5)
+            let report = try ledger.rebuild(policy: longerGrace, at: feb5)
             #expect(report.dryRun == false)
             // "grace" is pro again; "old"'s retention day 0 (the end of its billing grace) moves
             // a week later, from archived (day 93) back to browseOnly (day 86).
@@ -116,12 +114,12 @@ import Testing
             #expect(report.changes.contains(ViewChange(subject: "old", model: "retention", field: "tier", from: "archived", to: "browseOnly")))
             #expect(report.changes.contains(ViewChange(subject: "grace", model: "retention", field: "tier", from: "grace", to: "active")))
             #expect(try ledger.policy() == longerGrace)
-            #expect(try ledger.view(EntitlementProjection.self, of: "grace", at: feb5).planState == .pro)
-            let status = try #require(try ledger.engine.statuses().first)
-            #expect(status.served?.policyHash == longerGrace.hash)
+            #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .pro)
+            let status = try #require(try ledger.modelStatuses().first)
+            #expect(status.policyHash == longerGrace.hash)
             #expect(status.stale == false)
-            #expect(status.shadow == nil)
-            #expect(try ledger.engine.verify() == [])
+            #expect(status.rebuilding == false)
+            #expect(try ledger.verifyModels() == [])
         }
     }
 
@@ -133,18 +131,18 @@ import Testing
             defer { ledger.close() }
             try seeded(ledger)
             try ledger.log.setPolicy(longerGrace)
-            let status = try #require(try ledger.engine.statuses().first)
+            let status = try #require(try ledger.modelStatuses().first)
             #expect(status.stale)
             #expect(status.staleReason?.contains("built under policy") == true)
-            #expect(try ledger.engine.verify().map(\.message).contains { $0.hasPrefix("stale: built under policy") })
-            try ledger.engine.rebuild(compare: false)
-            #expect(try ledger.engine.statuses().first?.stale == false)
+            #expect(try ledger.verifyModels().map(\.message).contains { $0.hasPrefix("stale: built under policy") })
+            try ledger.rebuild()
+            #expect(try ledger.modelStatuses().first?.stale == false)
         }
     }
 
     /// A store whose `counting` model (code version 1) has folded u1's two usages, closed.
     func buildCounting(at path: String) throws {
-        let ledger = try Ledger(path: path, projections: [Counting.self])
+        let ledger = try Ledger(path: path, models: [Counting.self])
         defer { ledger.close() }
         try ledger.append([Make.usage("u1", at: jan1), Make.usage("u1", at: jan31)])
     }
@@ -154,20 +152,20 @@ import Testing
     @Test func aModelBuiltByAnotherCodeVersionIsStale() throws {
         try withStorePath { path in
             try buildCounting(at: path)
-            let ledger = try Ledger(path: path, projections: [CountingTwice.self])
+            let ledger = try Ledger(path: path, models: [CountingTwice.self])
             defer { ledger.close() }
-            let status = try #require(try ledger.engine.statuses().first)
+            let status = try #require(try ledger.modelStatuses().first)
             #expect(status.stale)
-            #expect(status.staleReason == "built by code version 1, this ledger has 2; run `ledger rebuild counting`")
+            #expect(status.staleReason == "built by version 1, this ledger has 2; run `ledger rebuild`")
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 2))
             // An append does not advance the old build with the new code (its states might not
             // even decode): it keeps its checkpoint and its answer until the rebuild.
             try ledger.append([Make.usage("u1", at: feb5)])
-            #expect(try ledger.engine.statuses().first?.served?.checkpoint == 2)
-            #expect(try ledger.engine.catchUp() == 0)
+            #expect(try ledger.modelStatuses().first?.checkpoint == 2)
+            #expect(try ledger.catchUp() == 0)
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 2))
-            try ledger.engine.rebuild(compare: false)
-            #expect(try ledger.engine.statuses().first?.stale == false)
+            try ledger.rebuild()
+            #expect(try ledger.modelStatuses().first?.stale == false)
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 6))
         }
     }
@@ -178,25 +176,25 @@ import Testing
     @Test func aModelWhoseEncodingChangedIsLeftOutUntilRebuilt() throws {
         try withStorePath { path in
             try buildCounting(at: path)
-            let ledger = try Ledger(path: path, projections: [CountingInText.self])
+            let ledger = try Ledger(path: path, models: [CountingInText.self])
             defer { ledger.close() }
-            let (views, stale) = try ledger.engine.views(of: "u1", at: feb5)
-            #expect(views.isEmpty)
-            #expect(stale == ["counting"])
+            let status = try ledger.status(of: "u1", at: feb5)
+            #expect(status.answers.isEmpty)
+            #expect(status.stale == ["counting"])
             do throws(LedgerError) {
                 _ = try ledger.view(CountingInText.self, of: "u1", at: feb5)
                 Issue.record("an unreadable old build answered")
             } catch {
                 #expect(error.code == .unsupportedFormat)
-                #expect(error.message == "read model counting was built by code version 1, whose states this ledger (code version 3) cannot read; run `ledger rebuild counting`")
+                #expect(error.message == "read model counting was built by version 1, whose states this ledger (version 3) cannot read; run `ledger rebuild`")
             }
-            let report = try ledger.engine.rebuild(at: feb5)
+            let report = try ledger.rebuild(at: feb5)
             #expect(report.notCompared == ["counting"])
             #expect(report.changes.isEmpty)
-            let rebuilt = try ledger.engine.views(of: "u1", at: feb5)
+            let rebuilt = try ledger.status(of: "u1", at: feb5)
             #expect(rebuilt.stale == [])
-            #expect(rebuilt.views.map(\.model) == ["counting"])
-            #expect(rebuilt.views.first?.view == ["count": .integer(2)])
+            #expect(rebuilt.answers.map(\.model) == ["counting"])
+            #expect(rebuilt.answers.first?.view?.json == ["count": .integer(2)])
         }
     }
 
@@ -207,13 +205,13 @@ import Testing
         try withStorePath { path in
             try buildCounting(at: path)
             do {
-                let ledger = try Ledger(path: path, projections: [Counting.self])
+                let ledger = try Ledger(path: path, models: [Counting.self])
                 defer { ledger.close() }
                 try ledger.append([Make.usage("u2", at: jan1), Make.usage("u3", at: jan31)])
             }
-            let ledger = try Ledger(path: path, projections: [CountingButNotU2.self])
+            let ledger = try Ledger(path: path, models: [CountingButNotU2.self])
             defer { ledger.close() }
-            let report = try ledger.engine.rebuild(dryRun: true, at: feb5)
+            let report = try ledger.rebuild(dryRun: true, at: feb5)
             #expect(report.changes == [ViewChange(subject: "u2", model: "counting", field: "count", from: .integer(1), to: .integer(0))])
             #expect(report.notCompared.isEmpty)
         }
@@ -224,86 +222,83 @@ import Testing
     @Test func aStateThatDoesNotDecodeUnderItsOwnCodeVersionIsDamage() throws {
         try withStorePath { path in
             try buildCounting(at: path)
-            let ledger = try Ledger(path: path, projections: [CountingInTextAsVersionOne.self])
+            let ledger = try Ledger(path: path, models: [CountingInTextAsVersionOne.self])
             defer { ledger.close() }
-            let message = "read model counting is damaged (truncated string at byte 1); run `ledger rebuild counting`"
-            let status = #expect(throws: LedgerError.self) { _ = try ledger.engine.views(of: "u1", at: feb5) }
+            let status = #expect(throws: LedgerError.self) { _ = try ledger.status(of: "u1", at: feb5) }
             #expect(status?.code == .corruptRecord)
-            #expect(status?.message == message)
-            let rebuild = #expect(throws: LedgerError.self) { try ledger.engine.rebuild(at: feb5) }
+            #expect(status?.message == "read model counting is damaged for u1 (truncated string at byte 1); run `ledger rebuild`")
+            let rebuild = #expect(throws: LedgerError.self) { try ledger.rebuild(at: feb5) }
             #expect(rebuild?.code == .corruptRecord)
-            #expect(rebuild?.message == message)
+            #expect(rebuild?.message == "read model counting is damaged for u1 (truncated string at byte 1); run `ledger rebuild`")
         }
     }
 }
 
 /// The same model with its state stored another way: the count as a decimal string.
-enum CountingInText: Projection {
-    struct State: ProjectionState {
-        var count: UInt64 = 0
+enum CountingInText: ReadModel {
+    struct State: ModelState {
+        var count = "0"
         init() {}
-        func encode(to writer: inout StateWriter) { writer.write(String(count)) }
-        init(from reader: inout StateReader) throws(StateReader.Damaged) {
-            guard let count = UInt64(try reader.string()) else { throw StateReader.Damaged(what: "not a count") }
-            self.count = count
-        }
+        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&count) }
     }
     static let name = "counting"
-    static let codeVersion: UInt32 = 3
-    static let eventTypes = Counting.eventTypes
-    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
-    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+    static let version: UInt32 = 3
+    static let reads = Counting.reads
+    static func apply(_ event: RecordedEvent, to state: inout State) { state.count = String((UInt64(state.count) ?? 0) + 1) }
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> Counting.View? {
+        Counting.View(count: UInt64(state.count) ?? 0)
+    }
 }
 
-/// `CountingInText` claiming `Counting`'s code version: what a damaged state looks like to the
+/// `CountingInText` claiming `Counting`'s version: what a damaged state looks like to the
 /// code that built it.
-enum CountingInTextAsVersionOne: Projection {
+enum CountingInTextAsVersionOne: ReadModel {
     typealias State = CountingInText.State
     static let name = "counting"
-    static let codeVersion: UInt32 = 1
-    static let eventTypes = Counting.eventTypes
-    static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
-    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+    static let version: UInt32 = 1
+    static let reads = Counting.reads
+    static func apply(_ event: RecordedEvent, to state: inout State) { CountingInText.apply(event, to: &state) }
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> Counting.View? {
+        CountingInText.view(of: state, facts: facts, at: t, policy: policy)
+    }
 }
 
-/// A minimal projection: how many usage events a subject recorded.
-enum Counting: Projection {
-    struct State: ProjectionState {
+/// A minimal model: how many usage events a subject recorded.
+enum Counting: ReadModel {
+    struct State: ModelState {
         var count: UInt64 = 0
         init() {}
-        func encode(to writer: inout StateWriter) { writer.write(count) }
-        init(from reader: inout StateReader) throws(StateReader.Damaged) { count = try reader.uint() }
+        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&count) }
     }
 
-    struct View: ProjectionView {
+    struct View: ModelView {
         var count: UInt64
-        var json: JSONObject { ["count": .integer(Int64(count))] }
     }
 
     static let name = "counting"
-    static let codeVersion: UInt32 = 1
-    static let eventTypes: Set<String> = ["usage.recorded"]
+    static let version: UInt32 = 1
+    static let reads: Set<String> = [UsageRecorded.type]
     static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
-    static func view(of state: State, at t: Timestamp, policy: Policy) -> View { View(count: state.count) }
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View? { View(count: state.count) }
 }
 
 /// The same model with changed code: it leaves subject u2 out.
-enum CountingButNotU2: Projection {
+enum CountingButNotU2: ReadModel {
     typealias State = Counting.State
     static let name = "counting"
-    static let codeVersion: UInt32 = 1
-    static let eventTypes = Counting.eventTypes
+    static let version: UInt32 = 1
+    static let reads = Counting.reads
     static func key(for event: RecordedEvent) -> String? { event.subject == "u2" ? nil : event.subject }
     static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 1 }
-    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> Counting.View? { Counting.View(count: state.count) }
 }
 
 /// The same model with changed code: it counts each event twice.
-enum CountingTwice: Projection {
+enum CountingTwice: ReadModel {
     typealias State = Counting.State
     static let name = "counting"
-    static let codeVersion: UInt32 = 2
-    static let eventTypes = Counting.eventTypes
+    static let version: UInt32 = 2
+    static let reads = Counting.reads
     static func apply(_ event: RecordedEvent, to state: inout State) { state.count += 2 }
-    static func view(of state: State, at t: Timestamp, policy: Policy) -> Counting.View { Counting.View(count: state.count) }
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> Counting.View? { Counting.View(count: state.count) }
 }

@@ -91,7 +91,7 @@ case "rebuild":
     do {
         let ledger = try Ledger(path: store)
         var phase: RebuildProgress.Phase?
-        let report = try ledger.engine.rebuild(compare: false) { progress in
+        let report = try ledger.rebuild { progress in
             if progress.phase != phase {
                 phase = progress.phase
                 say("phase \(progress.phase.rawValue)")

@@ -19,6 +19,7 @@ let package = Package(
             dependencies: [
                 "CCallgrind",
                 .product(name: "LedgerProjections", package: "EntitlementLedger"),
+                .product(name: "LedgerModels", package: "EntitlementLedger"),
                 .product(name: "LedgerStore", package: "EntitlementLedger"),
                 .product(name: "LedgerCore", package: "EntitlementLedger"),
                 .product(name: "LMDB", package: "EntitlementLedger"),

@@ -42,7 +42,7 @@ public struct Policy: Sendable, Hashable {
     }
 
     /// An amount in a currency, as decimal text.
-    public struct Money: Sendable, Hashable {
+    public struct Money: Sendable, Hashable, Encodable {
         public var amount: String
         public var currency: String
     }

@@ -1,116 +1,149 @@
 import LMDB
 import LedgerCore
+import LedgerModels
 import LedgerStore
 import Synchronization
 
-/// Runs projections against the log of one store: inline in every append's write transaction,
-/// by catch-up from a checkpoint, and by rebuild from scratch into a shadow generation.
+/// Runs the read models against the log of one store: inline in every append's write
+/// transaction, by catch-up from a checkpoint, and by rebuild from scratch into a new
+/// generation. `Ledger` is its face; the Engine article (DocC) says how it keeps them exact.
 ///
-/// Exactly once: a model's state writes and its checkpoint commit in the same LMDB write
+/// Exactly once: a fold's state writes and its checkpoint commit in the same LMDB write
 /// transaction as the events they come from (inline), or in one transaction of their own
-/// (catch-up), so after any crash a model holds every event up to its checkpoint and none after.
-public final class ProjectionEngine: CommitObserver {
-    let storage: ModelStorage
-    let models: [ModelRunner]
-    /// For each event type (by `EventData.ordinal`), the models (by index) that read it.
+/// (catch-up), so after any crash a fold holds every event up to its checkpoint and none after.
+final class ProjectionEngine: CommitObserver {
+    let store: ModelStore
+    let models: [any ReadModel.Type]
+    /// The facts (index 0) and each model.
+    let folds: [Fold]
+    /// For each event type (by `EventData.ordinal`), the folds (by index) that read it.
     let readers: [[Int]]
-    /// A model this far behind is caught up inside the next append's transaction; further
+    /// A fold this far behind is caught up inside the next append's transaction; further
     /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
     let inlineCatchUpLimit: UInt64 = 10_000
     let broadcaster = PositionBroadcaster()
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
-    private let queryContextCache = Mutex<QueryContext?>(nil)
     /// One rebuild at a time in this process.
     let rebuildLock = Mutex(false)
 
-    init(env: Environment, projections: [any Projection.Type]) throws {
-        storage = try ModelStorage(env: env)
-        models = projections.map { ModelRunner.make($0) }
-        readers = ModelRunner.readers(models)
+    init(env: Environment, models: [any ReadModel.Type]) throws {
+        store = try ModelStore(env: env)
+        self.models = models
+        folds = Fold.all(models)
+        let folds = self.folds
+        readers = EventCatalog.typeNames.map { type in folds.indices.filter { folds[$0].reads.contains(type) } }
     }
 
-    /// The models' names, in registration order.
-    public var modelNames: [String] { models.map(\.name) }
+    var modelNames: [String] { models.map { $0.name } }
 
-    func runner(_ name: String) -> ModelRunner? { models.first { $0.name == name } }
+    // MARK: Generations
+
+    /// The served generation, made (or given records for folds it lacks: a model added since)
+    /// in `txn`, a write transaction.
+    func servedForWriting(_ txn: borrowing Transaction) throws -> Generation {
+        var served = try store.served(txn) ?? Generation()
+        var changed = false
+        if served.id == 0 {
+            served.id = UInt64(try store.allocate(txn))
+            served.policyHash = try servedPolicy(txn).hash
+            changed = true
+        }
+        for fold in folds where served.record(fold.name) == nil {
+            let used = Set(served.folds.map(\.tag))
+            guard let tag = (0 ... 255).first(where: { !used.contains(UInt64($0)) }) else {
+                throw LedgerError(.storage, "a store holds at most 256 read models")
+            }
+            served.folds.append(.init(name: fold.name, tag: UInt8(tag), version: fold.version, checkpoint: 0))
+            changed = true
+        }
+        if changed { try store.setServed(served, txn) }
+        return served
+    }
 
     // MARK: Inline (the writer thread, inside the append's transaction)
 
-    public func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
-        var active = [InlineSession.Entry?](repeating: nil, count: models.count)
-        let table = KeyTable()
-        let generations = try servedGenerations(txn)
-        for (index, model) in models.enumerated() {
-            var served = generations[index]
-            // Built by other code: its states may not even decode under this code's encoding.
-            // It stays where it is, reported stale, until a rebuild replaces it.
-            guard served.codeVersion == model.codeVersion else { continue }
-            if served.checkpoint < head && head - served.checkpoint <= inlineCatchUpLimit {
-                served = try catchUp(model, served, through: head, txn)
+    func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
+        var served = try servedForWriting(txn)
+        var active: [InlineSession.Entry?] = Array(repeating: nil, count: folds.count)
+        for (index, fold) in folds.enumerated() {
+            guard let record = served.record(fold.name), record.version == UInt64(fold.version) else { continue }
+            var checkpoint = record.checkpoint
+            if checkpoint < head && head - checkpoint <= inlineCatchUpLimit {
+                checkpoint = try catchUp(index, of: &served, through: head, txn)
             }
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
-            // or a rebuild; never applied out of order.
-            if served.checkpoint == head { active[index] = InlineSession.Entry(model: model, generation: served, fold: model.makeFold(table)) }
+            // or a rebuild; never applied out of order. Built by another version: its states
+            // may not even decode; it stays stale until a rebuild.
+            if checkpoint == head { active[index] = InlineSession.Entry(tag: UInt8(record.tag), states: fold.makeStates()) }
         }
-        return InlineSession(engine: self, active: active, table: table)
+        return InlineSession(engine: self, generation: served, active: active)
     }
 
-    public func committed(head: UInt64) {
+    func committed(head: UInt64) {
         broadcaster.publish(head)
     }
 
-    /// Each model's served generation, by the engine's model index. The models the store has
-    /// not seen get fresh, empty ones: one generation they share, each with its tag (the
-    /// model's place among them), or one of its own for a model that comes alone.
-    func servedGenerations(_ txn: borrowing Transaction) throws -> [Generation] {
-        var served = try models.map { model in try storage.served(model.name, txn) }
-        let missing = served.indices.filter { served[$0] == nil }
-        guard !missing.isEmpty else { return served.compactMap { $0 } }
-        let policyHash = try policyHash(txn)
-        for (index, place) in zip(missing, try storage.allocateGenerations(missing.count, txn)) {
-            let generation = Generation(id: place.id, checkpoint: 0, codeVersion: models[index].codeVersion, policyHash: policyHash, tag: place.tag)
-            try storage.setServed(models[index].name, generation, txn)
-            served[index] = generation
+    /// Applies the events after fold `index`'s checkpoint through `head` to it, in `txn`, and
+    /// refreshes the index entries of the keys it touched (under `policy`, default the
+    /// store's); returns the new checkpoint. The generation is the served one, or with
+    /// `shadow`, the one a rebuild is making.
+    func catchUp(_ index: Int, of generation: inout Generation, through head: UInt64, shadow: Bool = false, policy: Policy? = nil,
+                 _ txn: borrowing Transaction) throws -> UInt64 {
+        let fold = folds[index]
+        guard let position = generation.folds.firstIndex(where: { $0.name == fold.name }) else { return 0 }
+        let record = generation.folds[position]
+        guard record.checkpoint < head else { return record.checkpoint }
+        let states = fold.makeStates()
+        let id = generation.number, tag = UInt8(record.tag)
+        try store.log.forEachEvent(after: record.checkpoint, through: head, types: fold.reads, txn) { event in
+            try states.apply(event) { key in try store.state(id, tag: tag, key, txn) }
         }
-        return served.compactMap { $0 }
+        for (key, state) in states.encoded() { try store.put(id, tag: tag, key, state, txn) }
+        generation.folds[position].checkpoint = head
+        if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
+        try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn)
+        return head
     }
 
-    /// Applies the events after `generation`'s checkpoint through `head` to it, in `txn`.
-    func catchUp(_ model: ModelRunner, _ generation: Generation, through head: UInt64, _ txn: borrowing Transaction,
-                 served: Bool = true) throws -> Generation {
-        let fold = model.makeFold(KeyTable())
-        try storage.forEachEvent(after: generation.checkpoint, through: head, types: model.eventTypes, txn) { event in
-            try fold.apply(event) { key in try storage.state(generation, key, txn) }
+    /// Works out again the index entries of `keys` in every indexed model of `generation`,
+    /// from their stored states and facts under `policy`.
+    func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction) throws {
+        guard !keys.isEmpty, models.contains(where: { $0.isIndexed }) else { return }
+        let facts = generation.record(Fold.factsName)
+        for model in models where model.isIndexed {
+            guard let record = generation.record(model.name), let facts else { continue }
+            for key in keys {
+                let stored = try store.states(of: key, in: generation.number, txn)
+                let entries = try Self.indexEntries(model, stateBytes: stored[UInt8(record.tag)], factsBytes: stored[UInt8(facts.tag)], policy: policy)
+                try store.setEntries(entries, of: key, generation: generation.number, tag: UInt8(record.tag), txn)
+            }
         }
-        try write(fold, into: generation, txn)
-        var advanced = generation
-        advanced.checkpoint = head
-        if served { try storage.setServed(model.name, advanced, txn) } else { try storage.setShadow(model.name, advanced, txn) }
-        return advanced
     }
 
-    /// Writes the touched states of a fold into `generation` (random puts: the keys already
-    /// have neighbours).
-    func write(_ fold: any StateFold, into generation: Generation, _ txn: borrowing Transaction) throws {
-        try EncodedStates([(fold, generation)]).forEach { key, state in try txn.put(storage.states, key: key, value: state) }
+    static func indexEntries<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
+                                           policy: Policy) throws -> [IndexEntry] {
+        let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
+        let facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
+        return M.indexEntries(of: state, facts: facts, policy: policy)
     }
 
     // MARK: Catch-up (any thread but the writer's)
 
-    /// Brings every model up to the head of the log, a batch of events per write transaction.
-    /// Returns the last position it applied to some model (0 when all were up to date).
+    /// Brings every fold up to the head of the log, a batch of events per write transaction.
+    /// Returns the last position it applied to some fold (0 when all were up to date).
     @discardableResult
-    public func catchUp(batch: UInt64 = 50_000) throws(LedgerError) -> UInt64 {
+    func catchUp(batch: UInt64 = 50_000) throws(LedgerError) -> UInt64 {
         var applied: UInt64 = 0
         do {
             while true {
-                let done = try storage.env.write { txn -> Bool in
-                    let head = try storage.head(txn)
+                let done = try store.env.write { txn -> Bool in
+                    let head = try store.log.head(txn)
+                    var served = try servedForWriting(txn)
                     var finished = true
-                    for (model, served) in zip(models, try servedGenerations(txn)) {
-                        guard served.checkpoint < head, served.codeVersion == model.codeVersion else { continue }
-                        let target = min(head, served.checkpoint + batch)
-                        _ = try catchUp(model, served, through: target, txn)
+                    for (index, fold) in folds.enumerated() {
+                        guard let record = served.record(fold.name), record.checkpoint < head, record.version == UInt64(fold.version) else { continue }
+                        let target = min(head, record.checkpoint + batch)
+                        _ = try catchUp(index, of: &served, through: target, txn)
                         applied = max(applied, target)
                         if target < head { finished = false }
                     }
@@ -128,10 +161,10 @@ public final class ProjectionEngine: CommitObserver {
     /// The store's policy, decoded once per distinct document.
     func policy(_ txn: borrowing Transaction) throws -> Policy { try servedPolicy(txn).policy }
 
-    /// The store's policy with its hash, both computed once per distinct document: a query
+    /// The store's policy with its hash, both worked out once per distinct document: a query
     /// only compares the stored bytes with the cached ones.
     func servedPolicy(_ txn: borrowing Transaction) throws -> (policy: Policy, hash: String) {
-        guard let stored = try txn.get(storage.meta, key: LogSchema.policyKey) else { return (Policy.reference, Self.referenceHash) }
+        guard let stored = try store.log.policyBytes(txn) else { return (Policy.reference, Self.referenceHash) }
         if let cached = policyCache.withLock({ $0 }), stored.hasSameBytes(as: cached.bytes) { return (cached.policy, cached.hash) }
         let bytes = Array(stored)
         switch Policy.decode(bytes) {
@@ -145,68 +178,25 @@ public final class ProjectionEngine: CommitObserver {
     }
 
     private static let referenceHash = Policy.reference.hash
-
-    /// What a status query reads besides the states, read once per read snapshot: queries in
-    /// read transactions of the same snapshot (`Transaction.snapshotID`) see the same data, so
-    /// only the first reads the policy, the log's head and each model's served generation.
-    func queryContext(_ txn: borrowing Transaction) throws -> QueryContext {
-        let snapshot = txn.snapshotID
-        if txn.isReadOnly, let cached = queryContextCache.withLock({ $0 }), cached.snapshot == snapshot { return cached }
-        let (policy, hash) = try servedPolicy(txn)
-        let head = try storage.head(txn)
-        let served = try models.map { model in try storage.served(model.name, txn) }
-        let stale = zip(models, served).map { model, served in
-            staleness(model, served, policyHash: hash) != nil || (served?.checkpoint ?? 0) != head
-        }
-        let context = QueryContext(snapshot: snapshot, policy: policy, served: served, stale: stale)
-        if txn.isReadOnly { queryContextCache.withLock { $0 = context } }
-        return context
-    }
-
-    func policyHash(_ txn: borrowing Transaction) throws -> String { try servedPolicy(txn).hash }
 }
 
-/// The policy and served generations of one read snapshot, and which models are stale or
-/// behind its head (`ProjectionEngine.queryContext`). A class: each query takes the cached one
-/// with a single retain, not a copy of the policy.
-final class QueryContext: Sendable {
-    let snapshot: Int
-    let policy: Policy
-    /// By the engine's model index.
-    let served: [Generation?]
-    /// By the engine's model index: the model is stale or behind the log's head.
-    let stale: [Bool]
-
-    init(snapshot: Int, policy: Policy, served: [Generation?], stale: [Bool]) {
-        self.snapshot = snapshot
-        self.policy = policy
-        self.served = served
-        self.stale = stale
-    }
-}
-
-/// The states one append's transaction touches, per model that is up to date.
+/// The states one append's transaction touches, per fold that is up to date.
 final class InlineSession: CommitSession {
     struct Entry {
-        let model: ModelRunner
-        let generation: Generation
-        let fold: any StateFold
+        let tag: UInt8
+        let states: any StateFold
     }
 
     let engine: ProjectionEngine
-    /// By the engine's model index: the models this transaction advances (`nil`: left as it is).
+    let generation: Generation
+    /// By fold index: the folds this transaction advances (`nil`: left as it is).
     let active: [Entry?]
-    /// The keys the active folds have met, shared by all of them.
-    let table: KeyTable
     var last: UInt64?
-    /// What the models that load one event's subject states share, decoded once
-    /// (`StateReader.leading`): one memo for the session, emptied at each event.
-    private let memo = DecodeMemo()
 
-    init(engine: ProjectionEngine, active: [Entry?], table: KeyTable) {
+    init(engine: ProjectionEngine, generation: Generation, active: [Entry?]) {
         self.engine = engine
+        self.generation = generation
         self.active = active
-        self.table = table
     }
 
     func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
@@ -214,31 +204,36 @@ final class InlineSession: CommitSession {
         let readers = engine.readers[data.ordinal]
         guard !readers.isEmpty else { return }
         let recorded = RecordedEvent(event, data: data)
-        let subject = table.number(of: recorded.subject)
-        let memo = readers.count > 1 ? self.memo : nil
-        memo?.entries.removeAll(keepingCapacity: true)
+        let id = generation.number
         for index in readers {
             guard let entry = active[index] else { continue }
-            let generation = entry.generation
-            try entry.fold.apply(recorded, subject: subject, memo: memo) { key in try engine.storage.state(generation, key, txn) }
+            try entry.states.apply(recorded) { key in try engine.store.state(id, tag: entry.tag, key, txn) }
         }
     }
 
     func finish(_ txn: borrowing Transaction) throws {
         guard let last else { return }
-        for case let entry? in active {
-            try engine.write(entry.fold, into: entry.generation, txn)
-            var advanced = entry.generation
-            advanced.checkpoint = last
-            try engine.storage.setServed(entry.model.name, advanced, txn)
+        var advanced = generation
+        var touched: Set<String> = []
+        for (index, entry) in active.enumerated() {
+            guard let entry else { continue }
+            for (key, state) in entry.states.encoded() {
+                try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
+                touched.insert(key)
+            }
+            if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {
+                advanced.folds[position].checkpoint = last
+            }
         }
+        try engine.store.setServed(advanced, txn)
+        try engine.refreshIndexes(of: touched, in: advanced, policy: engine.policy(txn), txn)
     }
 }
 
 extension LedgerError {
-    /// Wraps an error from the store underneath, or a read model's state that does not decode.
+    /// Wraps an error from the store underneath, or a state that does not decode.
     static func wrapping(_ error: any Error, doing what: String) -> LedgerError {
-        if let damaged = error as? StateReader.Damaged {
+        if let damaged = error as? StateDecoder.Damaged {
             return LedgerError(.corruptRecord, "\(what): a read model's state is damaged (\(damaged)); run `ledger rebuild`")
         }
         return .storage(error, doing: what)

@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import LedgerCore
+import LedgerModels
 import LedgerStore
 
 /// How far a rebuild (or verify) has got, for a progress bar.
@@ -79,9 +80,9 @@ public struct RebuildReport: Sendable {
     public var caughtUp: UInt64
     /// Seconds spent folding the log.
     public var foldSeconds: Double
-    /// Seconds spent comparing the new views with the served ones, after the fold (0 when not
-    /// compared): each key's new state is encoded and checked against its stored one, and the
-    /// views of those that differ are worked out.
+    /// Seconds spent comparing the new views with the served ones, after the fold: each key's
+    /// new states are checked against its stored ones, and views are worked out where they
+    /// differ (or everywhere, under a new policy).
     public var compareSeconds: Double = 0
     /// Seconds spent after the fold: writing the new states, catching up and swapping them in,
     /// and deleting the old ones (0 for a dry run).
@@ -131,25 +132,24 @@ public struct RebuildReport: Sendable {
 }
 
 extension ProjectionEngine {
-    /// Rebuilds `names` (all models when empty) from position 1.
+    /// Rebuilds every read model from position 1 and reports what changes in `names` (all
+    /// models when empty).
     ///
-    /// 1. Folds the whole log in memory, per key, from one read snapshot, and compares the new
-    ///    views at `at` (under `policy`, else the store's) with the served ones.
-    /// 2. Unless `dryRun`: writes the states as a new shadow generation in sorted,
-    ///    append-ordered batches; appends go on meanwhile into the served generation.
-    /// 3. Catches the shadow up with the events appended since the snapshot, and swaps it in
-    ///    with its checkpoint, code version and policy hash in one write transaction (with
-    ///    `policy`, which becomes the store's). Readers see the old model or the new, never half.
+    /// 1. Folds the whole log in memory — the facts and every model — from one read snapshot,
+    ///    and compares each subject's views at `at` (under `policy`, else the store's) with the
+    ///    served ones.
+    /// 2. Unless `dryRun`: writes the states as a new generation (sorted, so as appends), a
+    ///    batch per write transaction; appends go on meanwhile into the served generation.
+    /// 3. Catches the new generation up with the events appended since the snapshot, and swaps
+    ///    it in (with `policy`, which becomes the store's) in one write transaction: readers see
+    ///    the old models or the new, never half. Then deletes the old generation.
     ///
-    /// A crash before the swap leaves the served generation as it was; the next rebuild discards
-    /// the abandoned shadow.
+    /// A crash before the swap leaves the served generation as it was; the next rebuild deletes
+    /// the abandoned one.
     @discardableResult
-    public func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
-                        compare: Bool = true, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+    func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
+                 progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
         let chosen = try choose(names)
-        guard !chosen.isEmpty else {
-            throw LedgerError(.invalidEvent, "this ledger has no read models registered, so there is nothing to rebuild")
-        }
         let alreadyRunning = rebuildLock.withLock { running in
             defer { running = true }
             return running
@@ -157,29 +157,29 @@ extension ProjectionEngine {
         guard !alreadyRunning else { throw LedgerError(.storage, "a rebuild is already running in this process; wait for it to finish") }
         defer { rebuildLock.withLock { $0 = false } }
         do {
-            if !dryRun { try collectGarbage(discardingShadowsOf: chosen) }
-            var report = try fold(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, compare: compare, progress: progress)
-            guard !dryRun else { return report.report }
+            if !dryRun { try collectGarbage() }
+            var (report, run, snapshot) = try foldAndCompare(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, progress: progress)
+            guard !dryRun else { return report }
             let clock = ContinuousClock()
             let writing = clock.now
-            let policy = try newPolicy ?? storage.env.read { txn in try self.policy(txn) }
-            let shadows = try writeShadows(chosen, report.fold.folds, through: report.snapshot, policyHash: policy.hash, progress: progress)
-            // Written: the states in memory are freed while the rebuild swaps and collects.
-            report.fold.discard()
-            report.report.caughtUp = try swap(chosen, shadows, newPolicy: newPolicy, progress: progress)
-            try collectGarbage(discardingShadowsOf: [])
-            report.report.writeSeconds = (clock.now - writing).seconds
-            return report.report
+            let policy = try newPolicy ?? store.env.read { txn in try self.policy(txn) }
+            let shadow = try writeShadow(run, through: snapshot, policy: policy, progress: progress)
+            run = StateRun([])
+            report.caughtUp = try swap(shadow, newPolicy: newPolicy, progress: progress)
+            try collectGarbage()
+            report.writeSeconds = (clock.now - writing).seconds
+            return report
         } catch {
-            throw LedgerError.wrapping(error, doing: "rebuilding \(chosen.map(\.name).joined(separator: ", "))")
+            throw LedgerError.wrapping(error, doing: "rebuilding the read models")
         }
     }
 
-    func choose(_ names: [String]) throws(LedgerError) -> [ModelRunner] {
+    /// The models named (all when none is), checked.
+    func choose(_ names: [String]) throws(LedgerError) -> [any ReadModel.Type] {
         guard !names.isEmpty else { return models }
-        var chosen: [ModelRunner] = []
+        var chosen: [any ReadModel.Type] = []
         for name in names {
-            guard let model = runner(name) else {
+            guard let model = models.first(where: { $0.name == name }) else {
                 throw LedgerError(.invalidEvent, "no read model named \(name); the models are \(modelNames.joined(separator: ", "))")
             }
             if !chosen.contains(where: { $0.name == name }) { chosen.append(model) }
@@ -187,57 +187,39 @@ extension ProjectionEngine {
         return chosen
     }
 
-    private struct Folded {
-        var report: RebuildReport
-        let fold: ReadModelFold
-        var snapshot: UInt64
-    }
-
-    /// Folds the log through its head in one read snapshot, and compares views with the served
-    /// generations of the same snapshot.
-    private func fold(_ chosen: [ModelRunner], newPolicy: Policy?, at: Timestamp, dryRun: Bool, compare: Bool,
-                      progress: (RebuildProgress) -> Void) throws -> Folded {
-        try storage.env.read { txn in
-            let head = try storage.head(txn)
-            let served = try self.policy(txn)
+    /// Folds the log through its head in one read snapshot and compares the chosen models'
+    /// views with the served generation of the same snapshot. Returns the report, the new
+    /// states as a sorted run, and the head they hold.
+    private func foldAndCompare(_ chosen: [any ReadModel.Type], newPolicy: Policy?, at: Timestamp, dryRun: Bool,
+                                progress: (RebuildProgress) -> Void) throws -> (RebuildReport, StateRun, UInt64) {
+        try store.env.read { txn in
+            let head = try store.log.head(txn)
+            let (served, servedHash) = try servedPolicy(txn)
             let policy = newPolicy ?? served
             let clock = ContinuousClock()
             let start = clock.now
-            let folded = try foldLog(chosen, through: head, txn, progress: progress)
+            let run = StateRun(try foldLog(through: head, txn, progress: progress))
             let foldSeconds = (clock.now - start).seconds
+            let comparing = clock.now
             var changes: [ViewChange] = []
             var notCompared: [String] = []
-            let comparing = clock.now
-            if compare {
-                for (model, fold) in zip(chosen, folded.folds) {
-                    let generation = try storage.served(model.name, txn)
-                    if let found = try diff(model, fold, served: generation, servedPolicy: served, newPolicy: policy, at: at, txn) {
-                        changes += found
-                    } else {
-                        notCompared.append(model.name)
-                    }
-                }
-                // By subject, then in model and field order (the sort is made stable by the index).
-                let order = Dictionary(uniqueKeysWithValues: chosen.enumerated().map { ($1.name, $0) })
-                changes = changes.enumerated().sorted {
-                    ($0.element.subject, order[$0.element.model] ?? 0, $0.offset) < ($1.element.subject, order[$1.element.model] ?? 0, $1.offset)
-                }.map(\.element)
+            if let generation = try store.served(txn) {
+                (changes, notCompared) = try compare(chosen, run, generation, servedPolicy: served, newPolicy: policy, at: at, txn)
             }
-            var report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map(\.name), policyFrom: served.hash, policyTo: policy.hash,
+            var report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map { $0.name }, policyFrom: servedHash, policyTo: newPolicy?.hash ?? servedHash,
                                        changes: changes, notCompared: notCompared, events: head, caughtUp: 0, foldSeconds: foldSeconds)
-            if compare { report.compareSeconds = (clock.now - comparing).seconds }
-            return Folded(report: report, fold: folded, snapshot: head)
+            report.compareSeconds = (clock.now - comparing).seconds
+            return (report, run, head)
         }
     }
 
-    /// Folds the whole log through `head` in memory, one fold per model, decoding each event
-    /// once for every model that reads it: the finished fold. Reports `.folding` progress.
-    func foldLog(_ chosen: [ModelRunner], through head: UInt64, _ txn: borrowing Transaction,
-                 progress: (RebuildProgress) -> Void) throws -> ReadModelFold {
-        // Room for the store's subjects at once; a count no larger than the events, and kept
-        // to a million, in case the store's count is damaged (growing takes over past it).
-        let subjects = try txn.get(storage.meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
-        let fold = ReadModelFold(chosen, expectedKeys: Int(min(subjects, head, 1 << 20)))
+    /// Every fold over the whole log through `head`, in memory. With two cores or more the
+    /// folds are split in two groups — the facts, and the models — each folded on a core of its
+    /// own, scanning the log in a read transaction of its own through `head` (the events up to
+    /// it never change) and decoding only the events its folds read: the groups share nothing
+    /// while they fold. Reports `.folding` progress (of the facts' group).
+    func foldLog(through head: UInt64, _ txn: borrowing Transaction, progress: (RebuildProgress) -> Void) throws -> [any StateFold] {
+        let states = folds.map { $0.makeStates() }
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
@@ -245,170 +227,207 @@ extension ProjectionEngine {
             progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
         report(0)
-        try storage.forEachEvent(after: 0, through: head, types: fold.eventTypes, txn, tick: report) { event in
-            try fold.apply(event)
+        let groups = ProcessInfo.processInfo.activeProcessorCount > 1 && folds.count > 1 ? [[0], Array(1 ..< folds.count)] : [Array(folds.indices)]
+        /// Folds `group`'s events from `txn`.
+        func fold(_ group: [Int], _ txn: borrowing Transaction, tick: (UInt64) -> Void) throws {
+            let types = group.reduce(into: Set<String>()) { $0.formUnion(folds[$1].reads) }
+            let readers = self.readers.map { $0.filter(group.contains) }
+            try store.log.forEachEvent(after: 0, through: head, types: types, txn, tick: tick) { event in
+                for index in readers[event.data.ordinal] { states[index].apply(event) }
+            }
         }
-        try fold.finish()
+        if groups.count == 1 {
+            try fold(groups[0], txn, tick: report)
+        } else {
+            // The second group on another thread, in its own read transaction.
+            let others = Others(states)
+            let env = store.env
+            let done = DispatchSemaphore(value: 0)
+            let group = groups[1]
+            Thread.detachNewThread {
+                defer { done.signal() }
+                do {
+                    try env.read { txn in try others.fold(self, group, through: head, txn) }
+                } catch {
+                    others.failure = error
+                }
+            }
+            var failure: (any Error)?
+            do { try fold(groups[0], txn, tick: report) } catch { failure = error }
+            done.wait()
+            if let error = failure ?? others.failure { throw error }
+        }
         report(head)
-        return fold
+        return states
     }
 
-    /// Field by field, the views at `at` of the served generation and of the fold; `nil` when
-    /// the served generation was built by another code version whose states this code cannot
-    /// read (a state that does not decode under the same code version is damage, and throws).
-    private func diff(_ model: ModelRunner, _ fold: any StateFold, served generation: Generation?, servedPolicy: Policy,
-                      newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> [ViewChange]? {
-        var changes: [ViewChange] = []
-        // The same state under the same policy gives the same view: only the states that differ
-        // need their views computed, unless the policy changes.
+    /// The chosen models' views of every key, served against new, field by field: where a
+    /// key's states and facts and the policy are the same, so are the views, and only the
+    /// others are worked out. The served generation and the new run are walked together, in
+    /// the store's order, a key's states at a time. A model whose served states another version
+    /// built cannot be compared.
+    private func compare(_ chosen: [any ReadModel.Type], _ run: StateRun, _ generation: Generation, servedPolicy: Policy,
+                         newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> ([ViewChange], [String]) {
         let samePolicy = servedPolicy == newPolicy
-        /// Appends the changes between the views of `stored` and `new` for `key`; `false` when
-        /// the stored state is of a code version this code cannot read.
-        func compare(_ key: UnsafeRawBufferPointer, stored: UnsafeRawBufferPointer?, new: UnsafeRawBufferPointer?) throws -> Bool {
-            let old: JSONObject
-            do throws(StateReader.Damaged) {
-                old = try model.viewJSON(stored, at, servedPolicy, nil) ?? JSONObject()
-            } catch {
-                let failure = storage.unreadable(model.name, error, served: generation, codeVersion: model.codeVersion)
-                if failure.code == .unsupportedFormat { return false }
-                throw failure
+        guard let oldFacts = generation.record(Fold.factsName), oldFacts.version == UInt64(Fold.factsVersion) else {
+            return ([], chosen.map { $0.name })
+        }
+        var compared: [(model: any ReadModel.Type, old: UInt8, new: UInt8)] = []
+        var notCompared: [String] = []
+        for model in chosen {
+            guard let record = generation.record(model.name), let index = folds.firstIndex(where: { $0.name == model.name }) else { continue }
+            guard record.version == UInt64(model.version) else {
+                notCompared.append(model.name)
+                continue
             }
-            let subject = String(decoding: key, as: UTF8.self)
-            for (field, from, to) in Self.flatten(try model.viewJSON(new, at, newPolicy, nil) ?? JSONObject()).changes(since: Self.flatten(old)) {
-                changes.append(ViewChange(subject: subject, model: model.name, field: field, from: from, to: to))
+            compared.append((model, UInt8(record.tag), UInt8(index)))
+        }
+        var changes: [ViewChange] = []
+        /// One key's served and new states, by tag.
+        func differ(_ key: [UInt8], _ old: [UInt8: UnsafeRawBufferPointer], _ new: [UInt8: [UInt8]]) throws {
+            let subject = String(decoding: key.dropFirst(2), as: UTF8.self)
+            let factsSame = old[UInt8(oldFacts.tag)].map { $0.hasSameBytes(as: new[0] ?? []) } ?? (new[0] == nil)
+            for (model, oldTag, newTag) in compared {
+                let same = old[oldTag].map { $0.hasSameBytes(as: new[newTag] ?? []) } ?? (new[newTag] == nil)
+                if samePolicy && factsSame && same { continue }
+                let before: JSONObject?
+                do {
+                    before = try Self.viewJSON(model, stateBytes: old[oldTag], factsBytes: old[UInt8(oldFacts.tag)], at: at, policy: servedPolicy)
+                } catch let error as StateDecoder.Damaged {
+                    throw Self.damaged(model.name, subject, error)
+                }
+                let after = try new[newTag].withOptionalBytes { state in
+                    try new[0].withOptionalBytes { facts in try Self.viewJSON(model, stateBytes: state, factsBytes: facts, at: at, policy: newPolicy) }
+                }
+                for (field, from, to) in FlatView.flatten(after ?? JSONObject()).changes(since: FlatView.flatten(before ?? JSONObject())) {
+                    changes.append(ViewChange(subject: subject, model: model.name, field: field, from: from, to: to))
+                }
             }
-            return true
         }
-        // The new states, encoded on every core, each under the key it has in the served
-        // generation (`EncodedStates`), then looked up there in that order. (Encoding each key's
-        // state alone, on one thread, with a string and a set entry for every key, took as
-        // long as the fold at 100,000 customers.)
-        let encoded = EncodedStates([(fold, generation)])
-        var found = 0
-        var readable = true
-        try encoded.forEach { storedKey, state in
-            guard readable else { return }
-            let key = generation.flatMap { ModelSchema.key(ofStored: storedKey, in: $0) } ?? storedKey
-            let stored = try generation.flatMap { _ in try txn.get(storage.states, key: storedKey) }
-            if stored != nil { found += 1 }
-            if samePolicy, let stored, stored.elementsEqual(state) { return }
-            readable = try compare(key, stored: stored, new: state)
+        if !compared.isEmpty {
+            let prefix = ModelSchema.prefix(generation.number)
+            try txn.withCursor(store.states) { cursor in
+                var entry = try cursor.seek(atLeast: prefix)
+                var next = 0
+                while true {
+                    // The next key, served or new, whichever sorts first.
+                    let served = entry.flatMap { current -> [UInt8]? in
+                        current.key.begins(with: prefix) && current.key.count > 7 ? Array(current.key[4 ..< current.key.count - 1]) : nil
+                    }
+                    let fresh = next < run.entries.count ? run.key(at: next) : nil
+                    guard let key = [served, fresh].compactMap({ $0 }).min(by: { $0.precedesInByteOrder($1) }) else { break }
+                    var old: [UInt8: UnsafeRawBufferPointer] = [:]
+                    while let current = entry, current.key.begins(with: prefix), current.key.count == 4 + key.count + 1,
+                          UnsafeRawBufferPointer(rebasing: current.key[4...]).begins(with: key) {
+                        old[current.key[current.key.count - 1]] = current.value
+                        entry = try cursor.next()
+                    }
+                    var new: [UInt8: [UInt8]] = [:]
+                    while next < run.entries.count, run.key(at: next) == key {
+                        new[run.entries[next].stored[run.entries[next].stored.count - 1]] = run.entries[next].state
+                        next += 1
+                    }
+                    try differ(key, old, new)
+                }
+            }
         }
-        guard readable else { return nil }
-        // Keys served that the fold no longer holds, if there are any: more served states than
-        // the fold's keys found among them.
-        guard let generation else { return changes }
-        var served = 0
-        try storage.forEachState(in: generation, txn) { _, _ in served += 1 }
-        guard served > found else { return changes }
-        let held = Set(fold.keys)
-        try storage.forEachState(in: generation, txn) { key, stored in
-            guard readable, !held.contains(String(decoding: key, as: UTF8.self)) else { return }
-            readable = try compare(key, stored: stored, new: nil)
-        }
-        return readable ? changes : nil
+        // By subject, then in model and field order (the sort is made stable by the index).
+        let order = Dictionary(uniqueKeysWithValues: chosen.enumerated().map { ($1.name, $0) })
+        changes = changes.enumerated().sorted { a, b in
+            if a.element.subject != b.element.subject { return a.element.subject.utf8.lexicographicallyPrecedes(b.element.subject.utf8) }
+            let (first, second) = (order[a.element.model] ?? 0, order[b.element.model] ?? 0)
+            return first != second ? first < second : a.offset < b.offset
+        }.map(\.element)
+        return (changes, notCompared)
     }
 
-    /// A view's leaves with their dotted paths (`reason.rule`), in the view's order: a change
-    /// names the very field that differs, and the summary counts transitions per field.
-    static func flatten(_ object: JSONObject, prefix: String = "") -> FlatView {
-        var leaves: [(String, JSON)] = []
-        for member in object.members {
-            if case .object(let inner) = member.value, !inner.members.isEmpty {
-                leaves += flatten(inner, prefix: prefix + member.key + ".").pairs
-            } else {
-                leaves.append((prefix + member.key, member.value))
-            }
-        }
-        return .init(pairs: leaves)
+    /// A model's view of stored bytes as JSON, `nil` when the policy has no such model.
+    static func viewJSON<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
+                                       at t: Timestamp, policy: Policy) throws -> JSONObject? {
+        try view(model, stateBytes: stateBytes, factsBytes: factsBytes, at: t, policy: policy)?.json
     }
 
-    /// Writes the folds as new shadow generations, sorted, a batch of states per write
-    /// transaction so that appends keep flowing. Models rebuilt together share one generation,
-    /// so their states are written together in the order the store keeps them.
-    private func writeShadows(_ chosen: [ModelRunner], _ folds: [any StateFold], through snapshot: UInt64, policyHash: String,
-                              progress: (RebuildProgress) -> Void) throws -> [Generation] {
+    /// A model's view of stored bytes, `nil` when the policy has no such model.
+    static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
+                                   at t: Timestamp, policy: Policy) throws(StateDecoder.Damaged) -> M.View? {
+        let facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
+        return try view(model, stateBytes: stateBytes, facts: facts, at: t, policy: policy)
+    }
+
+    /// A model's view of its stored state and the subject's decoded facts.
+    static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, facts: SubjectFacts,
+                                   at t: Timestamp, policy: Policy) throws(StateDecoder.Damaged) -> M.View? {
+        let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
+        return M.view(of: state, facts: facts, at: t, policy: policy)
+    }
+
+    /// Writes the run as a new generation, in the store's order (so each put is an append at
+    /// the end), a batch of states per write transaction so that appends keep flowing; then the
+    /// indexed models' entries.
+    private func writeShadow(_ run: StateRun, through snapshot: UInt64, policy: Policy,
+                             progress: (RebuildProgress) -> Void) throws -> Generation {
+        var shadow = Generation()
+        shadow.policyHash = policy.hash
+        try store.env.write { txn in
+            shadow.id = UInt64(try store.allocate(txn))
+            shadow.folds = folds.enumerated().map { .init(name: $1.name, tag: UInt8($0), version: $1.version, checkpoint: snapshot) }
+            try store.setShadow(shadow, txn)
+        }
+        let prefix = ModelSchema.prefix(shadow.number)
         let batch = 20_000
-        let total = UInt64(folds.reduce(0) { $0 + $1.count })
         let clock = ContinuousClock()
         let start = clock.now
-        var written: UInt64 = 0
-        let shadows = try storage.env.write { txn in
-            try zip(chosen, storage.allocateGenerations(chosen.count, txn)).map { model, place in
-                let shadow = Generation(id: place.id, checkpoint: snapshot, codeVersion: model.codeVersion, policyHash: policyHash, tag: place.tag)
-                try storage.setShadow(model.name, shadow, txn)
-                return shadow
-            }
-        }
-        // A generation's states are written key by key as they are encoded (on the other
-        // cores meanwhile), all its models' together.
-        var first = 0
-        var highest: [UInt8] = []
-        while first < shadows.count {
-            var end = first + 1
-            while end < shadows.count, shadows[end].id == shadows[first].id { end += 1 }
-            try EncodedStates.streamed((first ..< end).map { (folds[$0], shadows[$0]) }) { run in
-                var next = 0
-                while next < run.entries.count {
-                    let last = min(next + batch, run.entries.count)
-                    try storage.env.write { txn in
-                        try run.forEach(in: next ..< last) { key, state in
-                            // The shadow's number is above every other generation's, so each key
-                            // above the last is an append at the end of the tree. A key that
-                            // another begins with, followed by a byte below the tags, is not (the
-                            // runs are in key order, not always in stored order).
-                            if highest.isEmpty || highest.lexicographicallyPrecedes(key) {
-                                try txn.put(storage.states, key: key, value: state, flags: .append)
-                                highest.removeAll(keepingCapacity: true)
-                                highest.append(contentsOf: key)
-                            } else {
-                                try txn.put(storage.states, key: key, value: state)
-                            }
-                        }
-                    }
-                    written += UInt64(last - next)
-                    next = last
-                    let seconds = (clock.now - start).seconds
-                    progress(RebuildProgress(phase: .writing, done: written, total: total, perSecond: seconds > 0 ? Double(written) / seconds : 0))
+        var key: [UInt8] = []
+        for first in stride(from: 0, to: run.entries.count, by: batch) {
+            try store.env.write { txn in
+                for entry in run.entries[first ..< min(first + batch, run.entries.count)] {
+                    key.removeAll(keepingCapacity: true)
+                    key += prefix
+                    key += entry.stored
+                    try txn.put(store.states, key: key, value: entry.state, flags: .append)
                 }
             }
-            first = end
+            let done = UInt64(min(first + batch, run.entries.count)), seconds = (clock.now - start).seconds
+            progress(RebuildProgress(phase: .writing, done: done, total: UInt64(run.entries.count), perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
-        return shadows
+        if models.contains(where: { $0.isIndexed }) {
+            var keys: [String] = []
+            var last: [UInt8]?
+            for index in run.entries.indices where run.key(at: index) != last {
+                last = run.key(at: index)
+                keys.append(String(decoding: run.key(at: index).dropFirst(2), as: UTF8.self))
+            }
+            for first in stride(from: 0, to: keys.count, by: batch) {
+                try store.env.write { txn in
+                    try refreshIndexes(of: Set(keys[first ..< min(first + batch, keys.count)]), in: shadow, policy: policy, txn)
+                }
+            }
+        }
+        return shadow
     }
 
-    /// Applies the events appended since the snapshot to the shadows, and swaps them in once
-    /// the rest fits in one transaction. Returns how many events it applied.
-    private func swap(_ chosen: [ModelRunner], _ shadows: [Generation], newPolicy: Policy?,
-                      progress: (RebuildProgress) -> Void) throws -> UInt64 {
-        let start = shadows.map(\.checkpoint).min() ?? 0
+    /// Applies the events appended since the snapshot to the new generation, and swaps it in
+    /// once the rest fits in one transaction. Returns how many events it applied.
+    private func swap(_ shadow: Generation, newPolicy: Policy?, progress: (RebuildProgress) -> Void) throws -> UInt64 {
+        let start = shadow.folds.map(\.checkpoint).min() ?? 0
         while true {
-            let (swapped, reached, head) = try storage.env.write { txn -> (Bool, UInt64, UInt64) in
-                let head = try storage.head(txn)
-                var current = try chosen.map { model in
-                    guard let shadow = try storage.shadow(model.name, txn) else {
-                        throw LedgerError(.storage, "the shadow of \(model.name) disappeared during the rebuild (another process rebuilt it); run the rebuild again")
-                    }
-                    return shadow
+            let (swapped, reached, head) = try store.env.write { txn -> (Bool, UInt64, UInt64) in
+                let head = try store.log.head(txn)
+                guard var current = try store.shadow(txn), current.id == shadow.id else {
+                    throw LedgerError(.storage, "the new generation disappeared during the rebuild (another process rebuilt the models); run the rebuild again")
                 }
-                let behind = head - (current.map(\.checkpoint).min() ?? head)
+                let behind = head - (current.folds.map(\.checkpoint).min() ?? head)
                 let last = behind <= inlineCatchUpLimit
-                for (i, model) in chosen.enumerated() {
-                    current[i] = try catchUp(model, current[i], through: last ? head : current[i].checkpoint + inlineCatchUpLimit, txn, served: false)
+                let target = last ? head : (current.folds.map(\.checkpoint).min() ?? head) + inlineCatchUpLimit
+                let policy = try newPolicy ?? self.policy(txn)
+                for index in folds.indices {
+                    _ = try catchUp(index, of: &current, through: target, shadow: true, policy: policy, txn)
                 }
-                let reached = current.map(\.checkpoint).min() ?? head
-                guard last else { return (false, reached, head) }
-                if let newPolicy { try txn.put(storage.meta, key: LogSchema.policyKey, value: LogSchema.policyValue(newPolicy)) }
-                for (model, shadow) in zip(chosen, current) {
-                    // A model leaving a generation it shares leaves its states there to the
-                    // garbage collector, which the others' states would otherwise keep alive.
-                    if let old = try storage.served(model.name, txn), let tag = old.tag, old.id != shadow.id {
-                        try storage.markDead(old.id, tag: tag, txn)
-                    }
-                    try storage.setServed(model.name, shadow, txn)
-                    try storage.setShadow(model.name, nil, txn)
-                }
-                return (true, reached, head)
+                guard last else { return (false, target, head) }
+                if let newPolicy { try store.log.setPolicy(newPolicy, txn) }
+                try store.setServed(current, txn)
+                try store.setShadow(nil, txn)
+                return (true, head, head)
             }
             // Outside the transaction, so that the callback may append.
             progress(RebuildProgress(phase: .catchingUp, done: reached - start, total: head - start, perSecond: 0))
@@ -416,57 +435,109 @@ extension ProjectionEngine {
         }
     }
 
-    /// Deletes the states of every generation no model serves or builds (and first the
-    /// shadows of `models`: a rebuild that did not finish), a batch per write transaction.
-    func collectGarbage(discardingShadowsOf models: [ModelRunner]) throws {
-        if !models.isEmpty {
-            try storage.env.write { txn in
-                for model in models { try storage.setShadow(model.name, nil, txn) }
-            }
-        }
+    /// Deletes the states of every generation that is neither served nor being built (an
+    /// abandoned rebuild's, and the one a rebuild replaced), a batch per write transaction.
+    func collectGarbage() throws {
+        try store.env.write { txn in try store.setShadow(nil, txn) }
         while true {
-            let more = try storage.env.write { txn -> Bool in
-                let live = try storage.liveGenerations(txn)
-                if let dead = try storage.storedGenerations(txn).first(where: { !live.contains($0) }) {
-                    _ = try storage.deleteStates(of: dead, limit: 50_000, txn)
-                    return true
-                }
-                // The states models left behind in generations others still serve.
-                guard let (generation, tag) = try storage.deadTags(txn).first else { return false }
-                let cleared = try !live.contains(generation) || storage.deleteStates(of: generation, tag: tag, limit: 50_000, txn)
-                if cleared {
-                    try storage.forgetDead(generation, tag: tag, txn)
-                }
-                return true
+            let more = try store.env.write { txn -> Bool in
+                let live = Set([try store.served(txn)?.number, try store.shadow(txn)?.number].compactMap { $0 })
+                guard let dead = try store.storedGenerations(txn).subtracting(live).min() else { return false }
+                return try store.delete(dead, limit: 50_000, txn) > 0
             }
             if !more { return }
         }
     }
 }
 
-/// A view's leaves by dotted path, in order.
-struct FlatView: Sequence {
-    var pairs: [(String, JSON)]
+extension Optional where Wrapped == [UInt8] {
+    /// `body` with the bytes, or with `nil`.
+    func withOptionalBytes<R>(_ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let self else { return try body(nil) }
+        return try self.withUnsafeBytes { try body($0) }
+    }
+}
 
-    subscript(field: String) -> JSON? { pairs.first { $0.0 == field }?.1 }
+/// Every fold's states in the order the store keeps them: each entry's stored key without the
+/// generation (key length ‖ key ‖ tag, the fold's index) and its encoded state.
+///
+/// The keys are sorted once; then each core encodes the states of a range of them, every
+/// fold's in turn, into a run of its own (the folds are only read meanwhile).
+struct StateRun {
+    let entries: [(stored: [UInt8], state: [UInt8])]
 
-    /// The fields that differ from `old`, in this view's order then `old`'s: a field one side
-    /// lacks (an object that became `null`, or the reverse) counts as `null` there.
-    func changes(since old: FlatView) -> [(field: String, from: JSON, to: JSON)] {
-        var before: [String: JSON] = [:]
-        for (field, value) in old.pairs { before[field] = value }
-        var out: [(field: String, from: JSON, to: JSON)] = []
+    init(_ folded: [any StateFold]) {
+        var keys: [(stored: [UInt8], key: String)] = []
         var seen: Set<String> = []
-        for (field, value) in pairs {
-            seen.insert(field)
-            let from = before[field] ?? .null
-            if from != value { out.append((field, from, value)) }
+        for states in folded {
+            for key in states.keys where seen.insert(key).inserted {
+                var stored: [UInt8] = []
+                stored.reserveCapacity(key.utf8.count + 3)
+                stored.append(UInt8(truncatingIfNeeded: key.utf8.count >> 8))
+                stored.append(UInt8(truncatingIfNeeded: key.utf8.count))
+                stored.append(contentsOf: key.utf8)
+                keys.append((stored, key))
+            }
         }
-        for (field, value) in old.pairs where !seen.contains(field) && value != .null {
-            out.append((field, value, .null))
-        }
-        return out
+        keys.sort { $0.stored.precedesInByteOrder($1.stored) }
+        let cores = max(1, min(ProcessInfo.processInfo.activeProcessorCount, keys.count / 1_000))
+        let parts = Parts(folded: folded, keys: keys, count: cores)
+        DispatchQueue.concurrentPerform(iterations: cores) { part in parts.encode(part) }
+        entries = parts.joined
     }
 
-    func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
+    /// Entry `index`'s key length ‖ key (its stored key without the tag).
+    func key(at index: Int) -> [UInt8] { Array(entries[index].stored.dropLast()) }
+}
+
+/// The runs `StateRun` encodes on each core, one range of the sorted keys each.
+private final class Parts: @unchecked Sendable {
+    // @unchecked: each part is written by one thread alone, into a slot of its own; the folds
+    // are only read while the parts are encoded; `joined` is read after every part is done.
+    private let folded: [any StateFold]
+    private let keys: [(stored: [UInt8], key: String)]
+    private let slots: [Slot]
+
+    private final class Slot {
+        var run: [(stored: [UInt8], state: [UInt8])] = []
+    }
+
+    init(folded: [any StateFold], keys: [(stored: [UInt8], key: String)], count: Int) {
+        self.folded = folded
+        self.keys = keys
+        slots = (0 ..< count).map { _ in Slot() }
+    }
+
+    func encode(_ part: Int) {
+        let size = (keys.count + slots.count - 1) / slots.count
+        var run: [(stored: [UInt8], state: [UInt8])] = []
+        run.reserveCapacity(size * folded.count)
+        for (stored, key) in keys[min(part * size, keys.count) ..< min((part + 1) * size, keys.count)] {
+            for (tag, states) in folded.enumerated() {
+                guard let state = states.encodedState(of: key) else { continue }
+                run.append((stored + [UInt8(tag)], state))
+            }
+        }
+        slots[part].run = run
+    }
+
+    var joined: [(stored: [UInt8], state: [UInt8])] { Array(slots.map(\.run).joined()) }
+}
+
+/// The second group's fold on its own thread (`ProjectionEngine.foldLog`).
+private final class Others: @unchecked Sendable {
+    // @unchecked: the folding thread alone touches its group's states and `failure` until it
+    // signals; the caller reads them only after waiting for that.
+    let states: [any StateFold]
+    var failure: (any Error)?
+
+    init(_ states: [any StateFold]) { self.states = states }
+
+    func fold(_ engine: ProjectionEngine, _ group: [Int], through head: UInt64, _ txn: borrowing Transaction) throws {
+        let types = group.reduce(into: Set<String>()) { $0.formUnion(engine.folds[$1].reads) }
+        let readers = engine.readers.map { $0.filter(group.contains) }
+        try engine.store.log.forEachEvent(after: 0, through: head, types: types, txn) { event in
+            for index in readers[event.data.ordinal] { states[index].apply(event) }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerModels
 import LedgerDemo
 import LedgerProjections
 import LedgerStore
@@ -160,22 +161,18 @@ struct DemoSummary {
             seen += 1
             if seen % 4096 == 0 { progress(seen / 3) }
         }
-        try ledger.engine.forEachView(of: "entitlement", at: t) { _, view in
-            var rule = "?"
-            if case .object(let reason)? = view["reason"] { rule = reason["rule"]?.stringValue ?? "?" }
-            byPlanAndRule[view["planState"]?.stringValue ?? "?", default: [:]][rule, default: 0] += 1
+        try ledger.forEachView(of: EntitlementModel.self, at: t) { _, view in
+            byPlanAndRule[view.planState.rawValue, default: [:]][view.reason.rule, default: 0] += 1
             counted()
         }
         var tiers: [String: Int] = [:]
-        try ledger.engine.forEachView(of: "retention", at: t) { _, view in
-            tiers[view["tier"]?.stringValue ?? "?", default: 0] += 1
+        try ledger.forEachView(of: RetentionModel.self, at: t) { _, view in
+            tiers[view.tier.rawValue, default: 0] += 1
             counted()
         }
         var badges: [String: Int] = [:]
-        try ledger.engine.forEachView(of: "badge", at: t) { _, view in
-            if case .number(let number)? = view["count"], let count = Int(number.text) {
-                badges[count >= 3 ? "3+" : String(count), default: 0] += 1
-            }
+        try ledger.forEachView(of: BadgeModel.self, at: t) { _, view in
+            badges[view.count >= 3 ? "3+" : String(view.count), default: 0] += 1
             counted()
         }
         self.tiers = Self.ordered(tiers, Self.tierOrder)

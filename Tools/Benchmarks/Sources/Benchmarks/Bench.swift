@@ -4,6 +4,7 @@ import Foundation
 import LMDB
 import LedgerCore
 import LedgerDemo
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 import Synchronization
@@ -157,17 +158,14 @@ struct Bench {
             }
             results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
             results.storageByTable = try storageByTable(ledger.log.environment)
-            stateBytes = try ReadModels.all.map { model in
-                let states = try ledger.engine.servedStates(of: model.name)
+            stateBytes = try PeerFold.all.map { fold in
+                let states = try ledger.servedStates(of: fold.name)
                 return states.isEmpty ? 0 : states.reduce(0) { $0 + $1.state.count } / states.count
             }
             if wanted("rebuild.ledger") {
                 results["rebuild.ledger"] = try measure("rebuild.ledger", events.count, "ledger rebuild") { _ in
-                    try ledger.engine.rebuild(compare: false)
+                    try ledger.rebuild()
                 }
-                // The rebuilt models are served when it returns; its folded states are still
-                // being freed on a thread of their own, which the next case must not run beside.
-                ReadModelFold.waitUntilFreed()
             }
             if wanted("status.p50us", "status.p99us") {
                 let (p50, p99) = try statusLatency(ledger)
@@ -194,7 +192,6 @@ struct Bench {
             var read = events.count
             if wanted("rebuild.sqlite") {
                 results["rebuild.sqlite"] = try measure("rebuild.sqlite", events.count, "SQLite rebuild") { _ in read = try peer.rebuild() }
-                ReadModelFold.waitUntilFreed()
             }
             guard read == events.count else {
                 throw BenchFailure("the SQLite peer read back \(read) of \(events.count) events; this is a bug in the benchmark")
@@ -345,11 +342,11 @@ struct Bench {
 
     /// The ledger's layout with none of its logic: raw LMDB making the puts the ledger makes
     /// for each event, 1,000 events per durable transaction — the record (MDB_APPEND), and for
-    /// each read model that reads the event, its subject's state under the key the ledger keeps
-    /// it under (generation ‖ subject ‖ model tag: one subject's states are neighbours), with a
-    /// value as long as that model's mean state; and, as the index tail does every 100,000
-    /// events, the id and stream entries of those events put in key order. No checks, no
-    /// hashing, no folding: the design's own limit.
+    /// each fold that reads the event (the subject's facts, each read model), its subject's
+    /// state under the key the ledger keeps it under (generation ‖ subject ‖ tag: one subject's
+    /// states are neighbours), with a value as long as that fold's mean state; and, as the
+    /// index tail does every 100,000 events, the id and stream entries of those events put in
+    /// key order. No checks, no hashing, no folding: the design's own limit.
     private func rawLayout(stateBytes: [Int]?) throws -> (Double, Double?) {
         let (bytes, ends) = records()
         let env = try Environment(path: path("rawLayout"))
@@ -357,8 +354,8 @@ struct Bench {
         let ids = try env.openDatabase("ids", flags: [.create, .dupSort, .dupFixed])
         let streams = try env.openDatabase("streams")
         let models = try env.openDatabase("models")
-        let readers = ReadModels.all.map { model in model.eventTypes }
-        let values = ReadModels.all.indices.map { [UInt8](repeating: 0x5A, count: max(stateBytes?[$0] ?? 120, 1)) }
+        let readers = PeerFold.all.map { fold in fold.eventTypes }
+        let values = PeerFold.all.indices.map { [UInt8](repeating: 0x5A, count: max(stateBytes?[$0] ?? 120, 1)) }
         let tailLimit = EventLog.Options().indexTailLimit
         return try counting(ends.count) {
             try measure("append.rawLayout", ends.count, "raw layout append") { done in
@@ -372,7 +369,9 @@ struct Bench {
                                 let record = UnsafeRawBufferPointer(rebasing: bytes[(i == 0 ? 0 : ends[i - 1]) ..< ends[i]])
                                 try LogSchema.withKey(UInt64(i + 1)) { key in try txn.put(log, key: key, value: record, flags: .append) }
                                 for (tag, types) in readers.enumerated() where types.contains(event.type) {
-                                    try txn.put(models, key: [0, 0, 0, 1] + Array(event.subject.utf8) + [UInt8(tag)], value: values[tag])
+                                    let subject = Array(event.subject.utf8)
+                                    try txn.put(models, key: [0, 0, 0, 1, UInt8(subject.count >> 8), UInt8(truncatingIfNeeded: subject.count)] + subject + [UInt8(tag)],
+                                                value: values[tag])
                                 }
                                 let version = versions[event.subject, default: 0] + 1
                                 versions[event.subject] = version
@@ -399,7 +398,8 @@ struct Bench {
     /// its own statistics (they are the values of one key), so the index is what remains.
     private func storageByTable(_ env: Environment) throws -> [(table: String, bytesPerEvent: Double)] {
         let page = env.info().pageSize
-        let tables = try [LogSchema.events, LogSchema.streams, ModelSchema.states, LogSchema.meta, ModelSchema.generations].map { try env.openDatabase($0, flags: []) }
+        // The engine's own databases by name: `models` (states), `generations` (records).
+        let tables = try [LogSchema.events, LogSchema.streams, "models", LogSchema.meta, "generations"].map { try env.openDatabase($0, flags: []) }
         let (sizes, free, bookkeeping) = try env.read { txn in
             (try tables.map { try txn.sizeOnDisk($0) }, try txn.freePages() * page, try txn.bookkeepingPages() * page)
         }
@@ -425,9 +425,9 @@ struct Bench {
         for i in 0 ..< samples + 1_000 {
             let subject = subjects[Int(generator.next() % UInt64(subjects.count))]
             let start = clock.now
-            let (views, _) = try ledger.engine.views(of: subject, at: Bench.present)
+            let status = try ledger.status(of: subject, at: Bench.present)
             let elapsed = clock.now - start
-            guard !views.isEmpty else { throw BenchFailure("status of \(subject) came back empty; this is a bug") }
+            guard !status.answers.isEmpty else { throw BenchFailure("status of \(subject) came back empty; this is a bug") }
             if i >= 1_000 { micros.append(elapsed.seconds * 1e6) }   // the first 1,000 warm the caches
         }
         micros.sort()

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import LedgerCore
-import LedgerProjections
+import LedgerModels
 
 /// The benchmark's peer: the same events kept the way a careful SQLite event store keeps them,
 /// through GRDB — WAL, `synchronous=FULL`, one table with the position as primary key, a
@@ -9,9 +9,9 @@ import LedgerProjections
 ///
 /// `append` does less than the ledger on purpose: no validation, no hash chain and no read
 /// models. `appendWithModels` does what the ledger does inline (as Marten's inline projections
-/// do): the same inserts, and in the same transaction each event folded into the read models'
-/// states, read from the states table and upserted back, per batch. Its rebuild reads the
-/// events back in position order into the very projectors the ledger runs (`ReadModelFold`)
+/// do): the same inserts, and in the same transaction each event folded into the subject's
+/// facts and the read models' states, read from the states table and upserted back, per batch.
+/// Its rebuild reads the events back in position order into the very reducers the ledger runs
 /// and writes their states into a table.
 struct SQLitePeer {
     let pool: DatabasePool
@@ -74,7 +74,7 @@ struct SQLitePeer {
         try pool.write { db in
             let stored = try insert(drafts, recordedAt: recordedAt, db)
             let load = try db.cachedStatement(sql: "SELECT state FROM states WHERE model = ? AND key = ?")
-            let folds = ReadModels.all.map { PeerFold.make($0) }
+            let folds = PeerFold.all
             for event in stored {
                 let recorded = try RecordedEvent(event)
                 for fold in folds where fold.eventTypes.contains(recorded.type) {
@@ -94,10 +94,38 @@ struct SQLitePeer {
     }
 
     /// Rebuilds every read model: folds the events read back in position order, then replaces
-    /// the states table in one transaction. Returns how many events it read.
-    func rebuild(_ projections: [any Projection.Type] = ReadModels.all) throws -> Int {
-        let fold = ReadModelFold(projections)
-        let count = try pool.read { db -> Int in
+    /// the states table in one transaction. Returns how many events it read. As the ledger's
+    /// rebuild does, the facts and the models are folded on two cores, each group reading the
+    /// events back on a connection of its own.
+    func rebuild() throws -> Int {
+        let folds = PeerFold.all
+        let groups = Groups([Array(folds.prefix(1)), Array(folds.dropFirst())])
+        let counts = Counts()
+        DispatchQueue.concurrentPerform(iterations: groups.folds.count) { index in
+            do {
+                counts.set(index, try fold(groups.folds[index]))
+            } catch {
+                counts.fail(error)
+            }
+        }
+        if let failure = counts.failure { throw failure }
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM states")
+            let insert = try db.cachedStatement(sql: "INSERT INTO states VALUES (?, ?, ?)")
+            for fold in folds {
+                try fold.forEachState { key, state in
+                    insert.setUncheckedArguments([fold.name, Data(key.utf8), Data(state)])
+                    try insert.execute()
+                }
+            }
+        }
+        return counts.first
+    }
+
+    /// Folds every event `folds` read, in position order; returns how many rows it read.
+    private func fold(_ folds: [PeerFold]) throws -> Int {
+        let types = folds.reduce(into: Set<String>()) { $0.formUnion($1.eventTypes) }
+        return try pool.read { db -> Int in
             var count = 0
             let rows = try Row.fetchCursor(db, sql: """
                 SELECT position, id, subject, version, type, schemaVersion, occurredAt, recordedAt, source, meta, payload
@@ -106,27 +134,15 @@ struct SQLitePeer {
             while let row = try rows.next() {
                 count += 1
                 let type: String = row[4]
-                guard fold.eventTypes.contains(type) else { continue }
-                try fold.apply(try Self.event(row, type: type))
+                guard types.contains(type) else { continue }
+                let event = try RecordedEvent(try Self.event(row, type: type))
+                for fold in folds where fold.eventTypes.contains(type) { try fold.apply(event) { _ in nil } }
             }
-            try fold.finish()
             return count
         }
-        try pool.write { db in
-            try db.execute(sql: "DELETE FROM states")
-            let insert = try db.cachedStatement(sql: "INSERT INTO states VALUES (?, ?, ?)")
-            try fold.forEachState { model, key, state in
-                insert.setUncheckedArguments([model, Data(key), Data(state)])
-                try insert.execute()
-            }
-        }
-        // Freed off this thread, as the ledger's rebuild frees its folded states.
-        fold.discard()
-        return count
     }
 
-    /// One row as a stored event, its payload decoded by `ReadModelFold.apply` on this
-    /// thread, as the ledger's rebuild does.
+    /// One row as a stored event.
     private static func event(_ row: Row, type: String) throws -> StoredEvent {
         let position: Int64 = row[0]
         guard let id = try row.withUnsafeData(atIndex: 1, { $0.flatMap { EventID(bytes: $0) } }),
@@ -164,8 +180,8 @@ struct SQLitePeer {
     }
 }
 
-/// One read model's states as the SQLite peer folds them inline: loaded when a batch first
-/// needs them, folded, and encoded for the upsert.
+/// One fold's states as the SQLite peer folds them: the subject's facts or a read model's,
+/// by the reducers the ledger runs, loaded when a batch first needs them and encoded to write.
 class PeerFold {
     let name: String
     let eventTypes: Set<String>
@@ -175,32 +191,66 @@ class PeerFold {
         self.eventTypes = eventTypes
     }
 
-    static func make(_ projection: any Projection.Type) -> PeerFold { typed(projection) }
+    /// The facts and every read model, fresh.
+    static var all: [PeerFold] { [FactsPeerFold()] + ReadModels.all.map { make($0) } }
 
-    private static func typed<P: Projection>(_ projection: P.Type) -> PeerFold { TypedPeerFold(projection) }
+    private static func make(_ model: any ReadModel.Type) -> PeerFold { typed(model) }
+    private static func typed<M: ReadModel>(_ model: M.Type) -> PeerFold { TypedPeerFold<M>() }
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {}
     func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {}
 }
 
-private final class TypedPeerFold<P: Projection>: PeerFold {
-    private var states: [String: P.State] = [:]
+private final class FactsPeerFold: PeerFold {
+    private var states: [String: SubjectFacts] = [:]
 
-    init(_ projection: P.Type) { super.init(name: P.name, eventTypes: P.eventTypes) }
+    init() { super.init(name: "facts", eventTypes: SubjectFacts.reads) }
 
     override func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
-        guard let key = P.key(for: event) else { return }
-        if states[key] == nil {
-            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { try P.State.decode($0) } } ?? P.State()
+        if states[event.subject] == nil {
+            states[event.subject] = try load(event.subject).map { bytes in try bytes.withUnsafeBytes { try SubjectFacts.decode($0) } } ?? SubjectFacts()
         }
-        P.apply(event, to: &states[key, default: P.State()])
+        states[event.subject, default: SubjectFacts()].apply(event)
     }
 
     override func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {
-        for (key, state) in states {
-            var writer = StateWriter()
-            state.encode(to: &writer)
-            try body(key, writer.bytes)
-        }
+        for (key, state) in states { try body(key, state.encoded) }
     }
+}
+
+private final class TypedPeerFold<M: ReadModel>: PeerFold {
+    private var states: [String: M.State] = [:]
+
+    init() { super.init(name: M.name, eventTypes: M.reads) }
+
+    override func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+        guard let key = M.key(for: event) else { return }
+        if states[key] == nil {
+            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { try M.State.decode($0) } } ?? M.State()
+        }
+        M.apply(event, to: &states[key, default: M.State()])
+    }
+
+    override func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {
+        for (key, state) in states { try body(key, state.encoded) }
+    }
+}
+
+/// The folds each thread of the peer's rebuild folds, its own.
+private final class Groups: @unchecked Sendable {
+    // @unchecked: each group is touched by one thread alone until both are done.
+    let folds: [[PeerFold]]
+    init(_ folds: [[PeerFold]]) { self.folds = folds }
+}
+
+/// What the two folding threads of the peer's rebuild report.
+private final class Counts: @unchecked Sendable {
+    // @unchecked: guarded by the lock.
+    private let lock = NSLock()
+    private var counts: [Int: Int] = [:]
+    private(set) var failure: (any Error)?
+
+    func set(_ index: Int, _ count: Int) { lock.withLock { counts[index] = count } }
+    func fail(_ error: any Error) { lock.withLock { failure = error } }
+    var first: Int { lock.withLock { counts[0] ?? 0 } }
 }

@@ -1,0 +1,256 @@
+import LedgerCore
+
+/// How much of the log an audit may use: what the ledger had recorded by a time, or up to a
+/// position (bitemporal: what we knew, against what was true).
+public enum KnownAt: Sendable, Hashable {
+    case time(Timestamp)
+    case position(UInt64)
+
+    /// Whether the ledger had recorded `event` by then.
+    public func includes(_ event: StoredEvent) -> Bool {
+        switch self {
+        case .time(let t): event.recordedAt <= t
+        case .position(let p): event.position <= p
+        }
+    }
+
+    public var json: JSON {
+        switch self {
+        case .time(let t): .string(t.description)
+        case .position(let p): .integer(Int64(p))
+        }
+    }
+}
+
+/// One field of one read model that an audit entry changed.
+public struct AuditChange: Sendable, Hashable {
+    public var model: String
+    /// The dotted path in the model's view (`planState`, `capabilities.upload`).
+    public var field: String
+    public var from: JSON
+    public var to: JSON
+    /// The rule that made the change (`storeCoverage`, `graceDays`, `billingIssue`…).
+    public var rule: String
+
+    public init(model: String, field: String, from: JSON, to: JSON, rule: String) {
+        self.model = model
+        self.field = field
+        self.from = from
+        self.to = to
+        self.rule = rule
+    }
+
+    public var json: JSON {
+        ["model": .string(model), "field": .string(field), "from": from, "to": to, "rule": .string(rule)]
+    }
+}
+
+/// One line of a subject's timeline: an event, or a time at which a view changed by itself
+/// (`type` `"time"`, no position).
+public struct AuditEntry: Sendable, Hashable {
+    public var position: UInt64?
+    public var type: String
+    public var occurredAt: Timestamp
+    public var recordedAt: Timestamp?
+    public var source: String?
+    public var summary: String
+    public var changes: [AuditChange]
+
+    public var json: JSON {
+        [
+            "position": position.map { .integer(Int64($0)) } ?? .null,
+            "type": .string(type),
+            "occurredAt": .string(occurredAt.description),
+            "recordedAt": recordedAt.map { .string($0.description) } ?? .null,
+            "source": source.map(JSON.string) ?? .null,
+            "summary": .string(summary),
+            "changes": .array(changes.map(\.json)),
+        ]
+    }
+}
+
+/// A subject's audit (SPEC §4): every event at or before `at` in business-time order, with
+/// what each changed in each read model and why, and the changes time made by itself.
+public struct AuditReport: Sendable, Hashable {
+    public var subject: String
+    public var at: Timestamp
+    public var knownAt: KnownAt?
+    public var entries: [AuditEntry]
+    /// Events recorded by `knownAt` that occurred after `at`, left out of the timeline.
+    public var laterEvents: Int
+    /// The subject's time zone at `at` (that of its latest session), `nil` when none is known:
+    /// for showing times locally; the JSON's times are UTC.
+    public var timeZone: String?
+
+    public var json: JSON {
+        ["subject": .string(subject), "at": .string(at.description), "knownAt": knownAt?.json ?? .null,
+         "entries": .array(entries.map(\.json))]
+    }
+}
+
+/// The audit's walk through one subject's history, as a pure function of its events: it
+/// folds them in business-time order (position breaks ties) into the subject's facts and every
+/// model, evaluating each view after each event and at each time a view can change by itself,
+/// and reports the fields that changed with the rule behind them.
+public enum Audit {
+    /// The audit of `subject` at `t` from `events` (its events recorded by `knownAt`, in any
+    /// order), under `policy`, through `models` (those the policy has are shown).
+    public static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
+                              models: [any ReadModel.Type] = ReadModels.all, policy: Policy) -> AuditReport {
+        let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+        var facts = SubjectFacts()
+        let folds = models.compactMap { model in makeTimeline(model, policy: policy) }
+        var entries: [AuditEntry] = []
+        let start = timeline.first?.occurredAt ?? t
+        var previous = folds.map { $0.step(facts, start, policy) }
+
+        /// The views at `time`, how they differ from the previous ones, and the models' words
+        /// for it (used when no event caused it).
+        func step(to time: Timestamp) -> (changes: [AuditChange], summary: String) {
+            let current = folds.map { $0.step(facts, time, policy) }
+            var changes: [AuditChange] = []
+            var sentences: [String] = []
+            for (index, fold) in folds.enumerated() {
+                let changed = diff(model: fold.name, from: previous[index], to: current[index])
+                changes += changed
+                if !changed.isEmpty, let sentence = current[index].timeChange { sentences.append(sentence) }
+            }
+            previous = current
+            if sentences.isEmpty, let first = changes.first {
+                sentences.append("\(first.model).\(first.field) \(label(first.from)) → \(label(first.to))")
+            }
+            return (changes, sentences.joined(separator: "; "))
+        }
+
+        /// Time entries for the changes strictly between `after` and `before` (or through `t`).
+        func timeEntries(after: Timestamp, before: Timestamp?) {
+            let candidates = Set(folds.flatMap { $0.changeTimes(facts, policy) })
+                .filter { time in time > after && (before.map { time < $0 } ?? (time <= t)) }
+                .sorted()
+            for time in candidates {
+                let (changes, summary) = step(to: time)
+                guard !changes.isEmpty else { continue }
+                entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
+                                          summary: summary, changes: changes))
+            }
+        }
+
+        var last: Timestamp?
+        for event in timeline {
+            if let last { timeEntries(after: last, before: event.occurredAt) }
+            if SubjectFacts.reads.contains(event.type) { facts.apply(event) }
+            for fold in folds { fold.apply(event) }
+            entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
+                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))
+            last = event.occurredAt
+        }
+        if let last { timeEntries(after: last, before: nil) }
+        return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count,
+                           timeZone: BadgeRules.sessionZone(in: timeline, at: t))
+    }
+
+    /// A fold of `model` for the audit, `nil` when the policy has no such model.
+    private static func makeTimeline<M: ReadModel>(_ model: M.Type, policy: Policy) -> Timeline? {
+        guard M.view(of: M.State(), facts: SubjectFacts(), at: Timestamp(milliseconds: 0), policy: policy) != nil else { return nil }
+        return TypedTimeline<M>()
+    }
+
+    /// The fields of one model that differ, each with its rule (a field with none takes the
+    /// rule of the others that changed with it).
+    static func diff(model: String, from old: TimelineStep, to new: TimelineStep) -> [AuditChange] {
+        let changed = new.view.changes(since: old.view)
+        let fallback = changed.lazy.compactMap { new.rules[$0.field] }.first ?? model
+        return changed.map { AuditChange(model: model, field: $0.field, from: $0.from, to: $0.to, rule: new.rules[$0.field] ?? fallback) }
+    }
+
+    static func label(_ value: JSON) -> String {
+        if case .string(let text) = value { return text }
+        return value.serialized()
+    }
+}
+
+/// One model folding one subject's events in business-time order, viewed between them.
+private class Timeline {
+    var name: String { "" }
+    func apply(_ event: RecordedEvent) {}
+    func changeTimes(_ facts: SubjectFacts, _ policy: Policy) -> [Timestamp] { [] }
+    func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy) -> TimelineStep { TimelineStep(view: FlatView(pairs: []), rules: [:]) }
+}
+
+/// One model's view at a step of the audit's walk.
+struct TimelineStep {
+    /// The view's leaves, restated fields left out.
+    var view: FlatView
+    /// The rule behind each field's change since the previous step (`ModelView.rule(for:since:)`).
+    var rules: [String: String]
+    /// The model's words for the change, had no event caused it (`ModelView.timeChange(since:)`).
+    var timeChange: String?
+}
+
+private final class TypedTimeline<M: ReadModel>: Timeline {
+    private var state = M.State()
+    private var last: M.View?
+
+    override var name: String { M.name }
+
+    override func apply(_ event: RecordedEvent) {
+        guard M.reads.contains(event.type) else { return }
+        M.apply(event, to: &state)
+    }
+
+    override func changeTimes(_ facts: SubjectFacts, _ policy: Policy) -> [Timestamp] { M.changeTimes(of: state, facts: facts, policy: policy) }
+
+    override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy) -> TimelineStep {
+        guard let view = M.view(of: state, facts: facts, at: t, policy: policy) else { return TimelineStep(view: FlatView(pairs: []), rules: [:]) }
+        let previous = last
+        last = view
+        let leaves = FlatView(pairs: FlatView.flatten(view.json).pairs.filter { !M.View.restatedFields.contains($0.0) })
+        var rules: [String: String] = [:]
+        for (field, _) in leaves.pairs {
+            rules[field] = previous.map { view.rule(for: field, since: $0) } ?? view.rule(for: field)
+        }
+        return TimelineStep(view: leaves, rules: rules, timeChange: previous.flatMap { view.timeChange(since: $0) })
+    }
+}
+
+/// A view's leaves by dotted path, in order.
+public struct FlatView: Sequence, Sendable {
+    public var pairs: [(String, JSON)]
+
+    public init(pairs: [(String, JSON)]) { self.pairs = pairs }
+
+    /// A view's JSON as its leaves: nested objects by dotted path.
+    public static func flatten(_ object: JSONObject, prefix: String = "") -> FlatView {
+        var leaves: [(String, JSON)] = []
+        for member in object.members {
+            if case .object(let inner) = member.value, !inner.members.isEmpty {
+                leaves += flatten(inner, prefix: prefix + member.key + ".").pairs
+            } else {
+                leaves.append((prefix + member.key, member.value))
+            }
+        }
+        return FlatView(pairs: leaves)
+    }
+
+    public subscript(field: String) -> JSON? { pairs.first { $0.0 == field }?.1 }
+
+    /// The fields that differ from `old`, in this view's order then `old`'s: a field one side
+    /// lacks (an object that became `null`, or the reverse) counts as `null` there.
+    public func changes(since old: FlatView) -> [(field: String, from: JSON, to: JSON)] {
+        var before: [String: JSON] = [:]
+        for (field, value) in old.pairs { before[field] = value }
+        var out: [(field: String, from: JSON, to: JSON)] = []
+        var seen: Set<String> = []
+        for (field, value) in pairs {
+            seen.insert(field)
+            let from = before[field] ?? .null
+            if from != value { out.append((field, from, value)) }
+        }
+        for (field, value) in old.pairs where !seen.contains(field) && value != .null {
+            out.append((field, value, .null))
+        }
+        return out
+    }
+
+    public func makeIterator() -> IndexingIterator<[(String, JSON)]> { pairs.makeIterator() }
+}

@@ -1,0 +1,118 @@
+import LedgerCore
+
+/// The badge of one subject at a time (SPEC §4–§5).
+public struct BadgeView: ModelView, Hashable {
+    /// unreadInbox + maintenanceDueToday + billingIssue + securityFlag.
+    public var count: Int64
+    public var unreadInbox: Int64
+    public var maintenanceDueToday: Bool
+    public var billingIssue: Bool
+    public var securityFlag: Bool
+
+    public init(unreadInbox: Int64, maintenanceDueToday: Bool, billingIssue: Bool, securityFlag: Bool) {
+        self.unreadInbox = unreadInbox
+        self.maintenanceDueToday = maintenanceDueToday
+        self.billingIssue = billingIssue
+        self.securityFlag = securityFlag
+        count = unreadInbox + (maintenanceDueToday ? 1 : 0) + (billingIssue ? 1 : 0) + (securityFlag ? 1 : 0)
+    }
+
+    /// The JSON's fields: the count first.
+    enum CodingKeys: String, CodingKey {
+        case count, unreadInbox, maintenanceDueToday, billingIssue, securityFlag
+    }
+
+    /// Each component is its own rule; the count follows from them.
+    public func rule(for field: String) -> String? { field == "count" ? nil : field }
+
+    public func timeChange(since previous: BadgeView) -> String? {
+        guard maintenanceDueToday != previous.maintenanceDueToday else { return nil }
+        return maintenanceDueToday ? "a maintenance task is due today" : "the maintenance due date passed"
+    }
+}
+
+/// The badge formula of 004 CH27 L229 and its components, as pure functions.
+public enum BadgeRules {
+    static func view(of state: BadgeModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> BadgeView {
+        BadgeView(unreadInbox: unreadInbox(state, at: t), maintenanceDueToday: maintenanceDueToday(state, at: t),
+                  billingIssue: facts.subscription.billingIssue(at: t, policy: policy.subscription),
+                  securityFlag: securityFlag(state, at: t))
+    }
+
+    /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
+    static func unreadInbox(_ state: BadgeModel.State, at t: Timestamp) -> Int64 {
+        let delivered = state.delivered.known(at: t)
+        guard !delivered.isEmpty else { return 0 }
+        let reads = state.read.known(at: t)
+        // A few messages (most subjects) are compared pairwise: building two sets cost a status
+        // query more than the whole count. Many are counted in one pass over sets built once.
+        if delivered.count * (delivered.count + reads.count) <= 256 {
+            var unread: Int64 = 0
+            for (index, message) in zip(delivered.indices, delivered) {
+                let id = message.value
+                if reads.contains(where: { $0.value == id }) || delivered[..<index].contains(where: { $0.value == id }) { continue }
+                unread += 1
+            }
+            return unread
+        }
+        var read = Set<String>(minimumCapacity: state.read.count)
+        for message in reads { read.insert(message.value) }
+        var counted = Set<String>(minimumCapacity: delivered.count)
+        var unread: Int64 = 0
+        for message in delivered where !read.contains(message.value) && counted.insert(message.value).inserted { unread += 1 }
+        return unread
+    }
+
+    /// The zone of the latest session start at or before `t` (UTC with none).
+    static func zone(_ state: BadgeModel.State, at t: Timestamp) -> String {
+        sessionZone(state, at: t) ?? "UTC"
+    }
+
+    /// The zone of the latest session start at or before `t`, `nil` with none.
+    /// The zone of the latest session start at or before `t` among `events`, `nil` with none:
+    /// the badge's own rule for "today", folded from the events alone (how the audit and the
+    /// command line show a subject's times locally).
+    public static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
+        var state = BadgeModel.State()
+        for event in events where event.type == SessionStarted.type { BadgeModel.apply(event, to: &state) }
+        return sessionZone(state, at: t)
+    }
+
+    static func sessionZone(_ state: BadgeModel.State, at t: Timestamp) -> String? {
+        state.zones.known(at: t).last?.value
+    }
+
+    /// A scheduled, not completed task whose due date is the subject's local date at `t`.
+    static func maintenanceDueToday(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
+        let scheduled = state.scheduled.known(at: t)
+        guard !scheduled.isEmpty else { return false }
+        let today = LocalTime.day(at: t, in: LocalTime.zone(zone(state, at: t)))
+        let done = Set(state.completed.known(at: t).map(\.value))
+        // A rescheduled task is due on its latest date.
+        var due: [String: Int64] = [:]
+        for task in scheduled { due[task.value.id] = task.value.dueDay }
+        return due.contains { $0.value == today && !done.contains($0.key) }
+    }
+
+    /// A flag raised and not cleared since.
+    static func securityFlag(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
+        var raised: [String: Bool] = [:]
+        for flag in state.flags.known(at: t) { raised[flag.value.name] = flag.value.raised }
+        return raised.values.contains(true)
+    }
+
+    /// Fact times, the billing windows, and the local midnights that begin and end each due
+    /// date in every zone the subject has started a session in.
+    static func changeTimes(of state: BadgeModel.State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
+        var times = facts.subscription.changeTimes(policy: policy.subscription)
+        times += state.delivered.map(\.at) + state.read.map(\.at) + state.completed.map(\.at) + state.zones.map(\.at) + state.flags.map(\.at)
+        let zones = Set(state.zones.map(\.value)).union(["UTC"]).map(LocalTime.zone)
+        for task in state.scheduled {
+            times.append(task.at)
+            for zone in zones {
+                times += [LocalTime.start(ofDay: task.value.dueDay, in: zone), LocalTime.start(ofDay: task.value.dueDay + 1, in: zone)]
+            }
+        }
+        return times
+    }
+}

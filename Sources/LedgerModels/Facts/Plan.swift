@@ -1,0 +1,138 @@
+import LedgerCore
+
+/// The plan a subject is on at a time.
+public enum PlanState: String, Sendable, Hashable, CaseIterable, Encodable {
+    case guest, free, trial, pro
+    case proGrace = "pro_grace"
+
+    /// Whether the plan gives paid access (trial, pro or pro in grace).
+    public var isPaid: Bool { self == .trial || self == .pro || self == .proGrace }
+}
+
+/// SPEC §4's six-step precedence over a subject's facts: one pure function that every model
+/// needing the plan at a time asks (the entitlement's view is built around it; retention asks it
+/// at many times of a history).
+public enum Plan {
+    /// Which rule decided, the policy key it used and the event that decided it.
+    public struct Reason: Sendable, Hashable, Encodable {
+        public var rule: String
+        public var policyKey: String?
+        public var position: UInt64?
+
+        public init(rule: String, policyKey: String?, position: UInt64?) {
+            self.rule = rule
+            self.policyKey = policyKey
+            self.position = position
+        }
+    }
+
+    /// What the precedence decides at a time: the plan, the rule and what that rule sets beyond it.
+    public struct Decision: Sendable {
+        public var planState: PlanState
+        public var reason: Reason
+        /// Rule 2's coverage: the product and the end the view shows.
+        public var coverage: Coverage?
+        /// `cantVerify`, when rule 5 gives `pro_grace`.
+        public var banner: String?
+
+        public var isPaid: Bool { planState.isPaid }
+    }
+
+    /// Rules 1–6 in order at `t`, over the facts known at `known` (default `t`; see
+    /// `SubscriptionFacts`' rules): the first that applies decides.
+    public static func decide(_ facts: SubjectFacts, at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> Decision {
+        let known = known ?? t
+        let happened = min(t, known)
+        let store = facts.subscription
+        // 1. Deleted.
+        if let deleted = facts.deletions.known(at: happened).first {
+            return Decision(planState: .guest, reason: Reason(rule: "deleted", policyKey: nil, position: deleted.position))
+        }
+        // 2. Store coverage. Cancelling changes nothing until the period ends.
+        if let coverage = store.coverage(at: t, known: known) {
+            return Decision(planState: coverage.transaction.value.isTrial ? .trial : .pro,
+                            reason: Reason(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position), coverage: coverage)
+        }
+        // 3. Billing grace after a failed renewal.
+        if let episode = store.billingEpisode(at: t, known: known, policy: policy), !episode.recovered, t < episode.graceEnd {
+            return Decision(planState: .pro, reason: Reason(rule: "billingGrace",
+                                                            policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
+                                                            position: episode.failure.position))
+        }
+        // 4. A support grant.
+        if let grant = facts.grants.known(at: happened).last(where: { t < $0.value }) {
+            return Decision(planState: .pro, reason: Reason(rule: "supportGrant", policyKey: nil, position: grant.position))
+        }
+        // 5. The latest device snapshot.
+        switch deviceSnapshot(facts, at: t, known: known, policy: policy) {
+        case .verified(let plan, let position):
+            return Decision(planState: plan, reason: Reason(rule: "deviceVerified", policyKey: "subscription.verificationIntervalHours", position: position))
+        case .offlineGrace(let position):
+            return Decision(planState: .proGrace, reason: Reason(rule: "offlineGrace", policyKey: "subscription.offlineGraceHours", position: position),
+                            banner: "cantVerify")
+        case .void, nil:
+            break
+        }
+        // 6. Signed in or not.
+        if let sign = facts.signIns.known(at: happened).last {
+            return Decision(planState: sign.value ? .free : .guest,
+                            reason: Reason(rule: sign.value ? "signedIn" : "noAccount", policyKey: nil, position: sign.position))
+        }
+        return Decision(planState: .guest, reason: Reason(rule: "noAccount", policyKey: nil, position: nil))
+    }
+
+    /// What rule 5's latest snapshot gives at a time.
+    public enum SnapshotOutcome: Sendable, Equatable {
+        case verified(PlanState, position: UInt64)
+        case offlineGrace(position: UInt64)
+        /// A paid snapshot that gives nothing now: its windows or its expiresAt passed, or a
+        /// store fact after it voided it (the app is checking: `checkingStatus`).
+        case void
+    }
+
+    /// Rule 5: the latest `entitlement.verified` at or before t (`nil` when there is none, or
+    /// it said `free`), and what it gives at t. "After v" is later in (occurredAt, position)
+    /// order; each window is half-open.
+    public static func deviceSnapshot(_ facts: SubjectFacts, at t: Timestamp, known: Timestamp? = nil,
+                                      policy: Policy.Subscription) -> SnapshotOutcome? {
+        let happened = min(t, known ?? t)
+        let snapshots = facts.snapshots.known(at: happened)
+        guard let index = snapshots.lastIndex(where: { if case .verified = $0.value { true } else { false } }),
+              case .verified(let plan, let expiresAt) = snapshots[index].value, plan != .free
+        else { return nil }
+        let v = snapshots[index]
+        if let expiresAt, expiresAt <= t { return .void }
+        let store = facts.subscription
+        let voided = store.ends.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && !$0.value.graceOnly }
+            || store.marks.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && $0.value.kind != .reversal }
+        if voided { return .void }
+        let failedSince = snapshots[(index + 1)...].contains { $0.value == .failed }
+        if !failedSince && t < v.at.adding(seconds: policy.verificationIntervalHours * 3600) {
+            return .verified(plan == .trial ? .trial : .pro, position: v.position)
+        }
+        if t < v.at.adding(seconds: policy.offlineGraceHours * 3600) { return .offlineGrace(position: v.position) }
+        return .void
+    }
+
+    /// Rule by rule, the times the plan may change with no new event (a superset; see
+    /// `ReadModel.changeTimes`): store periods and billing windows, grant ends, each device
+    /// snapshot's windows, and every fact's own time.
+    public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
+        var times = facts.subscription.changeTimes(policy: policy)
+        times.reserveCapacity(times.count + 2 * facts.grants.count + 4 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
+        for g in facts.grants {
+            times.append(g.at)
+            times.append(g.value)
+        }
+        for s in facts.snapshots {
+            times.append(s.at)
+            guard case .verified(_, let expiresAt) = s.value else { continue }
+            times.append(s.at.adding(seconds: policy.verificationIntervalHours * 3600))
+            times.append(s.at.adding(seconds: policy.offlineGraceHours * 3600))
+            if let expiresAt { times.append(expiresAt) }
+        }
+        for s in facts.signIns { times.append(s.at) }
+        for d in facts.deletions { times.append(d.at) }
+        return times
+    }
+}

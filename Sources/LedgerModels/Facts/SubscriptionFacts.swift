@@ -1,0 +1,405 @@
+import LedgerCore
+
+/// A subject's App Store subscription facts (part of `SubjectFacts`, which every model's view
+/// receives). The rules over them — coverage, billing grace, billing issue — are written once,
+/// here, and SPEC §4 states them.
+public struct SubscriptionFacts: StateRecord, Equatable {
+    /// A transaction: a purchase, a renewal, or the new transaction of an immediate product change.
+    public struct Transaction: StateRecord, Equatable {
+        public enum Kind: UInt8, StateValue { case purchase = 0, renewal = 1, productChange = 2 }
+        public var kind = Kind.purchase
+        public var id = ""
+        public var originalId = ""
+        public var productId = ""
+        public var purchasedAt = Timestamp(milliseconds: 0)
+        public var expiresAt = Timestamp(milliseconds: 0)
+        public var isTrial = false
+
+        public init() {}
+
+        public init(kind: Kind, id: String, originalId: String, productId: String, purchasedAt: Timestamp, expiresAt: Timestamp, isTrial: Bool) {
+            (self.kind, self.id, self.originalId, self.productId) = (kind, id, originalId, productId)
+            (self.purchasedAt, self.expiresAt, self.isTrial) = (purchasedAt, expiresAt, isTrial)
+        }
+
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&kind)
+            try coder.code(&isTrial)
+            try coder.code(&id)
+            try coder.code(&originalId)
+            try coder.code(&productId)
+            try coder.code(&purchasedAt)
+            try coder.code(&expiresAt)
+        }
+    }
+
+    /// A refund, its reversal, or a revocation of one transaction.
+    public struct Mark: StateRecord, Equatable {
+        public enum Kind: UInt8, StateValue { case refund = 0, reversal = 1, revoke = 2 }
+        public var kind = Kind.refund
+        public var transactionId = ""
+
+        public init() {}
+        public init(kind: Kind, transactionId: String) { (self.kind, self.transactionId) = (kind, transactionId) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&kind); try coder.code(&transactionId) }
+    }
+
+    /// A renewal date extension of one transaction: its new expiresAt.
+    public struct Extension: StateRecord, Equatable {
+        public var transactionId = ""
+        public var expiresAt = Timestamp(milliseconds: 0)
+
+        public init() {}
+        public init(transactionId: String, expiresAt: Timestamp) { (self.transactionId, self.expiresAt) = (transactionId, expiresAt) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&transactionId)
+            try coder.code(&expiresAt)
+        }
+    }
+
+    /// A failed renewal.
+    public struct Failure: StateRecord, Equatable {
+        public var originalId = ""
+        public var graceExpiresAt: Timestamp?
+
+        public init() {}
+        public init(originalId: String, graceExpiresAt: Timestamp?) { (self.originalId, self.graceExpiresAt) = (originalId, graceExpiresAt) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&originalId)
+            try coder.code(&graceExpiresAt)
+        }
+    }
+
+    /// The store ending a subscription or its grace (`subscription.expired`, `.grace_expired`).
+    public struct End: StateRecord, Equatable {
+        public var originalId = ""
+        public var graceOnly = false
+
+        public init() {}
+        public init(originalId: String, graceOnly: Bool) { (self.originalId, self.graceOnly) = (originalId, graceOnly) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&originalId); try coder.code(&graceOnly) }
+    }
+
+    /// An immediate product change: the upgraded transaction's coverage ends when the new one starts.
+    public struct Upgrade: StateRecord, Equatable {
+        public var originalId = ""
+        public var newTransactionId = ""
+        public var startsAt = Timestamp(milliseconds: 0)
+
+        public init() {}
+        public init(originalId: String, newTransactionId: String, startsAt: Timestamp) {
+            (self.originalId, self.newTransactionId, self.startsAt) = (originalId, newTransactionId, startsAt)
+        }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&originalId)
+            try coder.code(&newTransactionId)
+            try coder.code(&startsAt)
+        }
+    }
+
+    public var transactions: [Dated<Transaction>] = []
+    /// Renewal date extensions (`subscription.renewal_extended`).
+    public var extensions: [Dated<Extension>] = []
+    public var marks: [Dated<Mark>] = []
+    public var failures: [Dated<Failure>] = []
+    public var ends: [Dated<End>] = []
+    /// Auto-renew turned on or off, per originalTransactionId.
+    public var autoRenew: [Dated<AutoRenew>] = []
+    public var upgrades: [Dated<Upgrade>] = []
+
+    public struct AutoRenew: StateRecord, Equatable {
+        public var originalId = ""
+        public var enabled = false
+
+        public init() {}
+        public init(originalId: String, enabled: Bool) { (self.originalId, self.enabled) = (originalId, enabled) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&originalId); try coder.code(&enabled) }
+    }
+
+    public init() {}
+
+    public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+        try coder.code(&transactions)
+        try coder.code(&extensions)
+        try coder.code(&marks)
+        try coder.code(&failures)
+        try coder.code(&ends)
+        try coder.code(&autoRenew)
+        try coder.code(&upgrades)
+    }
+}
+
+
+// MARK: Rules (SPEC §4)
+
+/// A transaction that covers a time, with why.
+public struct Coverage: Sendable, Equatable {
+    public var transaction: Dated<SubscriptionFacts.Transaction>
+    /// Its end as extended, upgraded, refunded or revoked.
+    public var end: Timestamp
+}
+
+/// The billing-failure episode in force at a time.
+public struct BillingEpisode: Sendable, Equatable {
+    public var failure: Dated<SubscriptionFacts.Failure>
+    /// The failure's last covered period end.
+    public var coveredUntil: Timestamp
+    /// When the billing grace ends (`pro` until then): the store's or the policy's end, or a
+    /// `subscription.expired` or `.grace_expired` after the failure.
+    public var graceEnd: Timestamp
+    /// Whether the grace end is the store's gracePeriodExpiresAt rather than billingGraceDays.
+    public var graceFromStore: Bool
+    /// When the billing issue ends, if no renewal recovers it first: the retry window's end,
+    /// or a `subscription.expired` after the failure (a `.grace_expired` ends the grace only).
+    public var issueEnd: Timestamp
+    /// A transaction of the failure's subscription purchased after it, by the time asked,
+    /// recovered it.
+    public var recovered: Bool
+}
+
+/// The rules below are asked at a time `t` over the facts known at `known` (by default `t`
+/// itself: a view at t). Retention asks about other times of the history the facts known at
+/// its own t describe (where the latest stretch of access ended, what comes next), so it
+/// passes its t as `known`. Two kinds of facts differ then:
+/// - store transactions, extensions and immediate product changes carry their own times
+///   (purchasedAt, expiresAt): once known they describe the whole history, so a purchase
+///   reported late covers from its purchasedAt;
+/// - every other fact (a refund, a failure, an expiry, a grant, a snapshot, a sign-in) takes
+///   effect at its occurredAt, so at `t` only those known that happened by `t` count.
+extension SubscriptionFacts {
+    /// The end of a transaction's coverage as known at `t`: its expiresAt as extended, cut at
+    /// an immediate upgrade's start, at a refund not reversed, at a revocation.
+    public func end(of transaction: Transaction, at t: Timestamp) -> Timestamp {
+        endWithCause(of: transaction, at: t).at
+    }
+
+    /// Why a transaction's coverage ends when it does.
+    public enum EndCause: String, Sendable {
+        /// Its expiresAt (as extended).
+        case expiry
+        /// An immediate product change started a new transaction.
+        case upgrade
+        case refund
+        case revocation
+    }
+
+    /// The end of a transaction's coverage as known at `t`, with its cause.
+    public func endWithCause(of transaction: Transaction, at t: Timestamp, known: Timestamp? = nil) -> (at: Timestamp, cause: EndCause) {
+        endWithCause(id: transaction.id, originalId: transaction.originalId, purchasedAt: transaction.purchasedAt,
+                     expiresAt: transaction.expiresAt, at: t, known: known ?? t)
+    }
+
+    /// `endWithCause(of:at:)` of the transaction at `index` of `described` (these facts'
+    /// transactions known at some time), its fields read where they lie: the rules' loops ask
+    /// this several times a query, and passing the transaction copied it out of its array with
+    /// its three strings.
+    func endWithCause(ofTransactionAt index: Int, in described: ArraySlice<Dated<Transaction>>,
+                      at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
+        endWithCause(id: described[index].value.id, originalId: described[index].value.originalId, purchasedAt: described[index].value.purchasedAt,
+                     expiresAt: described[index].value.expiresAt, at: t, known: known)
+    }
+
+    /// `endWithCause(of:at:)` from the fields it reads. Extensions and upgrades known at
+    /// `known` move the end; a refund or revocation that happened by `t` cuts it at its own
+    /// time (SPEC §4), unless a reversal that happened by `t` undid the refund.
+    private func endWithCause(id: String, originalId: String, purchasedAt: Timestamp, expiresAt: Timestamp,
+                              at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
+        var end = expiresAt
+        var cause = EndCause.expiry
+        for e in extensions.known(at: known) where e.value.transactionId == id { end = e.value.expiresAt }
+        for u in upgrades.known(at: known) where u.value.originalId == originalId && u.value.newTransactionId != id
+            && u.value.startsAt > purchasedAt && u.value.startsAt < end {
+            end = u.value.startsAt
+            cause = .upgrade
+        }
+        var refundedAt: Timestamp?
+        for m in marks.known(at: min(t, known)) where m.value.transactionId == id {
+            switch m.value.kind {
+            case .refund: refundedAt = refundedAt ?? m.at
+            case .reversal: refundedAt = nil
+            case .revoke where m.at < end: (end, cause) = (m.at, .revocation)
+            case .revoke: break
+            }
+        }
+        if let refundedAt, refundedAt < end { (end, cause) = (refundedAt, .refund) }
+        return (end, cause)
+    }
+
+    /// The latest expiresAt an extension known at `known` gives any transaction (`nil`: none).
+    func latestExtension(known: Timestamp) -> Timestamp? {
+        extensions.known(at: known).lazy.map(\.value.expiresAt).max()
+    }
+
+    /// A time a transaction's end cannot be later than: the later of its expiresAt and
+    /// `latestExtension` (upgrades, refunds and revocations only cut an end short). The rules
+    /// below pass over a transaction this bound rules out without working out its end: the
+    /// retention look back asks them at every change time of a long subscription. It takes the
+    /// expiresAt alone, since a transaction passed whole is copied out of its array with its
+    /// three strings retained.
+    @inline(__always)
+    func endBound(expiresAt: Timestamp, latestExtension: Timestamp?) -> Timestamp {
+        max(expiresAt, latestExtension ?? expiresAt)
+    }
+
+    /// The transaction covering `t` (the latest purchased, if several), or `nil`: SPEC §4's
+    /// "covered", a transaction with purchasedAt ≤ t < its end.
+    public func coverage(at t: Timestamp, known: Timestamp? = nil) -> Coverage? {
+        let known = known ?? t
+        // By index, so that only the transaction that wins is copied whole (each holds three strings).
+        let described = transactions.known(at: known)
+        let extended = latestExtension(known: known)
+        var best: (index: Int, end: Timestamp)?
+        for i in described.indices where described[i].value.purchasedAt <= t {
+            if t >= endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended) { continue }
+            let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
+            guard t < end else { continue }
+            if let current = best, (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
+            best = (i, end)
+        }
+        return best.map { Coverage(transaction: described[$0.index], end: $0.end) }
+    }
+
+    /// The latest transaction known at `t` (by purchase time), covering or not.
+    public func latestTransaction(at t: Timestamp) -> Dated<Transaction>? {
+        // By index, copying only the one found (`max(by:)` copies each candidate out).
+        let known = transactions.known(at: t)
+        var latest: Int?
+        for i in known.indices {
+            if let current = latest, (known[current].value.purchasedAt, known[current].position) >= (known[i].value.purchasedAt, known[i].position) { continue }
+            latest = i
+        }
+        return latest.map { known[$0] }
+    }
+
+    /// Whether any transaction is known at `t`.
+    public func hasTransactions(at t: Timestamp) -> Bool { !transactions.known(at: t).isEmpty }
+
+    /// The end of the current or latest covered period known at `t`.
+    public func latestEnd(at t: Timestamp) -> Timestamp? {
+        // The latest first, as they usually end latest: the others' bounds then rule them out.
+        let known = transactions.known(at: t)
+        let extended = latestExtension(known: t)
+        var latest: Timestamp?
+        for i in known.indices.reversed() {
+            if let latest, endBound(expiresAt: known[i].value.expiresAt, latestExtension: extended) <= latest { continue }
+            let end = endWithCause(ofTransactionAt: i, in: known, at: t, known: t).at
+            latest = max(latest ?? end, end)
+        }
+        return latest
+    }
+
+    /// The latest billing failure that happened by `t`, with its grace and issue windows
+    /// (SPEC §4 rule 3 and `billingIssue`).
+    public func billingEpisode(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
+        let known = known ?? t
+        let happened = min(t, known)
+        guard let failure = failures.known(at: happened).last else { return nil }
+        return episode(of: failure, at: t, known: known, policy: policy)
+    }
+
+    /// The windows of one failure, asked at `t` over the facts known at `known`.
+    func episode(of failure: Dated<Failure>, at t: Timestamp, known: Timestamp, policy: Policy.Subscription) -> BillingEpisode {
+        let original = failure.value.originalId
+        var coveredUntil: Timestamp?
+        var recovered = false
+        let described = transactions.known(at: known)
+        for i in described.indices where described[i].value.originalId == original {
+            if described[i].value.purchasedAt <= failure.at {
+                let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
+                coveredUntil = max(coveredUntil ?? end, end)
+            } else if described[i].value.purchasedAt <= t {
+                recovered = true
+            }
+        }
+        let until = coveredUntil ?? failure.at
+        // The store's ends after the failure, in (occurredAt, position) order: the first of
+        // either kind ends the grace, the first `subscription.expired` the issue too.
+        var graceCut: Timestamp?
+        var issueCut: Timestamp?
+        for end in ends.known(at: min(t, known)) where end.value.originalId == original && (end.at, end.position) > (failure.at, failure.position) {
+            graceCut = graceCut ?? end.at
+            if !end.value.graceOnly {
+                issueCut = end.at
+                break
+            }
+        }
+        let storeGrace = policy.billingGraceSource == .store ? failure.value.graceExpiresAt : nil
+        var graceEnd = storeGrace ?? until.adding(seconds: policy.billingGraceDays * 86_400)
+        var issueEnd = until.adding(seconds: policy.billingRetryDays * 86_400)
+        if let graceCut { graceEnd = min(graceEnd, graceCut) }
+        if let issueCut { issueEnd = min(issueEnd, issueCut) }
+        return BillingEpisode(failure: failure, coveredUntil: until, graceEnd: graceEnd, graceFromStore: storeGrace != nil,
+                              issueEnd: issueEnd, recovered: recovered)
+    }
+
+    /// SPEC §4's `billingIssue`, the one definition entitlement and badge share: from a failed
+    /// renewal until a transaction purchased after it, a `subscription.expired`, or the
+    /// failure's last covered period end + billingRetryDays, whichever comes first. A
+    /// `subscription.grace_expired` does not end it: the store keeps retrying.
+    public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
+        guard let episode = billingEpisode(at: t, policy: policy) else { return false }
+        return !episode.recovered && t < episode.issueEnd
+    }
+
+    /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest, in (occurredAt,
+    /// position) order, of a purchase (on) and an `auto_renew_changed`.
+    public func autoRenewing(at t: Timestamp) -> Bool? {
+        guard hasTransactions(at: t) else { return nil }
+        let known = transactions.known(at: t)
+        var purchase: Int?
+        for i in known.indices.reversed() where known[i].value.kind == .purchase {
+            purchase = i
+            break
+        }
+        let change = autoRenew.known(at: t).last
+        guard let change else { return true }
+        guard let purchase else { return change.value.enabled }
+        return (known[purchase].at, known[purchase].position) > (change.at, change.position) ? true : change.value.enabled
+    }
+
+    /// Every time at which coverage, billing grace or the billing issue may change with no new
+    /// event, whatever the facts known (a superset; see `Projection.changeTimes`): the facts'
+    /// own times, every period start and end, and, once a renewal has failed, each time a
+    /// covered period can end (an expiry, an extension, an upgrade, a refund or revocation, a
+    /// failure with none) plus billingGraceDays and plus billingRetryDays, and each store
+    /// grace end: a failure's windows count from one of those.
+    public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
+        // Appended one by one: an array literal or a mapped array per fact is an allocation.
+        var times: [Timestamp] = []
+        let periodEnds = transactions.count + extensions.count + upgrades.count + marks.count + failures.count
+        times.reserveCapacity(3 * transactions.count + 2 * (extensions.count + upgrades.count)
+                              + marks.count + ends.count + autoRenew.count + 2 * failures.count
+                              + (failures.isEmpty ? 0 : 2 * periodEnds))
+        for i in transactions.indices {   // by index: a transaction copied out retains its three strings
+            times.append(transactions[i].at)
+            times.append(transactions[i].value.purchasedAt)
+            times.append(transactions[i].value.expiresAt)
+        }
+        for e in extensions {
+            times.append(e.at)
+            times.append(e.value.expiresAt)
+        }
+        for u in upgrades {
+            times.append(u.at)
+            times.append(u.value.startsAt)
+        }
+        for m in marks { times.append(m.at) }
+        for e in ends { times.append(e.at) }
+        for a in autoRenew { times.append(a.at) }
+        for f in failures {
+            times.append(f.at)
+            if let end = f.value.graceExpiresAt { times.append(end) }
+        }
+        guard !failures.isEmpty else { return times }
+        func windows(from end: Timestamp) {
+            times.append(end.adding(seconds: policy.billingGraceDays * 86_400))
+            times.append(end.adding(seconds: policy.billingRetryDays * 86_400))
+        }
+        for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
+        for e in extensions { windows(from: e.value.expiresAt) }
+        for u in upgrades { windows(from: u.value.startsAt) }
+        for m in marks { windows(from: m.at) }
+        for f in failures { windows(from: f.at) }
+        return times
+    }
+}

@@ -1,0 +1,125 @@
+import LedgerCore
+
+/// A read model: a pure reducer over one key's events (the subject unless it says otherwise),
+/// and a view of the state it folds at a time, under a policy. No I/O, no clock: the engine
+/// (`LedgerProjections`) stores the states, keeps them current in each append's transaction and
+/// rebuilds them; the audit folds them in memory.
+///
+/// A model declares itself once: its state's fields (`StateRecord.fields`), its view's fields
+/// (`Encodable`: the JSON `status` prints, in declaration order, `null` for no value), the
+/// events it reads (`reads`), how each changes the state (`apply`, an exhaustive `switch`), and
+/// what it answers (`view`). It is registered in `ReadModels.all`, which the engine, `status`,
+/// `audit` and the command line all read.
+///
+/// What decides the plan (store coverage, billing grace, grants, device snapshots, sign-ins,
+/// deletion) is folded once per subject into `SubjectFacts`, which every model's view receives:
+/// no model holds another's state or calls another's reducer.
+public protocol ReadModel: Sendable {
+    associatedtype State: ModelState
+    associatedtype View: ModelView
+
+    /// The model's name, as `stats`, `status` and `rebuild` show it: lower-case, stable.
+    static var name: String { get }
+    /// Bumped whenever `apply` or the state's fields change meaning: a store built by another
+    /// version is stale, and appends do not advance the model, until a rebuild. A change to
+    /// `view` alone needs no bump: views are worked out from the stored state at query time.
+    static var version: UInt32 { get }
+    /// The event types `apply` reads; others never reach it (and their events load no state).
+    static var reads: Set<String> { get }
+    /// The key whose state an event changes: the subject unless a model says otherwise;
+    /// `nil` skips the event.
+    static func key(for event: RecordedEvent) -> String?
+    /// Folds one event into its key's state.
+    static func apply(_ event: RecordedEvent, to state: inout State)
+    /// The answer at `t`, from the state, the key's subject facts and the policy; `nil` when the
+    /// policy has no such model (it lacks the section the model reads: SPEC §4).
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View?
+    /// Times at which the view may change with no new event — a period running out, a grace
+    /// ending, a day boundary — as a superset: the audit evaluates the view at each and lists
+    /// those where something changed. Unsorted, duplicates allowed. Default: none.
+    static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp]
+    /// Whether the model keeps a time-ordered index across keys (`indexEntries`). Default: no.
+    static var isIndexed: Bool { get }
+    /// Entries of the model's time-ordered index across keys (`Ledger.index`): what falls due
+    /// and when, worked out from the key's state and its facts under the policy. The engine
+    /// keeps the index in each append's transaction, for every key whose state or facts the
+    /// append changed, and rebuilds it with the model. Default: none.
+    static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry]
+}
+
+extension ReadModel {
+    public static func key(for event: RecordedEvent) -> String? { event.subject }
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }
+    public static var isIndexed: Bool { false }
+    public static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
+}
+
+/// A model's per-key state: empty to start with, encoded by its field list.
+public protocol ModelState: StateRecord, Equatable {}
+
+/// An entry of a model's time-ordered index: at a time, of a kind, with details the model
+/// encodes (`IndexEntry.detail`, JSON text). Entries of one key sort by (at, kind, detail).
+public struct IndexEntry: Sendable, Hashable {
+    public var at: Timestamp
+    public var kind: String
+    /// The entry's details as JSON text (`JSON.serialized()`), an object.
+    public var detail: String
+
+    public init(at: Timestamp, kind: String, detail: JSON = .object(JSONObject())) {
+        self.at = at
+        self.kind = kind
+        self.detail = detail.serialized()
+    }
+}
+
+/// What a model answers: its JSON (SPEC §5's shape) comes from `Encodable`, and the audit and
+/// the status card ask it for words.
+public protocol ModelView: Encodable, Sendable, Equatable {
+    /// The rule that decides a field (its dotted path in the JSON), as the audit names it when
+    /// the field changes; `nil` when the field follows from the model's other fields (the audit
+    /// then cites the rule of the other fields that changed with it).
+    func rule(for field: String) -> String?
+    /// The rule behind a field's change from `previous` to this view. Default: `rule(for:)`.
+    func rule(for field: String, since previous: Self) -> String?
+    /// What happened between `previous` and this view when no event caused it, in words for
+    /// the audit's time entries ("the trial ran out: trial → free"); `nil` when this model has
+    /// nothing to say beyond its changed fields.
+    func timeChange(since previous: Self) -> String?
+    /// Fields the audit does not list as changes because they restate others.
+    static var restatedFields: Set<String> { get }
+    /// The view for people: a headline and rows, values as JSON (the card shows times in UTC
+    /// and the subject's zone). Default: the first field as the headline, then every field.
+    var card: ViewCard { get }
+}
+
+extension ModelView {
+    public func rule(for field: String) -> String? { nil }
+    public func rule(for field: String, since previous: Self) -> String? { rule(for: field) }
+    public func timeChange(since previous: Self) -> String? { nil }
+    public static var restatedFields: Set<String> { [] }
+
+    /// The view as SPEC §5's JSON object.
+    public var json: JSONObject { ViewEncoder.object(self) }
+
+    public var card: ViewCard {
+        let members = json.members
+        guard let first = members.first else { return ViewCard(headline: [], rows: []) }
+        return ViewCard(headline: [.value(first.value)], rows: members.dropFirst().map { ($0.key, $0.value) })
+    }
+}
+
+/// A view for people: a headline made of words and values, then labelled rows.
+public struct ViewCard: Sendable {
+    public enum Part: Sendable, Equatable {
+        case text(String)
+        case value(JSON)
+    }
+
+    public var headline: [Part]
+    public var rows: [(label: String, value: JSON)]
+
+    public init(headline: [Part], rows: [(label: String, value: JSON)]) {
+        self.headline = headline
+        self.rows = rows
+    }
+}

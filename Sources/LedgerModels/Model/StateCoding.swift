@@ -1,0 +1,305 @@
+import LedgerCore
+
+/// A value a read model's state is made of, with a compact, deterministic binary encoding:
+/// the same value always encodes to the same bytes, so states built incrementally and by a
+/// rebuild can be compared byte for byte.
+///
+/// Integers, booleans, strings, timestamps, arrays, optionals, `Dated` facts and enums with
+/// `UInt8` or `String` raw values already are; a struct becomes one by listing its fields
+/// once (`StateRecord`).
+public protocol StateValue: Sendable {
+    static func encode(_ value: Self, to encoder: inout StateEncoder)
+    static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self
+}
+
+/// A struct whose encoding is its fields', in the order its one `code(_:)` method names them:
+/// the one place a state's layout is written, read both ways — encoding reads each field,
+/// decoding (from `init()`) sets it.
+///
+/// ```swift
+/// public struct State: ModelState {
+///     public var passes: [Dated<String>] = []
+///     public var cancellations: [Dated<String>] = []
+///     public init() {}
+///     public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+///         try coder.code(&passes); try coder.code(&cancellations)
+///     }
+/// }
+/// ```
+public protocol StateRecord: StateValue {
+    init()
+    /// Codes each field in order: `coder.code(&field)`.
+    mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged)
+}
+
+extension StateRecord {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) {
+        // Encoding reads the fields only, so the copy shares its storage and nothing is copied;
+        // the encoder moves into the coder and back, so its bytes are never shared (and copied).
+        var copy = value
+        var coder = StateCoder(encoding: encoder)
+        encoder = StateEncoder()
+        try? copy.code(&coder)   // encoding never throws
+        encoder = coder.finishEncoding()
+    }
+
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self {
+        var value = Self()
+        // The decoder moves into the coder and back, so its window is never shared (and copied);
+        // after a throw it is spent, as the whole decode fails.
+        var coder = StateCoder(decoding: decoder)
+        decoder = StateDecoder(UnsafeRawBufferPointer(start: nil, count: 0))
+        try value.code(&coder)
+        decoder = coder.finishDecoding()
+        return value
+    }
+}
+
+/// A `StateRecord`'s fields on their way out (encoding: each is read) or in (decoding: each
+/// is set), one method for both, so a record's layout is written once.
+public struct StateCoder {
+    private var encoder: StateEncoder?
+    private var decoder: StateDecoder?
+
+    init(encoding encoder: StateEncoder) { self.encoder = encoder }
+    init(decoding decoder: StateDecoder) { self.decoder = decoder }
+
+    /// Encodes `value`, or sets it to the value decoded.
+    public mutating func code<Value: StateValue>(_ value: inout Value) throws(StateDecoder.Damaged) {
+        if var decoding = decoder {
+            decoder = nil   // held alone while it reads, so its window is not copied
+            defer { decoder = decoding }
+            value = try Value.decode(from: &decoding)
+        } else if var encoding = encoder {
+            encoder = nil   // held alone while it writes, so its bytes are not copied
+            Value.encode(value, to: &encoding)
+            encoder = encoding
+        }
+    }
+
+    fileprivate consuming func finishEncoding() -> StateEncoder { encoder ?? StateEncoder() }
+    fileprivate consuming func finishDecoding() -> StateDecoder { decoder ?? StateDecoder(UnsafeRawBufferPointer(start: nil, count: 0)) }
+}
+
+extension StateValue {
+    /// The value's encoding on its own.
+    public var encoded: [UInt8] {
+        var encoder = StateEncoder()
+        Self.encode(self, to: &encoder)
+        return encoder.bytes
+    }
+
+    /// Decodes what `encoded` made; trailing bytes are damage.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(StateDecoder.Damaged) -> Self {
+        var decoder = StateDecoder(bytes)
+        let value = try decode(from: &decoder)
+        guard decoder.isAtEnd else { throw StateDecoder.Damaged(what: "\(decoder.remaining) trailing bytes") }
+        return value
+    }
+}
+
+/// Writes the compact encoding: unsigned LEB128 integers (zig-zag for signed ones), and two
+/// things states repeat made small:
+///
+/// - **Timestamps** as the zig-zag difference from the timestamp written before (the first
+///   from 0): a renewal's purchase is its event's time, its period ends a month on.
+/// - **Strings**: a string equal to one of the last `window` distinct strings written is its
+///   slot there (`slot << 1 | 1`, one byte); any other is its UTF-8 length (`length << 1`)
+///   and bytes. A subscription's original transaction id and product id, repeated by every
+///   renewal, take a byte each.
+///
+/// Both depend only on what was written before, so the encoding stays deterministic.
+public struct StateEncoder: Sendable {
+    public private(set) var bytes: [UInt8] = []
+    private var recent: [String] = []
+    private var lastTime: Int64 = 0
+    static let window = 8
+
+    public init() {}
+
+    public mutating func write(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
+    public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
+
+    public mutating func write(_ value: Timestamp) {
+        write(value.milliseconds &- lastTime)
+        lastTime = value.milliseconds
+    }
+
+    public mutating func write(_ value: String) {
+        if let slot = recent.firstIndex(of: value) {
+            write(UInt64(slot) << 1 | 1)
+            return
+        }
+        let utf8 = value.utf8
+        write(UInt64(utf8.count) << 1)
+        bytes.append(contentsOf: utf8)
+        if recent.count == Self.window { recent.removeLast() }
+        recent.insert(value, at: 0)
+    }
+}
+
+/// Reads what `StateEncoder` wrote. Damage (a truncated or malformed state) throws, never crashes.
+public struct StateDecoder {
+    /// A state's bytes are not an encoding this code reads.
+    public struct Damaged: Error, Sendable, CustomStringConvertible {
+        public var what: String
+        public init(what: String) { self.what = what }
+        public var description: String { what }
+    }
+
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+    private var recent: [String] = []
+    private var lastTime: Int64 = 0
+
+    public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    public var isAtEnd: Bool { offset == bytes.count }
+    var remaining: Int { bytes.count - offset }
+
+    public mutating func uint() throws(Damaged) -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count, shift < 64 else { throw Damaged(what: "bad integer at byte \(offset)") }
+            let b = bytes[offset]
+            offset += 1
+            value |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return value }
+            shift += 7
+        }
+    }
+
+    public mutating func int() throws(Damaged) -> Int64 {
+        let raw = try uint()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    public mutating func byte() throws(Damaged) -> UInt8 {
+        guard offset < bytes.count else { throw Damaged(what: "truncated at byte \(offset)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    public mutating func bool() throws(Damaged) -> Bool {
+        switch try byte() {
+        case 0: return false
+        case 1: return true
+        default: throw Damaged(what: "bad boolean at byte \(offset - 1)")
+        }
+    }
+
+    public mutating func timestamp() throws(Damaged) -> Timestamp {
+        lastTime = lastTime &+ (try int())
+        return Timestamp(milliseconds: lastTime)
+    }
+
+    public mutating func string() throws(Damaged) -> String {
+        let code = try uint()
+        if code & 1 == 1 {
+            let slot = Int(clamping: code >> 1)
+            guard slot < recent.count else { throw Damaged(what: "bad string reference at byte \(offset)") }
+            return recent[slot]
+        }
+        let length = code >> 1
+        guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
+        offset += Int(length)
+        guard let text = StrictUTF8.string(slice) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
+        if recent.count == StateEncoder.window { recent.removeLast() }
+        recent.insert(text, at: 0)
+        return text
+    }
+
+    /// A count of elements still to come, checked against the bytes left (each takes one at least).
+    public mutating func count() throws(Damaged) -> Int {
+        let count = try uint()
+        guard count <= UInt64(bytes.count - offset) else { throw Damaged(what: "bad count \(count) at byte \(offset)") }
+        return Int(count)
+    }
+}
+
+// MARK: The values states are made of
+
+extension UInt64: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self { try decoder.uint() }
+}
+
+extension Int64: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self { try decoder.int() }
+}
+
+extension Bool: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self { try decoder.bool() }
+}
+
+extension String: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self { try decoder.string() }
+}
+
+extension Timestamp: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self { try decoder.timestamp() }
+}
+
+extension Array: StateValue where Element: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) {
+        encoder.write(UInt64(value.count))
+        for element in value { Element.encode(element, to: &encoder) }
+    }
+
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self {
+        let count = try decoder.count()
+        var values: [Element] = []
+        values.reserveCapacity(count)
+        for _ in 0 ..< count { values.append(try Element.decode(from: &decoder)) }
+        return values
+    }
+}
+
+extension Optional: StateValue where Wrapped: StateValue {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) {
+        encoder.write(value != nil)
+        if let value { Wrapped.encode(value, to: &encoder) }
+    }
+
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self {
+        try decoder.bool() ? try Wrapped.decode(from: &decoder) : nil
+    }
+}
+
+/// An enum stored as its `UInt8` raw value.
+extension StateValue where Self: RawRepresentable, RawValue == UInt8 {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value.rawValue) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self {
+        let raw = try decoder.byte()
+        guard let value = Self(rawValue: raw) else { throw StateDecoder.Damaged(what: "unknown \(Self.self) \(raw)") }
+        return value
+    }
+}
+
+/// An enum stored as its `String` raw value (one byte once written before: the string window).
+extension StateValue where Self: RawRepresentable, RawValue == String {
+    public static func encode(_ value: Self, to encoder: inout StateEncoder) { encoder.write(value.rawValue) }
+    public static func decode(from decoder: inout StateDecoder) throws(StateDecoder.Damaged) -> Self {
+        let raw = try decoder.string()
+        guard let value = Self(rawValue: raw) else { throw StateDecoder.Damaged(what: "unknown \(Self.self) \(raw)") }
+        return value
+    }
+}
+
+extension VerifiedPlan: StateValue {}

@@ -1,0 +1,90 @@
+import LedgerCore
+import LedgerModels
+
+/// What the engine folds and stores per key: the subjects' facts (`SubjectFacts`, which every
+/// view reads) and each registered model. One list, `Fold.all(models)`: index 0 is the facts.
+struct Fold: Sendable {
+    let name: String
+    let version: UInt32
+    let reads: Set<String>
+    /// The model, `nil` for the facts.
+    let model: (any ReadModel.Type)?
+
+    static let factsName = "facts"
+    /// Bumped when `SubjectFacts.apply` or its fields change meaning.
+    static let factsVersion: UInt32 = 1
+
+    static func all(_ models: [any ReadModel.Type]) -> [Fold] {
+        [Fold(name: factsName, version: factsVersion, reads: SubjectFacts.reads, model: nil)]
+            + models.map { Fold(name: $0.name, version: $0.version, reads: $0.reads, model: $0) }
+    }
+
+    /// Empty states of this fold, to fold events into.
+    func makeStates() -> any StateFold {
+        guard let model else { return States<FactsFolding>() }
+        return states(model)
+    }
+
+    private func states<M: ReadModel>(_ model: M.Type) -> any StateFold { States<ModelFolding<M>>() }
+}
+
+/// A reducer the engine runs: the facts' or a model's.
+protocol Folding {
+    associatedtype State: StateRecord & Equatable
+    static func key(for event: RecordedEvent) -> String?
+    static func apply(_ event: RecordedEvent, to state: inout State)
+}
+
+enum FactsFolding: Folding {
+    static func key(for event: RecordedEvent) -> String? { event.subject }
+    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts) { state.apply(event) }
+}
+
+enum ModelFolding<M: ReadModel>: Folding {
+    static func key(for event: RecordedEvent) -> String? { M.key(for: event) }
+    static func apply(_ event: RecordedEvent, to state: inout M.State) { M.apply(event, to: &state) }
+}
+
+/// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
+/// transaction touches.
+protocol StateFold: AnyObject {
+    /// Keys held.
+    var count: Int { get }
+    /// Applies `event` to its key's state; `load` gives the stored state's bytes the first
+    /// time a key is touched (`nil`: none stored).
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws
+    /// Applies `event` to its key's state, starting from an empty one (a fold from scratch).
+    func apply(_ event: RecordedEvent)
+    /// Every held key with its encoded state, in no order.
+    func encoded() -> [(key: String, state: [UInt8])]
+    /// The encoded state held for `key`, if any.
+    func encodedState(of key: String) -> [UInt8]?
+    /// The keys held.
+    var keys: [String] { get }
+}
+
+final class States<F: Folding>: StateFold {
+    private(set) var states: [String: F.State] = [:]
+
+    var count: Int { states.count }
+    var keys: [String] { Array(states.keys) }
+
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+        guard let key = F.key(for: event) else { return }
+        if states[key] == nil {
+            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
+        }
+        F.apply(event, to: &states[key, default: F.State()])
+    }
+
+    func apply(_ event: RecordedEvent) {
+        guard let key = F.key(for: event) else { return }
+        F.apply(event, to: &states[key, default: F.State()])
+    }
+
+    func encoded() -> [(key: String, state: [UInt8])] {
+        states.map { (key: $0.key, state: $0.value.encoded) }
+    }
+
+    func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+}

@@ -1,0 +1,346 @@
+import LMDB
+import LedgerCore
+import LedgerModels
+import LedgerStore
+import Synchronization
+
+/// One build of every fold (the facts and each model): which generation of `models` holds
+/// its states, the policy it was built under, and per fold its tag (the byte after each key
+/// that marks the fold's states), the version that built it and its checkpoint (the last
+/// position its states hold; positions are gap-free, so that alone says which events they
+/// hold). All folds are built together, so one subject's states are neighbours.
+struct Generation: StateRecord, Equatable, Sendable {
+    struct FoldRecord: StateRecord, Equatable, Sendable {
+        var name = ""
+        var tag: UInt64 = 0
+        var version: UInt64 = 0
+        var checkpoint: UInt64 = 0
+
+        init() {}
+        init(name: String, tag: UInt8, version: UInt32, checkpoint: UInt64) {
+            (self.name, self.tag, self.version, self.checkpoint) = (name, UInt64(tag), UInt64(version), checkpoint)
+        }
+        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&name)
+            try coder.code(&tag)
+            try coder.code(&version)
+            try coder.code(&checkpoint)
+        }
+    }
+
+    var id: UInt64 = 0
+    var policyHash = ""
+    var folds: [FoldRecord] = []
+
+    init() {}
+    mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+        try coder.code(&id)
+        try coder.code(&policyHash)
+        try coder.code(&folds)
+    }
+
+    var number: UInt32 { UInt32(truncatingIfNeeded: id) }
+
+    func record(_ name: String) -> FoldRecord? { folds.first { $0.name == name } }
+
+    /// The lowest checkpoint of `names`' records (0 for one missing).
+    func checkpoint(of name: String) -> UInt64 { record(name)?.checkpoint ?? 0 }
+}
+
+/// Where the folds live in the store, next to the log.
+///
+/// - `models`: generation (u32 BE) ‖ key length (u16 BE) ‖ key (UTF-8) ‖ tag → the fold's
+///   encoded state of that key. A subject's states of every fold are neighbours: a status
+///   query reads them with one seek, and an append's loads find them on one page.
+/// - `modelIndex`: the indexed models' time-ordered entries, `e` ‖ generation ‖ tag ‖ at
+///   (u64 BE, sign bit flipped) ‖ key length ‖ key ‖ kind ‖ 0 ‖ detail hash → detail; and per
+///   key the entries it has, `k` ‖ generation ‖ tag ‖ key length ‖ key → their keys.
+/// - `generations`: `served` and `shadow` → a `Generation`; `next` → the next generation
+///   number; `layout` → this layout's number.
+enum ModelSchema {
+    static let states = "models"
+    static let index = "modelIndex"
+    static let generations = "generations"
+    /// The layout this code writes (2: one generation for every fold, the facts folded once;
+    /// the first layout had a generation per model, each with its own copy of the facts).
+    static let layout: UInt8 = 2
+    static let layoutKey = Array("layout".utf8)
+    static let servedKey = Array("served".utf8)
+    static let shadowKey = Array("shadow".utf8)
+    static let nextKey = Array("next".utf8)
+
+    static func prefix(_ generation: UInt32) -> [UInt8] { withUnsafeBytes(of: generation.bigEndian) { Array($0) } }
+
+    /// Generation ‖ key length ‖ key: where a key's states begin.
+    static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] {
+        let utf8 = Array(key.utf8)
+        return prefix(generation) + withUnsafeBytes(of: UInt16(truncatingIfNeeded: utf8.count).bigEndian) { Array($0) } + utf8
+    }
+
+    static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] { keyPrefix(generation, key) + [tag] }
+
+    /// The key and tag of a stored state's key in `generation`, else `nil`.
+    static func parse(_ stored: UnsafeRawBufferPointer, in generation: UInt32) -> (key: String, tag: UInt8)? {
+        guard stored.count >= 7, ModelSchema.generation(of: stored) == generation else { return nil }
+        let length = Int(stored[4]) << 8 | Int(stored[5])
+        guard stored.count == 6 + length + 1 else { return nil }
+        return (String(decoding: UnsafeRawBufferPointer(rebasing: stored[6 ..< 6 + length]), as: UTF8.self), stored[6 + length])
+    }
+
+    static func generation(of key: UnsafeRawBufferPointer) -> UInt32? {
+        guard key.count >= 4 else { return nil }
+        return key.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    /// An index time as an unsigned big-endian number that sorts as the times do.
+    static func indexTime(_ t: Timestamp) -> [UInt8] {
+        withUnsafeBytes(of: (UInt64(bitPattern: t.milliseconds) ^ (1 << 63)).bigEndian) { Array($0) }
+    }
+
+    static func indexTime(_ bytes: UnsafeRawBufferPointer.SubSequence) -> Timestamp {
+        Timestamp(milliseconds: Int64(bitPattern: bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } ^ (1 << 63)))
+    }
+
+    static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "e")] + prefix(generation) + [tag] }
+
+    static func entryKey(_ generation: UInt32, tag: UInt8, key: String, _ entry: IndexEntry) -> [UInt8] {
+        entryPrefix(generation, tag: tag) + indexTime(entry.at) + Array(keyPrefix(0, key).dropFirst(4))
+            + Array(entry.kind.utf8) + [0] + withUnsafeBytes(of: fnv1a(entry.detail).bigEndian) { Array($0) }
+    }
+
+    static func keyEntriesKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] {
+        [UInt8(ascii: "k")] + prefix(generation) + [tag] + Array(keyPrefix(0, key).dropFirst(4))
+    }
+
+    /// A 64-bit FNV-1a hash: entry keys are unique by (at, key, kind, detail) without the
+    /// detail itself in the key (LMDB keys are at most 511 bytes).
+    static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
+}
+
+/// The engine's databases and the reads and writes every path shares.
+struct ModelStore: Sendable {
+    let env: Environment
+    let log: LogAccess
+    let states: Database
+    let index: Database
+    let generations: Database
+    /// The served record last decoded, with its bytes: a query decodes it again only when the
+    /// stored bytes differ.
+    private let servedCache = ServedCache()
+
+    /// Opens the engine's databases; a store of the first layout (a generation per model) is
+    /// emptied, to be built again by catch-up, the first time it is opened for writing.
+    init(env: Environment) throws {
+        self.env = env
+        log = try LogAccess(env)
+        let readOnly = env.configuration.flags.contains(.readOnly)
+        do {
+            states = try env.openDatabase(ModelSchema.states, flags: readOnly ? [] : [.create])
+            index = try env.openDatabase(ModelSchema.index, flags: readOnly ? [] : [.create])
+            generations = try env.openDatabase(ModelSchema.generations, flags: readOnly ? [] : [.create])
+        } catch let error as LMDBError where error.code == .notFound {
+            throw LedgerError(.storage, "the store at \(env.path) has no read models of this layout yet; open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to build them")
+        }
+        let states = self.states, index = self.index, generations = self.generations
+        let layout = try env.read { txn in try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) } }
+        guard layout != [ModelSchema.layout] else { return }
+        guard !readOnly else {
+            throw LedgerError(.unsupportedFormat, "the read models at \(env.path) are of an older layout; open the store once for writing to build them again")
+        }
+        try env.write { txn in
+            try txn.removeAll(states)
+            try txn.removeAll(index)
+            try txn.removeAll(generations)
+            try txn.put(generations, key: ModelSchema.layoutKey, value: [ModelSchema.layout])
+        }
+    }
+
+    // MARK: Generations
+
+    func served(_ txn: borrowing Transaction) throws -> Generation? {
+        guard let bytes = try txn.get(generations, key: ModelSchema.servedKey) else { return nil }
+        if let cached = servedCache.value.withLock({ $0 }), bytes.hasSameBytes(as: cached.bytes) { return cached.generation }
+        let generation = try generation(ModelSchema.servedKey, txn)
+        if let generation { servedCache.value.withLock { $0 = (Array(bytes), generation) } }
+        return generation
+    }
+    func shadow(_ txn: borrowing Transaction) throws -> Generation? { try generation(ModelSchema.shadowKey, txn) }
+
+    private func generation(_ key: [UInt8], _ txn: borrowing Transaction) throws -> Generation? {
+        guard let bytes = try txn.get(generations, key: key) else { return nil }
+        do {
+            return try Generation.decode(bytes)
+        } catch {
+            throw LedgerError(.corruptRecord, "the read models' generation record is damaged (\(error)); run `ledger rebuild`")
+        }
+    }
+
+    func setServed(_ generation: Generation, _ txn: borrowing Transaction) throws {
+        try txn.put(generations, key: ModelSchema.servedKey, value: generation.encoded)
+    }
+
+    func setShadow(_ generation: Generation?, _ txn: borrowing Transaction) throws {
+        if let generation {
+            try txn.put(generations, key: ModelSchema.shadowKey, value: generation.encoded)
+        } else {
+            _ = try txn.delete(generations, key: ModelSchema.shadowKey)
+        }
+    }
+
+    /// Takes the next generation number.
+    func allocate(_ txn: borrowing Transaction) throws -> UInt32 {
+        let next = try txn.get(generations, key: ModelSchema.nextKey).flatMap { ModelSchema.generation(of: $0) } ?? 1
+        try txn.put(generations, key: ModelSchema.nextKey, value: ModelSchema.prefix(next + 1))
+        return next
+    }
+
+    // MARK: States
+
+    func state(_ generation: UInt32, tag: UInt8, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
+        try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
+    }
+
+    func put(_ generation: UInt32, tag: UInt8, _ key: String, _ state: [UInt8], _ txn: borrowing Transaction) throws {
+        try txn.put(states, key: ModelSchema.stateKey(generation, key, tag: tag), value: state)
+    }
+
+    /// Every stored state of `key` in `generation`, by tag, valid until `txn` ends: its states
+    /// are neighbours, so one seek finds them.
+    func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction) throws -> [UInt8: UnsafeRawBufferPointer] {
+        let prefix = ModelSchema.keyPrefix(generation, key)
+        var found: [UInt8: UnsafeRawBufferPointer] = [:]
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix) {
+                found[current.key[prefix.count]] = current.value
+                entry = try cursor.next()
+            }
+        }
+        return found
+    }
+
+    /// Calls `body` with each key, tag and state of `generation`, in the order the store keeps them.
+    func forEachState(in generation: UInt32, _ txn: borrowing Transaction,
+                      _ body: (String, UInt8, UnsafeRawBufferPointer) throws -> Void) throws {
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
+            while let current = entry, ModelSchema.generation(of: current.key) == generation {
+                if let (key, tag) = ModelSchema.parse(current.key, in: generation) { try body(key, tag, current.value) }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// Every generation number that has states or index entries, in order.
+    func storedGenerations(_ txn: borrowing Transaction) throws -> Set<UInt32> {
+        var found: Set<UInt32> = []
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.first()
+            while let current = entry, let generation = ModelSchema.generation(of: current.key) {
+                found.insert(generation)
+                guard generation < UInt32.max else { break }
+                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
+            }
+        }
+        for marker in [UInt8(ascii: "e"), UInt8(ascii: "k")] {
+            try txn.withCursor(index) { cursor in
+                var entry = try cursor.seek(atLeast: [marker])
+                while let current = entry, current.key.first == marker, current.key.count >= 5,
+                      let generation = ModelSchema.generation(of: UnsafeRawBufferPointer(rebasing: current.key[1...])) {
+                    found.insert(generation)
+                    guard generation < UInt32.max else { break }
+                    entry = try cursor.seek(atLeast: [marker] + ModelSchema.prefix(generation + 1))
+                }
+            }
+        }
+        return found
+    }
+
+    /// Deletes at most `limit` states and index entries of `generation`; how many it deleted.
+    func delete(_ generation: UInt32, limit: Int, _ txn: borrowing Transaction) throws -> Int {
+        var deleted = 0
+        for (database, prefix) in [(states, ModelSchema.prefix(generation)),
+                                   (index, [UInt8(ascii: "e")] + ModelSchema.prefix(generation)),
+                                   (index, [UInt8(ascii: "k")] + ModelSchema.prefix(generation))] {
+            try txn.withCursor(database) { cursor in
+                var entry = try cursor.seek(atLeast: prefix)
+                while deleted < limit, let current = entry, current.key.begins(with: prefix) {
+                    try cursor.deleteCurrent()
+                    deleted += 1
+                    // A cursor stays on the entry after the one it deleted (`mdb_cursor_del`).
+                    entry = try cursor.current()
+                }
+            }
+        }
+        return deleted
+    }
+
+    // MARK: Index
+
+    /// Replaces `key`'s entries in the index of the model tagged `tag` with `entries`.
+    func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
+        let listKey = ModelSchema.keyEntriesKey(generation, tag: tag, key: key)
+        if let old = try txn.get(index, key: listKey).map({ Array($0) }) {
+            for stored in Self.entryKeys(old) { _ = try txn.delete(index, key: stored) }
+        }
+        guard !entries.isEmpty else {
+            _ = try txn.delete(index, key: listKey)
+            return
+        }
+        var list: [UInt8] = []
+        for entry in entries {
+            let stored = ModelSchema.entryKey(generation, tag: tag, key: key, entry)
+            try txn.put(index, key: stored, value: Array(entry.detail.utf8))
+            list += [UInt8(stored.count >> 8), UInt8(truncatingIfNeeded: stored.count)] + stored
+        }
+        try txn.put(index, key: listKey, value: list)
+    }
+
+    /// The entry keys of a key's list: each its length (u16 BE) and its bytes.
+    static func entryKeys(_ list: [UInt8]) -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        var offset = 0
+        while offset + 2 <= list.count {
+            let length = Int(list[offset]) << 8 | Int(list[offset + 1])
+            guard offset + 2 + length <= list.count else { break }
+            keys.append(Array(list[(offset + 2) ..< (offset + 2 + length)]))
+            offset += 2 + length
+        }
+        return keys
+    }
+
+    /// The index entries of the model tagged `tag` with from ≤ at < to, in time order.
+    func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
+                 _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
+        let prefix = ModelSchema.entryPrefix(generation, tag: tag)
+        let end = prefix + ModelSchema.indexTime(to)
+        try txn.withCursor(index) { cursor in
+            var entry = try cursor.seek(atLeast: prefix + ModelSchema.indexTime(from))
+            while let current = entry, current.key.begins(with: prefix), current.key.lexicographicallyPrecedes(end) {
+                let rest = UnsafeRawBufferPointer(rebasing: current.key[prefix.count...])
+                guard rest.count >= 10 else { throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`") }
+                let at = ModelSchema.indexTime(rest[0 ..< 8])
+                let length = Int(rest[8]) << 8 | Int(rest[9])
+                guard rest.count >= 10 + length + 9 else { throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`") }
+                let key = String(decoding: UnsafeRawBufferPointer(rebasing: rest[10 ..< 10 + length]), as: UTF8.self)
+                let kind = String(decoding: UnsafeRawBufferPointer(rebasing: rest[(10 + length) ..< (rest.count - 9)]), as: UTF8.self)
+                let detail = String(decoding: current.value, as: UTF8.self)
+                let parsed = (try? JSONParser.parse(detail)) ?? .object(JSONObject())
+                try body(key, IndexEntry(at: at, kind: kind, detail: parsed))
+                entry = try cursor.next()
+            }
+        }
+    }
+}
+
+/// The served generation record last decoded (`ModelStore.served`).
+private final class ServedCache: Sendable {
+    let value = Mutex<(bytes: [UInt8], generation: Generation)?>(nil)
+}

@@ -1,0 +1,343 @@
+import LMDB
+import LedgerCore
+import LedgerModels
+import LedgerStore
+
+/// A model as `stats` reports it.
+public struct ModelStatus: Sendable, Hashable {
+    public var name: String
+    /// The last position its served states hold, `nil` when the store has never built it.
+    public var checkpoint: UInt64?
+    /// The policy the served states were built under.
+    public var policyHash: String?
+    /// The version that built it.
+    public var version: UInt32?
+    /// A rebuild is in progress (or was abandoned by a crash).
+    public var rebuilding: Bool
+    /// Built by another version than this code's, under another policy than the store's, or
+    /// behind the log.
+    public var stale: Bool
+    /// Why it is stale, for people.
+    public var staleReason: String?
+
+    /// The `stats --json` shape: checkpoint, policy hash, stale.
+    public var json: JSON {
+        [
+            "checkpoint": checkpoint.map { .integer(Int64(clamping: $0)) } ?? .null,
+            "policyHash": policyHash.map(JSON.string) ?? .null,
+            "stale": .bool(stale),
+        ]
+    }
+}
+
+/// One problem `verify` found in a read model.
+public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
+    public var model: String
+    public var key: String?
+    public var message: String
+    public var description: String { "\(model)\(key.map { " \($0)" } ?? ""): \(message)" }
+}
+
+/// One subject's answers at a time: every registered model's view, in registration order.
+public struct Status: Sendable {
+    public struct Answer: Sendable {
+        public var model: String
+        /// `nil` when the store's policy has no such model (SPEC §4: `status` shows `null`).
+        public var view: (any ModelView)?
+    }
+
+    public var subject: String
+    public var at: Timestamp
+    public var answers: [Answer]
+    /// Models whose answer may not follow the current rules: built by another version or
+    /// under another policy, or behind the log (`ledger rebuild` or a catch-up mends it).
+    public var stale: [String]
+
+    /// SPEC §5's `status --json`.
+    public var json: JSON {
+        .object(JSONObject([("subject", .string(subject)), ("at", .string(at.description))]
+            + answers.map { ($0.model, $0.view.map { .object($0.json) } ?? .null) }))
+    }
+}
+
+extension Generation {
+    /// Whether another version than this code's built `model`'s states or the facts it reads.
+    func builtByAnotherVersion(of model: any ReadModel.Type) -> Bool {
+        record(model.name)?.version != UInt64(model.version) || record(Fold.factsName)?.version != UInt64(Fold.factsVersion)
+    }
+}
+
+extension ProjectionEngine {
+    /// Each model's served build and whether it is stale.
+    func statuses() throws(LedgerError) -> [ModelStatus] {
+        do {
+            return try store.env.read { txn in
+                let served = try store.served(txn)
+                let rebuilding = try store.shadow(txn) != nil
+                let policyHash = try servedPolicy(txn).hash
+                let head = try store.log.head(txn)
+                return models.map { model in
+                    let record = served?.record(model.name)
+                    let reason = staleness(model.name, model.version, served, policyHash: policyHash, head: head)
+                    return ModelStatus(name: model.name, checkpoint: record?.checkpoint, policyHash: record == nil ? nil : served?.policyHash,
+                                       version: record.map { UInt32(truncatingIfNeeded: $0.version) }, rebuilding: rebuilding,
+                                       stale: reason != nil, staleReason: reason)
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the read models' checkpoints")
+        }
+    }
+
+    /// Why a model's served states must not be taken as current, or `nil`: its own record's,
+    /// or the facts' it reads.
+    func staleness(_ name: String, _ version: UInt32, _ served: Generation?, policyHash: String, head: UInt64) -> String? {
+        guard let served, let record = served.record(name), let facts = served.record(Fold.factsName) else {
+            return "never built; open the store for writing to build it, or run `ledger rebuild`"
+        }
+        if record.version != UInt64(version) {
+            return "built by version \(record.version), this ledger has \(version); run `ledger rebuild`"
+        }
+        if facts.version != UInt64(Fold.factsVersion) {
+            return "its facts were built by version \(facts.version), this ledger has \(Fold.factsVersion); run `ledger rebuild`"
+        }
+        if served.policyHash != policyHash {
+            return "built under policy \(served.policyHash.prefix(12))…, the store's is \(policyHash.prefix(12))…; run `ledger rebuild`"
+        }
+        if record.checkpoint != head || facts.checkpoint != head {
+            return "its checkpoint is \(min(record.checkpoint, facts.checkpoint)) but the log ends at \(head); open the store for writing to catch it up"
+        }
+        return nil
+    }
+
+    /// Every model's view of `key` at `t` under the store's policy, in one read snapshot. A
+    /// model whose served states another version built is answered when they decode, and left
+    /// out when they do not (both named in `stale`).
+    func status(of key: String, at t: Timestamp) throws(LedgerError) -> Status {
+        do {
+            return try store.env.read { txn in
+                let (policy, policyHash) = try servedPolicy(txn)
+                let head = try store.log.head(txn)
+                guard let served = try store.served(txn) else {
+                    return Status(subject: key, at: t, answers: models.map { model in Status.Answer(model: model.name, view: try? emptyView(model, t, policy)) },
+                                  stale: [])
+                }
+                let stored = try store.states(of: key, in: served.number, txn)
+                let factsBytes = served.record(Fold.factsName).flatMap { stored[UInt8($0.tag)] }
+                // Decoded once, for every model's view.
+                let facts: SubjectFacts
+                do {
+                    facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
+                } catch let error as StateDecoder.Damaged {
+                    guard served.record(Fold.factsName)?.version != UInt64(Fold.factsVersion) else { throw Self.damaged(Fold.factsName, key, error) }
+                    return Status(subject: key, at: t, answers: [], stale: models.map { $0.name })
+                }
+                var answers: [Status.Answer] = []
+                var stale: [String] = []
+                for model in models {
+                    if staleness(model.name, model.version, served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
+                    let bytes = served.record(model.name).flatMap { stored[UInt8($0.tag)] }
+                    do {
+                        answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: bytes, facts: facts, at: t, policy: policy)))
+                    } catch let error as StateDecoder.Damaged {
+                        // Another version's states may not decode under this code; this one's must.
+                        guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(model.name, key, error) }
+                    }
+                }
+                return Status(subject: key, at: t, answers: answers, stale: stale)
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the views of \(key)")
+        }
+    }
+
+    /// A state that does not decode under the version that built it.
+    static func damaged(_ model: String, _ key: String, _ error: StateDecoder.Damaged) -> LedgerError {
+        LedgerError(.corruptRecord, "read model \(model) is damaged for \(key) (\(error)); run `ledger rebuild`")
+    }
+
+    private func emptyView(_ model: any ReadModel.Type, _ t: Timestamp, _ policy: Policy) throws -> (any ModelView)? {
+        try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
+    }
+
+    /// One model's view of `key` at `t` under the store's policy.
+    func view<M: ReadModel>(_ model: M.Type, of key: String, at t: Timestamp) throws(LedgerError) -> M.View? {
+        do {
+            return try store.env.read { txn -> M.View? in
+                let policy = try self.policy(txn)
+                guard let served = try store.served(txn), let record = served.record(M.name) else {
+                    return try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
+                }
+                let stored = try store.states(of: key, in: served.number, txn)
+                let facts = served.record(Fold.factsName).flatMap { stored[UInt8($0.tag)] }
+                do {
+                    return try Self.view(model, stateBytes: stored[UInt8(record.tag)], factsBytes: facts, at: t, policy: policy)
+                } catch let error as StateDecoder.Damaged {
+                    guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(M.name, key, error) }
+                    throw LedgerError(.unsupportedFormat, "read model \(M.name) was built by version \(record.version), whose states this ledger (version \(M.version)) cannot read; run `ledger rebuild`")
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the \(M.name) view of \(key)")
+        }
+    }
+
+    /// Every key of a fold's served states (`"facts"` or a model's name) with its encoded
+    /// state, keys in UTF-8 byte order (tools and tests compare builds byte for byte).
+    func servedStates(of name: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
+        do {
+            return try store.env.read { txn in
+                guard let served = try store.served(txn), let record = served.record(name) else { return [] }
+                var states: [(key: String, state: [UInt8])] = []
+                try store.forEachState(in: served.number, txn) { key, tag, state in
+                    if tag == UInt8(record.tag) { states.append((key, Array(state))) }
+                }
+                return states.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the states of \(name)")
+        }
+    }
+
+    /// Calls `body` with every key's view in `model` at `t`, from one read snapshot, without
+    /// holding every state in memory (for summaries over the whole store): the keys that hold
+    /// a state of the model or facts.
+    func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp, _ body: (String, M.View) throws -> Void) throws(LedgerError) {
+        do {
+            try store.env.read { txn in
+                let policy = try self.policy(txn)
+                guard let served = try store.served(txn), let record = served.record(M.name), let facts = served.record(Fold.factsName) else { return }
+                var current: String?
+                var found: [UInt8: UnsafeRawBufferPointer] = [:]
+                func flush() throws {
+                    guard let key = current else { return }
+                    if let view = try Self.view(model, stateBytes: found[UInt8(record.tag)], factsBytes: found[UInt8(facts.tag)], at: t, policy: policy) {
+                        try body(key, view)
+                    }
+                    found.removeAll(keepingCapacity: true)
+                }
+                try store.forEachState(in: served.number, txn) { key, tag, state in
+                    if key != current {
+                        try flush()
+                        current = key
+                    }
+                    found[tag] = state
+                }
+                try flush()
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading every view of \(M.name)")
+        }
+    }
+
+    /// The entries of `model`'s time-ordered index with from ≤ at < to, sorted by (at, key,
+    /// kind, detail), strings by their UTF-8 bytes.
+    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
+        do {
+            return try store.env.read { txn in
+                guard let served = try store.served(txn), let record = served.record(model) else { return [] }
+                var found: [(key: String, entry: IndexEntry)] = []
+                try store.entries(generation: served.number, tag: UInt8(record.tag), from: from, to: to, txn) { key, entry in found.append((key, entry)) }
+                return found.sorted { a, b in
+                    if a.entry.at != b.entry.at { return a.entry.at < b.entry.at }
+                    if a.key != b.key { return a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
+                    if a.entry.kind != b.entry.kind { return a.entry.kind.utf8.lexicographicallyPrecedes(b.entry.kind.utf8) }
+                    return a.entry.detail.utf8.lexicographicallyPrecedes(b.entry.detail.utf8)
+                }
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the index of \(model)")
+        }
+    }
+
+    /// Checks every fold's served states against a fresh fold of the whole log, state by
+    /// state, byte for byte, in one read snapshot, and each indexed model's entries against
+    /// those the fresh states give; and that none is stale or behind. Returns what differs
+    /// (at most `limit` problems per fold).
+    func verify(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+        do {
+            return try store.env.read { txn in
+                let head = try store.log.head(txn)
+                let (policy, policyHash) = try servedPolicy(txn)
+                guard let served = try store.served(txn) else {
+                    return head == 0 ? [] : [ModelProblem(model: "models", message: "never built; open the store for writing to build them")]
+                }
+                var problems: [ModelProblem] = []
+                for model in models {
+                    if let reason = staleness(model.name, model.version, served, policyHash: policyHash, head: head) {
+                        problems.append(ModelProblem(model: model.name, message: "stale: \(reason)"))
+                    }
+                }
+                guard problems.isEmpty else { return problems }
+                let folded = try foldLog(through: head, txn, progress: progress)
+                var stored: [UInt8: [(key: String, state: [UInt8])]] = [:]
+                try store.forEachState(in: served.number, txn) { key, tag, state in stored[tag, default: []].append((key, Array(state))) }
+                for (index, fold) in folds.enumerated() {
+                    guard let record = served.record(fold.name) else { continue }
+                    let expected = folded[index].encoded().sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                    problems += compare(fold.name, expected: expected, stored: stored[UInt8(record.tag)] ?? [], limit: limit)
+                }
+                for (index, model) in models.enumerated() where model.isIndexed {
+                    guard let record = served.record(model.name) else { continue }
+                    problems += try compareIndex(model, index + 1, folded, served, record, policy: policy, limit: limit, txn)
+                }
+                return problems
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "verifying the read models")
+        }
+    }
+
+    /// Stored states against expected ones, both in key order.
+    private func compare(_ name: String, expected: [(key: String, state: [UInt8])], stored: [(key: String, state: [UInt8])],
+                         limit: Int) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        func report(_ key: String, _ message: String) {
+            if problems.count < limit { problems.append(ModelProblem(model: name, key: key, message: message)) }
+        }
+        let stored = stored.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        var i = 0, j = 0
+        while i < expected.count || j < stored.count {
+            if j == stored.count || (i < expected.count && expected[i].key.utf8.lexicographicallyPrecedes(stored[j].key.utf8)) {
+                report(expected[i].key, "missing from the served model")
+                i += 1
+            } else if i == expected.count || stored[j].key.utf8.lexicographicallyPrecedes(expected[i].key.utf8) {
+                report(stored[j].key, "in the served model but not in a fresh rebuild")
+                j += 1
+            } else {
+                if expected[i].state != stored[j].state { report(expected[i].key, "differs from a fresh rebuild") }
+                i += 1
+                j += 1
+            }
+        }
+        return problems
+    }
+
+    /// An indexed model's stored entries against those the fresh states give.
+    private func compareIndex(_ model: any ReadModel.Type, _ index: Int, _ folded: [any StateFold], _ served: Generation,
+                              _ record: Generation.FoldRecord, policy: Policy, limit: Int, _ txn: borrowing Transaction) throws -> [ModelProblem] {
+        let states = Dictionary(folded[index].encoded(), uniquingKeysWith: { first, _ in first })
+        let facts = Dictionary(folded[0].encoded(), uniquingKeysWith: { first, _ in first })
+        var expected: Set<String> = []
+        for key in Set(states.keys).union(facts.keys) {
+            let entries = try states[key].withOptionalBytes { state in
+                try facts[key].withOptionalBytes { facts in try Self.indexEntries(model, stateBytes: state, factsBytes: facts, policy: policy) }
+            }
+            for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
+        }
+        var stored: Set<String> = []
+        try store.entries(generation: served.number, tag: UInt8(record.tag), from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry in
+            stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)")
+        }
+        var problems: [ModelProblem] = []
+        for entry in expected.subtracting(stored).sorted().prefix(limit) { problems.append(ModelProblem(model: model.name, message: "index entry missing: \(entry)")) }
+        for entry in stored.subtracting(expected).sorted().prefix(limit) { problems.append(ModelProblem(model: model.name, message: "stray index entry: \(entry)")) }
+        return problems
+    }
+
+    /// Every head position committed from now on, starting with the current one.
+    func positions() -> AsyncStream<UInt64> {
+        let head = (try? store.env.read { txn in try store.log.head(txn) }) ?? 0
+        return broadcaster.stream(current: head)
+    }
+}

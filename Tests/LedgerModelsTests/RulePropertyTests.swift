@@ -1,0 +1,132 @@
+import LedgerCore
+import LedgerModels
+import LedgerTestSupport
+import PropertyBased
+import Testing
+
+/// SPEC §4's rules over random histories, folded in memory (the rules are pure: no store).
+@Suite struct RulePropertyTests {
+    /// One subject's events, each with its position, and the states the models fold from them.
+    struct Subject {
+        var events: [RecordedEvent] = []
+
+        func state<M: ReadModel>(_ model: M.Type, through t: Timestamp? = nil) -> M.State {
+            var state = M.State()
+            for event in events where M.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
+                M.apply(event, to: &state)
+            }
+            return state
+        }
+
+        func facts(through t: Timestamp? = nil) -> SubjectFacts {
+            var facts = SubjectFacts()
+            for event in events where SubjectFacts.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
+                facts.apply(event)
+            }
+            return facts
+        }
+
+        func view<M: ReadModel>(_ model: M.Type, at t: Timestamp, through cut: Timestamp? = nil) -> M.View? {
+            M.view(of: state(model, through: cut), facts: facts(through: cut), at: t, policy: .reference)
+        }
+    }
+
+    /// `RandomHistory`'s subjects, positioned in the order generated.
+    static func subjects(seed: UInt64, count: Int, perSubject: ClosedRange<Int>) throws -> [String: Subject] {
+        var history = RandomHistory(seed: seed)
+        var subjects: [String: Subject] = [:]
+        for (index, event) in history.events(subjects: count, perSubject: perSubject).enumerated() {
+            let stored = StoredEvent(position: UInt64(index + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            subjects[event.subject, default: Subject()].events.append(RecordedEvent(stored, data: event.data))
+        }
+        return subjects
+    }
+
+    /// Times to look at: just after each event, and days and weeks on.
+    static func times(of subject: Subject) -> [Timestamp] {
+        let offsets: [Int64] = [60, 86_400 + 7, 5 * 86_400 + 3, 20 * 86_400 + 11, 35 * 86_400 + 13, 100 * 86_400 + 17]
+        var times: [Timestamp] = []
+        for event in subject.events {
+            for seconds in offsets { times.append(event.occurredAt.adding(seconds: seconds)) }
+        }
+        return times
+    }
+
+    /// Every instant the history names — each event's occurredAt and every time in its data —
+    /// and each of them plus the policy's windows that count from such a time (billing grace,
+    /// a device's verification and offline grace): the entitlement's plan can change only at
+    /// these, so between two of them it is what it is at the first.
+    static func instants(of subject: Subject, policy: Policy.Subscription) -> [Timestamp] {
+        var named: [Timestamp] = []
+        for event in subject.events {
+            named.append(event.occurredAt)
+            switch event.data {
+            case .subscriptionPurchased(let p): named += [p.purchasedAt, p.expiresAt]
+            case .subscriptionRenewed(let r): named += [r.purchasedAt, r.expiresAt]
+            case .subscriptionProductChanged(let c): named += [c.purchasedAt, c.expiresAt].compactMap { $0 }
+            case .subscriptionRenewalExtended(let e): named.append(e.expiresAt)
+            case .subscriptionRenewalFailed(let f): named += [f.gracePeriodExpiresAt].compactMap { $0 }
+            case .supportEntitlementGranted(let g): named.append(g.until)
+            case .entitlementVerified(let v): named += [v.expiresAt].compactMap { $0 }
+            default: break
+            }
+        }
+        let windows = [0, policy.billingGraceDays * 86_400, policy.verificationIntervalHours * 3600, policy.offlineGraceHours * 3600]
+        return Set(named.flatMap { t in windows.map { t.adding(seconds: $0) } }).sorted()
+    }
+
+    /// Whether a plan gives access.
+    static func isPaid(_ plan: PlanState) -> Bool { plan == .trial || plan == .pro || plan == .proGrace }
+
+    /// SPEC §4 Retention: in the flow (startsAt = accessEnd), day 0 is exactly where the latest
+    /// stretch of trial, pro or pro_grace ends — found here by asking the entitlement's plan at
+    /// every instant of the history up to t, and taking the instant after the last one with
+    /// access. And a subject is `active` exactly when its plan gives access.
+    @Test func theFlowStartsWhereTheLastStretchOfAccessEnds() async {
+        var inFlow = 0, active = 0
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            for (name, subject) in try Self.subjects(seed: seed, count: 4, perSubject: 2...16) {
+                let facts = subject.facts()
+                let instants = Self.instants(of: subject, policy: Policy.reference.subscription)
+                let plan = { (t: Timestamp) -> PlanState in
+                    EntitlementModel.view(of: subject.state(EntitlementModel.self), facts: facts, at: t, policy: .reference)?.planState ?? .guest
+                }
+                let paid = instants.map { Self.isPaid(plan($0)) }
+                for t in Self.times(of: subject) {
+                    let view = try #require(subject.view(RetentionModel.self, at: t))
+                    let hasAccess = Self.isPaid(plan(t))
+                    switch view.tier {
+                    case .active:
+                        active += 1
+                        #expect(hasAccess, "seed \(seed), \(name) at \(t)")
+                    case .grace, .browseOnly, .archived, .pendingDeletion:
+                        inFlow += 1
+                        #expect(!hasAccess, "seed \(seed), \(name) at \(t)")
+                        let lastPaid = instants.indices.last { instants[$0] <= t && paid[$0] }
+                        let end = lastPaid.flatMap { $0 + 1 < instants.count ? instants[$0 + 1] : nil }
+                        #expect(view.dayZero == end, "seed \(seed), \(name) at \(t): day 0 \(view.dayZero?.description ?? "none"), last access ended \(end?.description ?? "never")")
+                    case .free, .deleted:
+                        break
+                    }
+                }
+            }
+        }
+        // The histories reach both sides often.
+        #expect(inFlow > 500 && active > 500, "in the flow \(inFlow) times, active \(active)")
+    }
+
+    /// SPEC §4: "the view at t uses only events whose occurredAt ≤ t" — every model's view at
+    /// t of the whole history equals its view of the history cut at t, what comes after t
+    /// included (a later grant, renewal or refund must not show in `nextTier`).
+    @Test func aViewAtTDependsOnlyOnTheEventsByT() async {
+        await checkProperty(count: 30, input: Gen.uint64()) { seed in
+            for (name, subject) in try Self.subjects(seed: seed, count: 3, perSubject: 2...16) {
+                for t in Self.times(of: subject) {
+                    #expect(subject.view(EntitlementModel.self, at: t) == subject.view(EntitlementModel.self, at: t, through: t), "seed \(seed), \(name) at \(t)")
+                    #expect(subject.view(RetentionModel.self, at: t) == subject.view(RetentionModel.self, at: t, through: t), "seed \(seed), \(name) at \(t)")
+                    #expect(subject.view(BadgeModel.self, at: t) == subject.view(BadgeModel.self, at: t, through: t), "seed \(seed), \(name) at \(t)")
+                }
+            }
+        }
+    }
+}

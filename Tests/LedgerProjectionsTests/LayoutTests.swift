@@ -1,0 +1,176 @@
+import LMDB
+import LedgerCore
+import LedgerModels
+@testable import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// How the engine keeps its folds in the store: one generation for the facts and every
+/// model, a subject's states neighbours, keyed by length and bytes so any subject is exact.
+@Suite struct LayoutTests {
+    let jan1 = ts("2026-01-01T00:00:00Z")
+
+    /// Every stored key of the `models` database, in the store's order.
+    private func storedKeys(_ ledger: Ledger) throws -> [[UInt8]] {
+        let store = ledger.engine.store
+        return try store.env.read { txn in
+            var keys: [[UInt8]] = []
+            try txn.withCursor(store.states) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    keys.append(Array(current.key))
+                    entry = try cursor.next()
+                }
+            }
+            return keys
+        }
+    }
+
+    private func served(_ ledger: Ledger) throws -> Generation {
+        try #require(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn) })
+    }
+
+    private func events(_ subjects: [String]) -> [LedgerEvent] {
+        subjects.enumerated().flatMap { i, subject in
+            [Make.purchase(subject, at: jan1, txn: "t\(i)", expires: days(30, after: jan1)), Make.attempt(subject, at: jan1),
+             Make.recoveryPass(subject, at: jan1), Make.delivered(subject, at: jan1, message: "m")]
+        }
+    }
+
+    /// A new store serves the facts and every model from one generation, each tagged by its
+    /// place: the facts 0, the models in registration order.
+    @Test func aNewStoreServesEveryFoldFromOneGeneration() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(events(["u1"]))
+            let generation = try served(ledger)
+            #expect(generation.id == 1)
+            #expect(generation.folds.map(\.name) == ["facts", "entitlement", "retention", "badge"])
+            #expect(generation.folds.map(\.tag) == [0, 1, 2, 3])
+            #expect(generation.folds.map(\.checkpoint) == [4, 4, 4, 4])
+        }
+    }
+
+    /// One subject's states of every fold are stored one after another: generation ‖ key
+    /// length ‖ key ‖ tag; a rebuild writes the same under the next number.
+    @Test func oneSubjectsStatesAreNeighbours() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(events(["u2", "u1"]))
+            let expected = { (generation: UInt8) -> [[UInt8]] in
+                ["u1", "u2"].flatMap { subject in (0 ... 3).map { tag -> [UInt8] in [0, 0, 0, generation, 0, 2] + Array(subject.utf8) + [UInt8(tag)] } }
+            }
+            #expect(try storedKeys(ledger) == expected(1))
+            try ledger.rebuild()
+            #expect(try storedKeys(ledger) == expected(2))
+        }
+    }
+
+    /// Subjects that begin with another's bytes, with low bytes after them, each find exactly
+    /// their own states, appended, rebuilt and verified.
+    @Test func subjectsThatBeginWithAnotherFindTheirOwnStates() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let subjects = ["a", "a\u{0}", "a\u{1}b", "a\u{2}", "ab"]
+            try ledger.append(events(subjects) + [Make.created("a\u{1}", at: jan1)])
+            #expect(try ledger.rebuild().changes == [])
+            #expect(try ledger.verifyModels() == [])
+            #expect(try ledger.servedStates(of: "badge").map(\.key) == subjects)
+            let at = days(1, after: jan1)
+            for subject in subjects + ["a\u{1}", "none"] {
+                let folded = try Folded(events(subjects) + [Make.created("a\u{1}", at: jan1)])
+                #expect(try ledger.status(of: subject, at: at).answers.map { $0.view?.json } == [
+                    folded.view(EntitlementModel.self, of: subject, at: at)?.json, folded.view(RetentionModel.self, of: subject, at: at)?.json,
+                    folded.view(BadgeModel.self, of: subject, at: at)?.json,
+                ], "\(subject.debugDescription)")
+            }
+        }
+    }
+
+    /// `verify` compares every fold's states with a fresh fold, and names a state that
+    /// differs, one missing and one that should not be there.
+    @Test func verifyFindsAWrongAMissingAndAStrayState() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(events(["u1", "u2"]))
+            let id = try served(ledger).number
+            let store = ledger.engine.store
+            try store.env.write { txn in
+                // Badge's state of u2 replaced by its state of u1 (a message at another position).
+                let u1 = try #require(try store.state(id, tag: 3, "u1", txn))
+                try store.put(id, tag: 3, "u2", u1, txn)
+                _ = try txn.delete(store.states, key: ModelSchema.stateKey(id, "u1", tag: 1))
+                let retention = try #require(try store.state(id, tag: 2, "u1", txn))
+                try store.put(id, tag: 2, "ghost", retention, txn)
+            }
+            #expect(try ledger.verifyModels().map(\.description) == [
+                "entitlement u1: missing from the served model",
+                "retention ghost: in the served model but not in a fresh rebuild",
+                "badge u2: differs from a fresh rebuild",
+            ])
+        }
+    }
+
+    /// A store whose models were kept in the first layout (a generation per model, no layout
+    /// record) is refused read only, and opened for writing its models are built again.
+    @Test func aStoreOfTheFirstModelsLayoutIsBuiltAgain() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path)
+                try ledger.append(events(["u1", "u2"]))
+                try ledger.engine.store.env.write { txn in
+                    _ = try txn.delete(ledger.engine.store.generations, key: ModelSchema.layoutKey)
+                    try txn.put(ledger.engine.store.generations, key: Array("served/entitlement".utf8), value: [1, 2, 3])
+                }
+                ledger.close()
+            }
+            var readOnly = EventLog.Options()
+            readOnly.readOnly = true
+            #expect { _ = try Ledger(path: path, options: readOnly) } throws: { error in
+                (error as? LedgerError)?.message.contains("open the store once for writing") == true
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try served(ledger).folds.allSatisfy { $0.checkpoint == 8 })
+            #expect(try ledger.view(EntitlementModel.self, of: "u2", at: days(1, after: jan1))?.planState == .pro)
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
+    /// A model registered after the store was built gets the next tag and catches up from
+    /// the start of the log when the store opens.
+    @Test func aModelAddedLaterCatchesUpFromTheStart() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path, models: [EntitlementModel.self])
+                try ledger.append(events(["u1"]) + [Make.delivered("u1", at: jan1, message: "m2")])
+                ledger.close()
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let generation = try served(ledger)
+            #expect(generation.folds.map(\.name) == ["facts", "entitlement", "retention", "badge"])
+            #expect(generation.folds.map(\.checkpoint) == [5, 5, 5, 5])
+            #expect(try ledger.view(BadgeModel.self, of: "u1", at: jan1)?.unreadInbox == 2)
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
+    /// A generation record round-trips; keys are generation ‖ length ‖ key ‖ tag.
+    @Test func aGenerationRecordAndAStateKeyAreWhatTheLayoutSays() throws {
+        var generation = Generation()
+        generation.id = 7
+        generation.policyHash = "abc"
+        generation.folds = [.init(name: "facts", tag: 0, version: 1, checkpoint: 42)]
+        #expect(try generation.encoded.withUnsafeBytes { try Generation.decode($0) } == generation)
+        #expect(ModelSchema.stateKey(0x0102_0304, "u1", tag: 9) == [1, 2, 3, 4, 0, 2] + Array("u1".utf8) + [9])
+        let parsed = [UInt8]([1, 2, 3, 4, 0, 2, 0x75, 0x31, 9]).withUnsafeBytes { ModelSchema.parse($0, in: 0x0102_0304) }
+        #expect(parsed?.key == "u1")
+        #expect(parsed?.tag == 9)
+    }
+}

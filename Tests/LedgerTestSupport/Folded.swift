@@ -1,0 +1,48 @@
+import LedgerCore
+import LedgerModels
+
+/// Events folded in memory as the engine folds them — each event positioned by its place in
+/// the list, from 1, and recorded when it occurred — so that rule tests need no store.
+///
+/// ```swift
+/// let history = try Folded([Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1)])
+/// #expect(history.view(EntitlementModel.self, at: mar8)?.planState == .pro)
+/// ```
+public struct Folded {
+    public private(set) var events: [RecordedEvent] = []
+
+    public init(_ events: [LedgerEvent]) throws {
+        for event in events { try append(event) }
+    }
+
+    /// Appends `event` at the next position.
+    public mutating func append(_ event: LedgerEvent) throws {
+        let position = UInt64(events.count + 1)
+        let stored = StoredEvent(position: position, version: position, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+        events.append(RecordedEvent(stored, data: event.data))
+    }
+
+    /// The subject's facts, folded.
+    public func facts(of subject: String = "u") -> SubjectFacts {
+        var facts = SubjectFacts()
+        for event in events where event.subject == subject && SubjectFacts.reads.contains(event.type) { facts.apply(event) }
+        return facts
+    }
+
+    /// `model`'s state of `key`, folded.
+    public func state<M: ReadModel>(_ model: M.Type, of key: String = "u") -> M.State {
+        var state = M.State()
+        for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.apply(event, to: &state) }
+        return state
+    }
+
+    /// `model`'s view of `subject` at `t` under `policy` (`nil`: the policy has no such model).
+    public func view<M: ReadModel>(_ model: M.Type, of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> M.View? {
+        M.view(of: state(model, of: subject), facts: facts(of: subject), at: t, policy: policy)
+    }
+
+    /// The audit of `subject` at `t` from every event, under `policy`.
+    public func audit(of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> AuditReport {
+        Audit.report(subject: subject, events: events.filter { $0.subject == subject }, at: t, knownAt: nil, policy: policy)
+    }
+}
