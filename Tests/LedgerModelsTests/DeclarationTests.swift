@@ -1,0 +1,81 @@
+import LedgerCore
+import LedgerModels
+import LedgerTestSupport
+import Testing
+
+/// What every model declares agrees with what it does: the event types it `reads` are the
+/// ones its `apply` acts on (the engine loads no state for the others), names are unique, and
+/// its view is JSON in SPEC §5's style.
+@Suite struct DeclarationTests {
+    /// Events of every type the catalog has, with generated data: `count` of each.
+    static func everyType(count: Int, seed: UInt64) -> [String: [LedgerEvent]] {
+        var generator = DataGenerator(state: seed)
+        var events: [String: [LedgerEvent]] = [:]
+        for layout in everyLayout where layout.isCurrent {
+            for i in 0 ..< count {
+                var json = generator.data(for: layout)
+                if case .failure = layout.decode(json) { json = generator.data(for: layout, allOptionals: true) }
+                guard case .success(let typed) = layout.decode(json),
+                      let data = EventCatalog.decode(type: layout.type, version: layout.schemaVersion, payload: layout.binary(typed)) else { continue }
+                events[layout.type, default: []].append(LedgerEvent(subject: "u", occurredAt: ts("2026-03-01T00:00:00Z").adding(seconds: Int64(i)), source: .app, data: data))
+            }
+        }
+        return events
+    }
+
+    /// A state folded from a random history, for events to land on.
+    static func busyHistory() throws -> Folded {
+        var history = RandomHistory(seed: 5)
+        return try Folded(history.history(of: "u", count: 40))
+    }
+
+    @Test func everyModelReadsExactlyTheTypesItsApplyActsOn() throws {
+        let events = Self.everyType(count: 25, seed: 9)
+        #expect(events.count == EventCatalog.typeNames.count)
+        let busy = try Self.busyHistory()
+        for model in ReadModels.all { try check(model, events, busy) }
+        // The facts every view reads, likewise.
+        for (type, samples) in events {
+            var acted = false
+            for event in samples {
+                var history = busy
+                try history.append(event)
+                let changed = history.facts() != busy.facts()
+                if !SubjectFacts.reads.contains(type) { #expect(!changed, "the facts act on \(type), which they do not read") }
+                acted = acted || changed
+            }
+            if SubjectFacts.reads.contains(type) { #expect(acted, "the facts read \(type) but never act on it") }
+        }
+    }
+
+    private func check<M: ReadModel>(_ model: M.Type, _ events: [String: [LedgerEvent]], _ busy: Folded) throws {
+        for (type, samples) in events {
+            var acted = false
+            for event in samples {
+                var state = busy.state(model)
+                let before = state
+                let recorded = try #require(try Folded([event]).events.first)
+                M.apply(recorded, to: &state)
+                if !M.reads.contains(type) { #expect(state == before, "\(M.name) acts on \(type), which it does not read") }
+                acted = acted || state != before
+            }
+            if M.reads.contains(type) { #expect(acted, "\(M.name) reads \(type) but never acts on it") }
+        }
+    }
+
+    @Test func modelNamesAreUniqueAndNotTheFacts() {
+        let names = ReadModels.all.map { $0.name }
+        #expect(Set(names).count == names.count)
+        #expect(!names.contains("facts"))
+        #expect(names == ["entitlement", "retention", "badge"])
+    }
+
+    /// Every view encodes every key, `null` for no value, in declaration order.
+    @Test func aViewsJSONWritesNullsInOrder() throws {
+        let empty = try Folded([])
+        let at = ts("2026-03-01T00:00:00Z")
+        #expect((empty.view(EntitlementModel.self, at: at)?.json).map { JSON.object($0).serialized() } == #"{"planState":"guest","trialEligible":true,"expiresAt":null,"renewsAt":null,"autoRenew":null,"billingIssue":false,"purchasePending":false,"productId":null,"banners":[],"reason":{"rule":"noAccount","policyKey":null,"position":null}}"#)
+        #expect((empty.view(RetentionModel.self, at: at)?.json).map { JSON.object($0).serialized() } == #"{"tier":"free","enteredAt":null,"nextTier":null,"nextTierAt":null,"capabilities":{"viewThumbnails":true,"downloadOriginals":false,"upload":false,"retrieveArchive":false,"earnCredits":false},"reactivation":{"available":false,"fee":null}}"#)
+        #expect((empty.view(BadgeModel.self, at: at)?.json).map { JSON.object($0).serialized() } == #"{"count":0,"unreadInbox":0,"maintenanceDueToday":false,"billingIssue":false,"securityFlag":false}"#)
+    }
+}

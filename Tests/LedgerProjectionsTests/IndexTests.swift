@@ -1,0 +1,138 @@
+import LMDB
+import LedgerCore
+import LedgerModels
+@testable import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// A model's time-ordered index across subjects (`ReadModel.indexEntries`), kept by the engine
+/// in each append's transaction, rebuilt with the model and checked by `verify`.
+@Suite struct IndexTests {
+    let mar1 = ts("2026-03-01T00:00:00Z")
+
+    func ledger(_ path: String, models: [any ReadModel.Type] = ReadModels.all + [Reminders.self]) throws -> Ledger {
+        try Ledger(path: path, models: models)
+    }
+
+    func entries(_ ledger: Ledger, from: String = "2026-01-01T00:00:00Z", to: String = "2027-01-01T00:00:00Z") throws -> [String] {
+        try ledger.index(of: Reminders.name, from: ts(from), to: ts(to)).map { "\($0.key) \($0.entry.at) \($0.entry.kind) \($0.entry.detail)" }
+    }
+
+    /// An append adds a subject's entries, a later one that changes its state replaces them,
+    /// and one that changes only its facts (a deletion the model does not read) does too.
+    @Test func appendsKeepTheIndexInTheirOwnTransaction() throws {
+        try withStorePath { path in
+            let ledger = try ledger(path)
+            defer { ledger.close() }
+            try ledger.append([Make.scheduled("u1", at: mar1, task: "a", due: "2026-03-05"), Make.scheduled("u2", at: mar1, task: "b", due: "2026-03-04")])
+            #expect(try entries(ledger) == [
+                #"u2 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"b"}"#,
+                #"u1 2026-03-05T00:00:00.000Z maintenanceDue {"taskId":"a"}"#,
+            ])
+            try ledger.append([Make.completed("u2", at: days(1, after: mar1), task: "b"), Make.scheduled("u1", at: days(1, after: mar1), task: "c", due: "2026-03-05")])
+            #expect(try entries(ledger) == [
+                #"u1 2026-03-05T00:00:00.000Z maintenanceDue {"taskId":"a"}"#,
+                #"u1 2026-03-05T00:00:00.000Z maintenanceDue {"taskId":"c"}"#,
+            ])
+            try ledger.append([Make.deleted("u1", at: days(2, after: mar1))])
+            #expect(try entries(ledger) == [])
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
+    /// A range read gives the entries with from ≤ at < to, sorted by (at, key, kind, detail).
+    @Test func aRangeIsHalfOpenAndSorted() throws {
+        try withStorePath { path in
+            let ledger = try ledger(path)
+            defer { ledger.close() }
+            try ledger.append([
+                Make.scheduled("b", at: mar1, task: "x", due: "2026-03-04"), Make.scheduled("a", at: mar1, task: "y", due: "2026-03-04"),
+                Make.scheduled("a", at: mar1, task: "x", due: "2026-03-04"), Make.scheduled("a", at: mar1, task: "z", due: "2026-03-05"),
+            ])
+            #expect(try entries(ledger, from: "2026-03-04T00:00:00Z", to: "2026-03-05T00:00:00Z") == [
+                #"a 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"x"}"#,
+                #"a 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"y"}"#,
+                #"b 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"x"}"#,
+            ])
+            #expect(try entries(ledger, from: "2026-03-04T00:00:00.001Z", to: "2026-03-05T00:00:00.001Z") == [
+                #"a 2026-03-05T00:00:00.000Z maintenanceDue {"taskId":"z"}"#,
+            ])
+        }
+    }
+
+    /// A rebuild writes the same index; `verify` finds an entry that should not be there and
+    /// one missing; a model added to a store builds its index by catch-up.
+    @Test func theIndexIsRebuiltVerifiedAndCaughtUp() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try ledger(path, models: ReadModels.all)
+                try ledger.append([Make.scheduled("u1", at: mar1, task: "a", due: "2026-03-05"), Make.scheduled("u2", at: mar1, task: "b", due: "2026-03-04")])
+                ledger.close()
+            }
+            let ledger = try ledger(path)
+            defer { ledger.close() }
+            let caughtUp = try entries(ledger)
+            #expect(caughtUp.count == 2)
+            try ledger.rebuild()
+            #expect(try entries(ledger) == caughtUp)
+            #expect(try ledger.verifyModels() == [])
+            let store = ledger.engine.store
+            try store.env.write { txn in
+                let served = try #require(try store.served(txn))
+                let tag = UInt8(try #require(served.record(Reminders.name)).tag)
+                try store.setEntries([IndexEntry(at: mar1, kind: "maintenanceDue", detail: ["taskId": "ghost"])], of: "u2", generation: served.number, tag: tag, txn)
+            }
+            #expect(try ledger.verifyModels().map(\.description) == [
+                #"reminders: index entry missing: u2 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"b"}"#,
+                #"reminders: stray index entry: u2 2026-03-01T00:00:00.000Z maintenanceDue {"taskId":"ghost"}"#,
+            ])
+        }
+    }
+}
+
+/// A test model with an index: each scheduled, uncompleted maintenance task is due at the
+/// start of its date (UTC), while the subject's account is not deleted (a fact it does not read).
+enum Reminders: ReadModel {
+    struct State: ModelState {
+        var scheduled: [Dated<BadgeModel.Task>] = []
+        var completed: [String] = []
+        init() {}
+        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&scheduled)
+            try coder.code(&completed)
+        }
+    }
+
+    struct View: ModelView {
+        var due: Int64
+    }
+
+    static let name = "reminders"
+    static let version: UInt32 = 1
+    static let reads: Set<String> = [MaintenanceScheduled.type, MaintenanceCompleted.type]
+    static let isIndexed = true
+
+    static func apply(_ event: RecordedEvent, to state: inout State) {
+        switch event.data {
+        case .maintenanceScheduled(let m):
+            guard let day = LocalTime.day(of: m.dueDate) else { return }
+            state.scheduled.append(Dated(at: event.occurredAt, position: event.position, value: BadgeModel.Task(id: m.taskId, dueDay: day)))
+        case .maintenanceCompleted(let m):
+            state.completed.append(m.taskId)
+        default:
+            return
+        }
+    }
+
+    static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View? {
+        View(due: Int64(indexEntries(of: state, facts: facts, policy: policy).count))
+    }
+
+    static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
+        guard facts.deletions.isEmpty else { return [] }
+        return state.scheduled.filter { !state.completed.contains($0.value.id) }.map { task in
+            IndexEntry(at: Timestamp(milliseconds: task.value.dueDay * 86_400_000), kind: "maintenanceDue", detail: ["taskId": .string(task.value.id)])
+        }
+    }
+}
