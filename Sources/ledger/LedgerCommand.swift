@@ -23,8 +23,12 @@ struct LedgerCommand: ParsableCommand {
               ledger audit customer-17 --store demo.lmdb       # how they got there, and why
               ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, StatusCommand.self, AuditCommand.self, RebuildCommand.self, DueCommand.self,
-                      VerifyCommand.self, StatsCommand.self, SchemasCommand.self, DemoCommand.self]
+        groupedSubcommands: [
+            CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self]),
+            CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
+                                                          VerifyCommand.self, StatsCommand.self]),
+            CommandGroup(name: "Tools", subcommands: [SchemasCommand.self, DemoCommand.self]),
+        ]
     )
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's

@@ -125,6 +125,30 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         #expect(bad.stderr.contains("--now: expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got yesterday"))
     }
 
+    /// SPEC §5: `--store` goes before or after the subcommand, with the same result.
+    @Test func theStoreGoesBeforeOrAfterTheSubcommand() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            #expect(try Run(["--store", store, "init"]).status == 0)
+            let after = try Run(["stats", "--store", store, "--json"])
+            let before = try Run(["--store", store, "stats", "--json"])
+            #expect(after.status == 0 && before.status == 0)
+            #expect(after.stdout == before.stdout)
+            #expect(try after.json()["events"] as? Int == 0)
+        }
+    }
+
+    /// `ledger --help` lists the commands in three groups.
+    @Test func theHelpGroupsTheCommands() throws {
+        let help = try Run(["--help"]).stdout
+        let groups = ["CUSTOMER VIEWS", "THE STORE", "TOOLS"].map { help.range(of: $0)?.lowerBound }
+        #expect(groups.allSatisfy { $0 != nil }, "\(help)")
+        #expect(groups.compactMap { $0 } == groups.compactMap { $0 }.sorted())
+        let views = try #require(help.range(of: "CUSTOMER VIEWS")).upperBound
+        let store = try #require(help.range(of: "THE STORE")).lowerBound
+        #expect(help[views ..< store].contains("status") && help[views ..< store].contains("audit"))
+    }
+
     @Test func verifyOfAGoodStoreSaysOKWithEveryKey() throws {
         try withDirectory { dir in
             let store = dir + "/d.lmdb"
