@@ -150,7 +150,6 @@ public final class Environment: @unchecked Sendable {
     }
 
     deinit {
-        for reader in idleReaders.withLock({ $0 }) { reader.close() }
         mdb_env_close(handle)
         if let identity { Self.release(identity) }
     }
@@ -168,55 +167,10 @@ public final class Environment: @unchecked Sendable {
     /// - Throws: what `body` throws, or `LMDBError`.
     public func read<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
         try resizeLock.withShared { () throws -> R in
-            let reader = try takeReader()
-            defer { putBack(reader) }
-            return try body(Transaction(handle: reader.txn, writeState: nil, reader: reader))
+            let txn = try begin(readOnly: true)
+            defer { mdb_txn_abort(txn) }
+            return try body(Transaction(handle: txn, writeState: nil))
         }
-    }
-
-    /// Read transactions ended with `mdb_txn_reset` and kept to be renewed, at most
-    /// `keptReaderLimit`. Renewing one skips what beginning a read costs each time: allocating
-    /// the transaction and, since MDB_NOTLS ties a reader slot to its transaction, locking
-    /// LMDB's reader table to claim a slot. A reset transaction pins no snapshot (its slot shows
-    /// no transaction, `activeReaders()` does not count it), and growing the map works around it.
-    private let idleReaders = Mutex<[Reader]>([])
-    /// More readers than this at once are ended when they finish, not kept.
-    public static let keptReaderLimit = 8
-
-    /// Read transactions kept between reads right now (reset, holding no snapshot).
-    public var keptReaders: Int { idleReaders.withLock { $0.count } }
-
-    /// Bumped by each commit that dropped a database: kept cursors opened before are closed
-    /// rather than renewed, since their database's handle number may now name another.
-    private let databasesDropped = Atomic(0)
-
-    private func takeReader() throws(LMDBError) -> Reader {
-        if let idle = idleReaders.withLock({ $0.popLast() }) {
-            if mdb_txn_renew(idle.txn) == MDB_SUCCESS {
-                idle.renewals &+= 1
-                let dropped = databasesDropped.load(ordering: .sequentiallyConsistent)
-                if idle.databasesDropped != dropped {
-                    idle.closeCursors()
-                    idle.databasesDropped = dropped
-                }
-                return idle
-            }
-            // The map grew in another process (or the slot went bad): begin afresh, which adopts it.
-            idle.close()
-        }
-        let reader = Reader(txn: try begin(readOnly: true))
-        reader.databasesDropped = databasesDropped.load(ordering: .sequentiallyConsistent)
-        return reader
-    }
-
-    private func putBack(_ reader: Reader) {
-        mdb_txn_reset(reader.txn)
-        let kept = idleReaders.withLock { idle in
-            guard idle.count < Self.keptReaderLimit else { return false }
-            idle.append(reader)
-            return true
-        }
-        if !kept { reader.close() }
     }
 
     /// Runs `body` in a write transaction and commits it when `body` returns.
@@ -246,7 +200,6 @@ public final class Environment: @unchecked Sendable {
                     let rc = mdb_txn_commit(txn)
                     if rc == MDB_MAP_FULL { state.sawMapFull = true }
                     try check(rc, "mdb_txn_commit")
-                    if state.droppedDatabase { databasesDropped.add(1, ordering: .sequentiallyConsistent) }
                     return result
                 }
             } catch {
@@ -365,7 +318,7 @@ public final class Environment: @unchecked Sendable {
             guard let message, let context else { return 0 }
             let text = String(cString: message)
             // LMDB prints a header line, then one line per taken reader slot, ending in "-"
-            // for a slot kept without a transaction (a reset reader this process keeps).
+            // for a slot held without a transaction.
             if !text.contains("pid") && !text.contains("no active readers") && !text.hasSuffix("-\n") {
                 context.assumingMemoryBound(to: Int.self).pointee += 1
             }
@@ -408,9 +361,6 @@ struct FileIdentity: Hashable, Sendable {
 /// State of one write attempt that must survive the body wrapping LMDB's errors.
 final class WriteState {
     var sawMapFull = false
-    /// The transaction dropped a database (`Transaction.drop`), whose handle number a database
-    /// opened later may take.
-    var droppedDatabase = false
 }
 
 extension ReadWriteLock {

@@ -11,12 +11,10 @@ public struct Transaction: ~Copyable {
     let handle: OpaquePointer
     let writeState: WriteState?
     /// A read transaction's handle, kept between reads with the cursors opened in it.
-    let reader: Reader?
 
-    init(handle: OpaquePointer, writeState: WriteState?, reader: Reader? = nil) {
+    init(handle: OpaquePointer, writeState: WriteState?) {
         self.handle = handle
         self.writeState = writeState
-        self.reader = reader
     }
 
     /// Whether writes are allowed.
@@ -93,10 +91,6 @@ public struct Transaction: ~Copyable {
 
     /// Runs `body` with a cursor over `db`; the cursor is closed when `body` returns.
     public func withCursor<R>(_ db: Database, _ body: (borrowing Cursor) throws -> R) throws -> R {
-        if let reader, let kept = reader.takeCursor(db) {
-            defer { reader.putBack(kept) }
-            return try body(Cursor(handle: reader.cursors[kept].handle, database: db, writeState: nil))
-        }
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open", db.name)
         guard let cursor else { throw LMDBError(code: .badTransaction, operation: "mdb_cursor_open", context: db.name) }
@@ -174,7 +168,6 @@ public struct Transaction: ~Copyable {
     /// again. Takes effect when this transaction commits.
     public func drop(_ db: Database) throws(LMDBError) {
         try checkWrite(mdb_drop(handle, db.dbi, 1), "mdb_drop", db.name)
-        writeState?.droppedDatabase = true
     }
 
     /// Opens (or with `.create`, creates) a named database inside this write transaction, for

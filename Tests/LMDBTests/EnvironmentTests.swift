@@ -317,22 +317,9 @@ func mode(of path: String) -> mode_t {
     }
 }
 
-/// Reads keep their transaction between them, reset, and renew it (`Environment.read`).
-@Suite struct KeptReaderTests {
-    @Test func aReadRenewsTheTransactionTheLastOneKept() throws {
-        try withTemporaryDirectory { path in
-            let env = try Environment(path: path)
-            let db = try env.openDatabase("things")
-            #expect(env.keptReaders == 0)
-            try env.read { _ in #expect(env.activeReaders() == 1) }
-            #expect(env.keptReaders == 1)
-            #expect(env.activeReaders() == 0, "a kept reader holds no snapshot")
-            for n in 0..<50 { try env.read { txn in _ = try txn.get(db, key: bigEndian(UInt64(n))) } }
-            #expect(env.keptReaders == 1, "one reader at a time needs one transaction")
-        }
-    }
-
-    @Test func aRenewedReadSeesTheCommitsSinceTheLastRead() throws {
+/// Reads: each in a transaction of its own, seeing the last commit before it.
+@Suite struct ReadTests {
+    @Test func aReadSeesTheCommitsBeforeIt() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path)
             let db = try env.openDatabase("things")
@@ -340,7 +327,7 @@ func mode(of path: String) -> mode_t {
                 try env.write { txn in try txn.put(db, key: bigEndian(n), value: [UInt8(n)]) }
                 let seen = try env.read { txn in (try txn.get(db, key: bigEndian(n)).map { Array($0) }, try entryCount(txn, db)) }
                 #expect(seen.0 == [UInt8(n)])
-                #expect(seen.1 == Int(n), "the kept cursor walks this read's snapshot")
+                #expect(seen.1 == Int(n), "the cursor walks this read's snapshot")
             }
         }
     }
@@ -354,7 +341,7 @@ func mode(of path: String) -> mode_t {
                 for n: UInt64 in 1...3 { try txn.put(things, key: bigEndian(n), value: [UInt8(n)]) }
                 try txn.put(others, key: [9], value: [9])
             }
-            for _ in 0..<2 {   // the second time with the kept cursors
+            for _ in 0..<2 {
                 let pairs = try env.read { txn in
                     try txn.withCursor(things) { outer in
                         var pairs: [[UInt8]] = []
@@ -374,7 +361,7 @@ func mode(of path: String) -> mode_t {
         }
     }
 
-    @Test func keptReadersStillReadOnceTheMapHasGrown() throws {
+    @Test func readsWorkOnceTheMapHasGrown() throws {
         try withTemporaryDirectory { path in
             var config = Environment.Configuration()
             config.mapSize = 64 << 10
@@ -382,7 +369,6 @@ func mode(of path: String) -> mode_t {
             let db = try env.openDatabase("things")
             try env.write { txn in try txn.put(db, key: bigEndian(0), value: [0]) }
             _ = try env.read { txn in try txn.withCursor(db) { cursor in try cursor.first() } }
-            #expect(env.keptReaders == 1)
             for n in 1..<2_000 {
                 try env.write { txn in try txn.put(db, key: bigEndian(UInt64(n)), value: [UInt8](repeating: 1, count: 500)) }
             }
@@ -392,7 +378,7 @@ func mode(of path: String) -> mode_t {
     }
 
     /// A database dropped and made again under its name, now with sorted duplicates, may take
-    /// the old handle's number: a cursor kept from before would lack the duplicates' sub-cursor.
+    /// the old handle's number: a cursor over it has the duplicates' sub-cursor.
     @Test func aDatabaseMadeAgainAfterADropGetsANewCursor() throws {
         try withTemporaryDirectory { path in
             let env = try Environment(path: path)
@@ -406,37 +392,6 @@ func mode(of path: String) -> mode_t {
             }
             let values = try env.read { txn in try txn.withCursor(dups) { cursor in try duplicates(from: try cursor.first(), cursor) } }
             #expect(values == [1, 2, 3])
-        }
-    }
-
-    @Test func manyReadersAtOnceKeepAtMostTheLimit() throws {
-        try withTemporaryDirectory { path in
-            let env = try Environment(path: path)
-            let db = try env.openDatabase("things")
-            try env.write { txn in try txn.put(db, key: [1], value: [1]) }
-            let threads = 16
-            let inside = DispatchGroup(), release = DispatchSemaphore(value: 0), done = DispatchGroup()
-            let wrong = Mutex(0)
-            for _ in 0..<threads {
-                inside.enter(); done.enter()
-                Thread {
-                    do {
-                        try env.read { txn in
-                            inside.leave()
-                            release.wait()
-                            if try txn.get(db, key: [1]).map({ Array($0) }) != [1] { wrong.withLock { $0 += 1 } }
-                        }
-                    } catch { wrong.withLock { $0 += 1 } }
-                    done.leave()
-                }.start()
-            }
-            inside.wait()
-            #expect(env.activeReaders() == threads)
-            for _ in 0..<threads { release.signal() }
-            done.wait()
-            #expect(wrong.withLock { $0 } == 0)
-            #expect(env.keptReaders == Environment.keptReaderLimit)
-            #expect(env.activeReaders() == 0)
         }
     }
 }
