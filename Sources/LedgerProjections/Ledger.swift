@@ -85,6 +85,26 @@ public final class Ledger: Sendable {
         try engine.forEachView(of: model, at: t, body)
     }
 
+    /// The events from position `from` through `through` (default: the head), in position order.
+    public func events(from: UInt64 = 1, through: UInt64? = nil) -> EventSequence {
+        log.events(from: from, through: through)
+    }
+
+    /// `subject`'s events from `fromVersion`, in version order.
+    public func events(of subject: String, fromVersion: UInt64 = 1) -> EventSequence {
+        log.events(subject: subject, fromVersion: fromVersion)
+    }
+
+    /// The event with `id`, `nil` when the store has none.
+    public func event(id: EventID) throws(LedgerError) -> StoredEvent? {
+        try log.event(id: id)
+    }
+
+    /// Counts, sizes, the policy, and each model's checkpoint and staleness: `ledger stats`.
+    public func stats() throws(LedgerError) -> LedgerStats {
+        LedgerStats(log: try log.stats(), policy: try policy(), models: try engine.statuses())
+    }
+
     /// The audit of `subject` at `t` (default now), from the events recorded by `knownAt`
     /// (default: all), under the store's policy. A subject with no events has an empty timeline.
     public func audit(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> AuditReport {
@@ -122,15 +142,24 @@ public final class Ledger: Sendable {
         try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, progress: progress)
     }
 
-    /// Checks every read model against a fresh fold of the log, byte for byte (the log itself:
-    /// `log.verify()`).
-    public func verifyModels(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
-        try engine.verify(limit: limit, progress: progress)
+    /// Checks the log (hash chain, gap-free positions, both indexes), then, if it holds, every
+    /// read model against a fresh fold of it, byte for byte: `ledger verify`.
+    public func verify(progress: (VerifyProgress) -> Void = { _ in }) throws(LedgerError) -> VerifyResult {
+        let head = try log.lastPosition()
+        let report = try withoutActuallyEscaping(progress) { progress throws(LedgerError) in
+            try log.verify { done in progress(VerifyProgress(phase: .log, done: done, total: head)) }
+        }
+        guard report.isValid else { return VerifyResult(log: report, models: []) }
+        let models = try engine.verify(limit: 20) { step in
+            progress(VerifyProgress(phase: .models, done: step.done, total: step.total))
+        }
+        return VerifyResult(log: report, models: models)
     }
 
-    /// Each model's checkpoint, policy and whether it is stale.
-    public func modelStatuses() throws(LedgerError) -> [ModelStatus] {
-        try engine.statuses()
+    /// Checks every read model against a fresh fold of the log, byte for byte (the log and the
+    /// models together: `verify()`).
+    public func verifyModels(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+        try engine.verify(limit: limit, progress: progress)
     }
 
     /// Every key of a fold's served states (`"facts"` or a model's name) with its encoded
@@ -150,4 +179,34 @@ public final class Ledger: Sendable {
     public func waitForPosition(_ position: UInt64) async {
         for await head in positions() where head >= position { return }
     }
+}
+
+/// What `Ledger.stats()` reports.
+public struct LedgerStats: Sendable {
+    /// The log's counts and sizes.
+    public let log: LogStats
+    /// The store's policy.
+    public let policy: Policy
+    /// Each registered model's checkpoint, policy and staleness, in `status` order.
+    public let models: [ModelStatus]
+}
+
+/// What `Ledger.verify()` found.
+public struct VerifyResult: Sendable {
+    /// The log's check: events checked and the first problem, if any.
+    public let log: VerifyReport
+    /// Where served read models differ from a fresh fold (empty when the log failed: not checked).
+    public let models: [ModelProblem]
+    /// Whether the log and every model hold.
+    public var isValid: Bool { log.isValid && models.isEmpty }
+}
+
+/// How far `Ledger.verify()` is.
+public struct VerifyProgress: Sendable, Hashable {
+    /// Which check is running.
+    public enum Phase: Sendable { case log, models }
+    public let phase: Phase
+    /// Events (log) or steps (models) done, of `total`.
+    public let done: UInt64
+    public let total: UInt64
 }

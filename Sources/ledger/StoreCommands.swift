@@ -77,9 +77,8 @@ struct StatsCommand: ParsableCommand {
     func run() throws {
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let stats = try ledger.log.stats()
-        let policy = try ledger.policy()
-        let models = try ledger.modelStatuses()
+        let all = try ledger.stats()
+        let (stats, policy, models) = (all.log, all.policy, all.models)
         if global.json {
             print(JSON.object([
                 ("events", .uint(stats.events)),
@@ -133,11 +132,12 @@ struct VerifyCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let progress = ProgressBar(enabled: !global.json)
-        let events = try ledger.log.lastPosition()
-        let report = try ledger.log.verify { done in progress.update("checking the log", done: Int(done), total: Int(events)) }
-        let models = report.isValid ? try ledger.verifyModels { step in progress.update("rebuilding the models to compare", done: Int(step.done), total: Int(step.total)) } : []
+        let result = try ledger.verify { step in
+            let what = step.phase == .log ? "checking the log" : "rebuilding the models to compare"
+            progress.update(what, done: Int(step.done), total: Int(step.total))
+        }
         progress.clear()
-        let ok = report.isValid && models.isEmpty
+        let (report, models, ok) = (result.log, result.models, result.isValid)
         if global.json {
             print(JSON.object([
                 ("ok", .bool(ok)),

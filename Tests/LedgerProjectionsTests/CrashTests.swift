@@ -38,7 +38,7 @@ import Testing
             let store = ledger.engine.store
             #expect(try store.env.read { txn in try store.served(txn) } == served)
             #expect(try store.env.read { txn in try store.shadow(txn) } != nil, "the killed rebuild's new generation is left, unserved")
-            #expect(try ledger.modelStatuses().allSatisfy { $0.rebuilding && !$0.stale })
+            #expect(try ledger.stats().models.allSatisfy { $0.rebuilding && !$0.stale })
             let after = try folds.map { try ledger.servedStates(of: $0) }
             #expect(after.map { $0.map(\.key) } == states.map { $0.map(\.key) })
             #expect(after.map { $0.map(\.state) } == states.map { $0.map(\.state) })

@@ -21,10 +21,36 @@ import Testing
             let view = try #require(try ledger.view(EntitlementModel.self, of: "u1", at: days(1, after: jan1)))
             #expect(view.planState == .pro)
             #expect(view.reason == .init(rule: "storeCoverage", policyKey: nil, position: 1))
-            let status = try #require(try ledger.modelStatuses().first)
+            let status = try #require(try ledger.stats().models.first)
             #expect(status.name == "entitlement")
             #expect(status.checkpoint == 1)
             #expect(status.stale == false)
+        }
+    }
+
+    /// The facade reads the log and checks the store without reaching into either: events by
+    /// position and by subject, counts, and a verify that covers the log and the models.
+    @Test func theLedgerReadsItsLogAndVerifiesTheWholeStore() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append([
+                Make.created("u1", at: jan1),
+                Make.purchase("u2", at: jan1, txn: "t1", expires: days(30, after: jan1)),
+                Make.session("u1", at: days(1, after: jan1), zone: "UTC"),
+            ])
+            #expect(try ledger.events().collect().map(\.subject) == ["u1", "u2", "u1"])
+            #expect(try ledger.events(of: "u1").collect().map(\.position) == [1, 3])
+            let stats = try ledger.stats()
+            #expect(stats.log.events == 3)
+            #expect(stats.log.subjects == 2)
+            #expect(stats.policy == .reference)
+            #expect(stats.models.map(\.name) == ledger.modelNames)
+            var phases: [VerifyProgress.Phase] = []
+            let result = try ledger.verify { step in if phases.last != step.phase { phases.append(step.phase) } }
+            #expect(result.isValid)
+            #expect(result.log.eventsChecked == 3)
+            #expect(phases == [.log, .models])
         }
     }
 
@@ -44,7 +70,7 @@ import Testing
             }
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            #expect(try ledger.modelStatuses().first?.checkpoint == 301)
+            #expect(try ledger.stats().models.first?.checkpoint == 301)
             #expect(try ledger.view(EntitlementModel.self, of: "s299", at: days(2, after: jan1))?.planState == .pro)
             #expect(try ledger.verifyModels() == [])
         }
@@ -90,7 +116,7 @@ import Testing
             #expect(appendedDuring)
             #expect(report.caughtUp == 1)
             #expect(try ledger.view(EntitlementModel.self, of: "late", at: days(1, after: jan1))?.planState == .pro)
-            #expect(try ledger.modelStatuses().first?.checkpoint == 21)
+            #expect(try ledger.stats().models.first?.checkpoint == 21)
             #expect(try ledger.verifyModels() == [])
         }
     }

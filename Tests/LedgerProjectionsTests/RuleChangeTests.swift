@@ -39,7 +39,7 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try seeded(ledger)
-            let before = try ledger.modelStatuses()
+            let before = try ledger.stats().models
             let report = try ledger.rebuild(["entitlement"], policy: longerGrace, dryRun: true, at: feb5)
             #expect(report.changes == [
                 ViewChange(subject: "grace", model: "entitlement", field: "planState", from: "free", to: "pro"),
@@ -55,7 +55,7 @@ import Testing
             #expect(report.policyFrom == Policy.reference.hash)
             #expect(report.policyTo == longerGrace.hash)
             // Nothing served changed.
-            #expect(try ledger.modelStatuses() == before)
+            #expect(try ledger.stats().models == before)
             #expect(try ledger.policy() == .reference)
             #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .free)
         }
@@ -115,7 +115,7 @@ import Testing
             #expect(report.changes.contains(ViewChange(subject: "grace", model: "retention", field: "tier", from: "grace", to: "active")))
             #expect(try ledger.policy() == longerGrace)
             #expect(try ledger.view(EntitlementModel.self, of: "grace", at: feb5)?.planState == .pro)
-            let status = try #require(try ledger.modelStatuses().first)
+            let status = try #require(try ledger.stats().models.first)
             #expect(status.policyHash == longerGrace.hash)
             #expect(status.stale == false)
             #expect(status.rebuilding == false)
@@ -131,12 +131,12 @@ import Testing
             defer { ledger.close() }
             try seeded(ledger)
             try ledger.log.setPolicy(longerGrace)
-            let status = try #require(try ledger.modelStatuses().first)
+            let status = try #require(try ledger.stats().models.first)
             #expect(status.stale)
             #expect(status.staleReason?.contains("built under policy") == true)
             #expect(try ledger.verifyModels().map(\.message).contains { $0.hasPrefix("stale: built under policy") })
             try ledger.rebuild()
-            #expect(try ledger.modelStatuses().first?.stale == false)
+            #expect(try ledger.stats().models.first?.stale == false)
         }
     }
 
@@ -154,18 +154,18 @@ import Testing
             try buildCounting(at: path)
             let ledger = try Ledger(path: path, models: [CountingTwice.self])
             defer { ledger.close() }
-            let status = try #require(try ledger.modelStatuses().first)
+            let status = try #require(try ledger.stats().models.first)
             #expect(status.stale)
             #expect(status.staleReason == "built by version 1, this ledger has 2; run `ledger rebuild`")
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 2))
             // An append does not advance the old build with the new code (its states might not
             // even decode): it keeps its checkpoint and its answer until the rebuild.
             try ledger.append([Make.usage("u1", at: feb5)])
-            #expect(try ledger.modelStatuses().first?.checkpoint == 2)
+            #expect(try ledger.stats().models.first?.checkpoint == 2)
             #expect(try ledger.catchUp() == 0)
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 2))
             try ledger.rebuild()
-            #expect(try ledger.modelStatuses().first?.stale == false)
+            #expect(try ledger.stats().models.first?.stale == false)
             #expect(try ledger.view(CountingTwice.self, of: "u1", at: feb5) == Counting.View(count: 6))
         }
     }
