@@ -63,7 +63,9 @@ extension EventLog {
     ///
     /// Reads in chunks of short transactions, so it can run beside appends; events appended
     /// while it runs are checked if it reaches them. Stops at the first problem.
-    /// - Parameter progress: called after each chunk with the events checked so far.
+    /// - Parameters:
+    ///   - chunkSize: events read per read transaction.
+    ///   - progress: called after each chunk with the events checked so far.
     /// - Throws: `LedgerError.storage` if the store cannot be read at all.
     public func verify(chunkSize: Int = 4096, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
         var state = VerifyState()

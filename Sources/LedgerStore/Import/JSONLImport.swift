@@ -115,7 +115,12 @@ public enum JSONLImport {
     /// - Throws: `ImportError.input` with every problem of every input when any has one
     ///   (nothing appended); `ImportError.ledger` when an input cannot be read or a batch is
     ///   refused (earlier inputs stay appended; that batch and later ones are not).
-    /// - Parameter progress: called now and then with how far it has got.
+    /// - Parameters:
+    ///   - names: the JSONL files, each one batch, in order (`-` is standard input).
+    ///   - log: the log to append to.
+    ///   - restoring: whether the inputs are an export being restored: every line must then
+    ///     carry its `position` (gap-free) and `recordedAt`, which the log keeps.
+    ///   - progress: called now and then with how far it has got.
     public static func append(_ names: [String], to log: EventLog, restoring: Bool = false,
                               progress: (Progress) -> Void = { _ in }) throws(ImportError) -> StreamSummary {
         var checks: [Check] = []
