@@ -4,9 +4,10 @@ import LedgerStore
 import LedgerTestSupport
 import Testing
 
-/// The README's library example, run as written (with the next event and the file filled in).
-@Suite struct ReadmeExampleTests {
-    @Test func theReadmeLibraryExampleRuns() async throws {
+/// The log used on its own, as an app that keeps no read models would: append, duplicates,
+/// expected versions, reads, a JSONL file and verify.
+@Suite struct LogTourTests {
+    @Test func theLogOnItsOwnAppendsReadsAndVerifies() async throws {
         try await withStorePath { path in
             let log = try EventLog(path: path)
 
