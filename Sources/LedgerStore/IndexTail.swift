@@ -98,7 +98,7 @@ final class IndexTails: @unchecked Sendable {
     // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
     // exclusively.
     private let lock = ReadWriteLock()
-    @exclusivity(unchecked) var tail: IndexTail
+    var tail: IndexTail
     /// The tail's size at which an append merges it into the stored indexes.
     let limit: Int
 
