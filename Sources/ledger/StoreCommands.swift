@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerDemo
 import LedgerModels
 import LedgerProjections
 import LedgerStore
@@ -165,22 +166,6 @@ struct VerifyCommand: ParsableCommand {
 /// are padded on the left.
 func printTable(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) {
     for line in tableLines(rows, indent: indent, rightAligned: rightAligned) { print(line) }
-}
-
-/// The lines `printTable` prints.
-func tableLines(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) -> [String] {
-    guard let columns = rows.map(\.count).max() else { return [] }
-    var widths = [Int](repeating: 0, count: columns)
-    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-    return rows.map { row in
-        let cells = row.enumerated().map { i, cell in
-            let pad = String(repeating: " ", count: widths[i] - cell.count)
-            if rightAligned.contains(i) { return pad + cell }
-            return i == row.count - 1 ? cell : cell + pad
-        }
-        let line = indent + cells.joined(separator: "  ")
-        return String(line[..<(line.lastIndex { $0 != " " }.map { line.index(after: $0) } ?? line.startIndex)])
-    }
 }
 
 func formatBytes(_ bytes: Int) -> String {

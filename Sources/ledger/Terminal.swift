@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerDemo
 import LedgerModels
 import LedgerProjections
 
@@ -86,17 +87,6 @@ final class ProgressBar {
         if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         drawn = false
     }
-}
-
-/// 1234567 → "1,234,567".
-func formatCount(_ n: Int) -> String {
-    let digits = String(n.magnitude)
-    var out = ""
-    for (i, c) in digits.enumerated() {
-        if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
-        out.append(c)
-    }
-    return (n < 0 ? "-" : "") + out
 }
 
 /// Seconds as "42 s" or "3 min 5 s".

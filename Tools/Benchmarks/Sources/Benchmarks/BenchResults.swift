@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDemo
 
 /// The figures of one run, by the names `bench --json` prints, with the targets they are
 /// held to.
