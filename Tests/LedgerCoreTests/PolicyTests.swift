@@ -63,8 +63,29 @@ import Testing
         text = text.replacingOccurrences(of: #""graceDays": 30"#, with: #""graceDays": 30.0"#)
         text = text.replacingOccurrences(of: #""mode": "hard""#, with: #""mode": "hard", "softGraceDays": 30"#)
         #expect(problems(text) == [
-            "/retention/graceDays: expected a whole number from 0, got 30.0",
+            "/retention/graceDays: expected a whole number from 0 to 1000000, got 30.0",
             "/deletion/softGraceDays: only a soft deletion has a grace period; remove it or set mode to soft",
+        ])
+    }
+}
+
+/// Every whole number a policy holds is at most 1,000,000, so that no rule's sum of days,
+/// hours or seconds can overflow a timestamp: at the bound, one above, and far above.
+@Suite struct PolicyBoundTests {
+    func reference(billingGraceDays value: String) throws -> String {
+        try schemaFile("policies/reference.json")
+            .replacingOccurrences(of: #""billingGraceDays": 3"#, with: "\"billingGraceDays\": \(value)")
+    }
+
+    @Test func aNumberAtTheBoundIsAccepted() throws {
+        let policy = try Policy.decode(Array(try reference(billingGraceDays: "1000000").utf8)).get()
+        #expect(policy.subscription.billingGraceDays == 1_000_000)
+    }
+
+    @Test(arguments: ["1000001", "1000000000000000"])
+    func aNumberAboveTheBoundIsRefusedByPointer(_ value: String) throws {
+        #expect(PolicyTests().problems(try reference(billingGraceDays: value)) == [
+            "/subscription/billingGraceDays: expected a whole number from 0 to 1000000, got \(value)",
         ])
     }
 }

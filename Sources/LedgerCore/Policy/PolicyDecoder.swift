@@ -57,10 +57,10 @@ extension Policy {
                 if case .object(let kinds) = value, !kinds.members.isEmpty {
                     var table: [String: Int64] = [:]
                     for member in kinds.members {
-                        if case .number(let n) = member.value, let v = n.int64, v >= 1, !member.key.isEmpty {
+                        if case .number(let n) = member.value, let v = n.int64, v >= 1, v <= Section.integerMaximum, !member.key.isEmpty {
                             table[member.key] = v
                         } else {
-                            l.problems.append(FieldViolation(field: JSONPointer.make(["limits", "free", member.key]), message: "expected a whole number from 1 for a non-empty resource kind, got \(EnvelopeDecoder.describe(member.value))"))
+                            l.problems.append(FieldViolation(field: JSONPointer.make(["limits", "free", member.key]), message: "expected a whole number from 1 to \(Section.integerMaximum) for a non-empty resource kind, got \(EnvelopeDecoder.describe(member.value))"))
                         }
                     }
                     free = table
@@ -97,13 +97,13 @@ extension Policy {
                 let numbers: [Int64]? = {
                     guard case .array(let items) = value else { return nil }
                     let parsed = items.compactMap { item -> Int64? in
-                        if case .number(let n) = item, let v = n.int64, v >= 0 { return v }
+                        if case .number(let n) = item, let v = n.int64, v >= 0, v <= Section.integerMaximum { return v }
                         return nil
                     }
                     return parsed.count == items.count && Set(parsed).count == parsed.count ? parsed : nil
                 }()
                 if let numbers { days = numbers } else {
-                    n.problems.append(FieldViolation(field: "/notifications/retentionEmailDays", message: "expected a list of distinct whole days from 0, got \(EnvelopeDecoder.describe(value))"))
+                    n.problems.append(FieldViolation(field: "/notifications/retentionEmailDays", message: "expected a list of distinct whole days from 0 to \(Section.integerMaximum), got \(EnvelopeDecoder.describe(value))"))
                 }
             }
             problems += n.problems
@@ -171,10 +171,14 @@ private struct Section {
         return Section(o, path: path + [key], keys: keys, optional: optional)
     }
 
+    /// The largest whole number a policy holds (days, hours, seconds, counts): 1,000,000 days
+    /// is 2,700 years, and no sum of such spans overflows a timestamp.
+    static let integerMaximum: Int64 = 1_000_000
+
     mutating func integer(_ key: String, minimum: Int64) -> Int64? {
         guard let value = object[key] else { return nil }
-        guard case .number(let n) = value, let v = n.int64, v >= minimum else {
-            wrong(key, "a whole number from \(minimum)", value)
+        guard case .number(let n) = value, let v = n.int64, v >= minimum, v <= Self.integerMaximum else {
+            wrong(key, "a whole number from \(minimum) to \(Self.integerMaximum)", value)
             return nil
         }
         return v
