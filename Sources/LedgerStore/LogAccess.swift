@@ -22,17 +22,23 @@ public struct LogAccess: Sendable {
     /// The events after `after` through `through`, in position order: `body` gets each one
     /// whose type is in `types`, its payload decoded (the others are skipped on their type
     /// alone); `tick` gets the position every 65,536 events, for progress reports.
-    /// - Throws: `LedgerError.corruptRecord` for a record that does not decode, naming its position.
+    /// - Throws: `LedgerError.corruptRecord` for a record that does not decode, or a position
+    ///   missing from the log (positions are gap-free), naming the position.
     public func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                              tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
         let filter = EventRecord.TypeFilter(types)
         try txn.withCursor(events) { cursor in
-            var entry = try cursor.seek(atLeast: LogSchema.key(after + 1))
-            while let current = entry, let position = LogSchema.integer(current.key), position <= through {
-                if let event = try EventRecord.decodeForFolding(current.value, position: position, types: filter) { try body(event) }
-                if position & 0xFFFF == 0 { tick(position) }
-                entry = try cursor.next()
+            var expected = after + 1
+            var entry = try cursor.seek(atLeast: LogSchema.key(expected))
+            while expected <= through {
+                guard let current = entry, LogSchema.integer(current.key) == expected else {
+                    throw LedgerError(.corruptRecord, "position \(expected) is missing from the log; run `ledger verify`", position: expected)
+                }
+                if let event = try EventRecord.decodeForFolding(current.value, position: expected, types: filter) { try body(event) }
+                if expected & 0xFFFF == 0 { tick(expected) }
+                expected += 1
+                entry = expected <= through ? try cursor.next() : nil
             }
         }
     }

@@ -84,6 +84,26 @@ import Testing
         }
     }
 
+    /// A position missing from the log (positions are gap-free) fails the rebuild, naming it,
+    /// instead of folding what is left.
+    @Test func aPositionMissingFromTheLogFailsTheRebuildWithIt() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let count = try Self.appended(ledger, seed: 17)
+            #expect(count > 2)
+            let before = try Self.served(ledger)
+            try ledger.log.environment.write { txn in
+                let events = try #require(try txn.openDatabase(LogSchema.events, flags: []))
+                #expect(try txn.delete(events, key: LogSchema.key(2)))
+            }
+            let error = #expect(throws: LedgerError.self) { try ledger.rebuild() }
+            #expect(error?.code == .corruptRecord)
+            #expect(error?.position == 2)
+            #expect(try Self.served(ledger) == before)
+        }
+    }
+
     /// A model keyed by something other than the subject: a key reached as one event's subject
     /// and as another's payload field is one state, inline and rebuilt alike.
     @Test func aModelKeyedByAPayloadFieldFoldsAKeyReachedBothWaysIntoOneState() throws {
