@@ -173,11 +173,11 @@ public final class Ledger: Sendable {
     public func catchUp() throws(LedgerError) -> UInt64 { try engine.catchUp() }
 
     /// Every head position from now on, as appends in this process commit them.
-    public func positions() -> AsyncStream<UInt64> { engine.positions() }
+    public func positions() throws(LedgerError) -> AsyncStream<UInt64> { try engine.positions() }
 
     /// Waits until the log's head has reached `position`.
-    public func waitForPosition(_ position: UInt64) async {
-        for await head in positions() where head >= position { return }
+    public func waitForPosition(_ position: UInt64) async throws(LedgerError) {
+        for await head in try positions() where head >= position { return }
     }
 }
 

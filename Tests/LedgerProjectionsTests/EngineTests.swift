@@ -126,12 +126,12 @@ import Testing
         try await withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
-            var heads = ledger.positions().makeAsyncIterator()
+            var heads = try ledger.positions().makeAsyncIterator()
             #expect(await heads.next() == 0)
             let append = Task { try await ledger.append([Make.created("u1", at: jan1), Make.created("u2", at: jan1)]) }
             #expect(await heads.next() == 2)
             _ = try await append.value
-            await ledger.waitForPosition(2)
+            try await ledger.waitForPosition(2)
         }
     }
 

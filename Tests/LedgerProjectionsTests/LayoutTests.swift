@@ -55,6 +55,17 @@ import Testing
 
     /// One subject's states of every fold are stored one after another: generation ‖ key
     /// length ‖ key ‖ tag; a rebuild writes the same under the next number.
+    /// A fold's tag is one byte of every state key: a generation record whose tag is not a
+    /// byte is damage, refused when it is read (never trapped on when used), at 255 and 256.
+    @Test func aGenerationRecordWithATagBeyondAByteIsDamaged() throws {
+        var generation = Generation()
+        generation.folds = [.init(name: "facts", tag: 0, version: 1, checkpoint: 0)]
+        generation.folds[0].tag = 255
+        #expect(try generation.encoded.withUnsafeBytes { bytes in try Generation.decode(bytes) }.folds.first?.tagByte == 255)
+        generation.folds[0].tag = 256
+        #expect(throws: StateDecoder.Damaged.self) { try generation.encoded.withUnsafeBytes { bytes in try Generation.decode(bytes) } }
+    }
+
     @Test func oneSubjectsStatesAreNeighbours() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)

@@ -25,7 +25,11 @@ struct Generation: StateRecord, Equatable, Sendable {
             try coder.code(&tag)
             try coder.code(&version)
             try coder.code(&checkpoint)
+            guard tag <= UInt64(UInt8.max) else { throw StateDecoder.Damaged(what: "fold \(name)'s tag \(tag) is not a byte") }
         }
+
+        /// The byte after each key that marks this fold's states (checked when decoded).
+        var tagByte: UInt8 { UInt8(truncatingIfNeeded: tag) }
     }
 
     var id: UInt64 = 0
@@ -43,8 +47,6 @@ struct Generation: StateRecord, Equatable, Sendable {
 
     func record(_ name: String) -> FoldRecord? { folds.first { $0.name == name } }
 
-    /// The lowest checkpoint of `names`' records (0 for one missing).
-    func checkpoint(of name: String) -> UInt64 { record(name)?.checkpoint ?? 0 }
 }
 
 /// Where the folds live in the store, next to the log.
@@ -332,7 +334,9 @@ struct ModelStore: Sendable {
                 let key = String(decoding: UnsafeRawBufferPointer(rebasing: rest[10 ..< 10 + length]), as: UTF8.self)
                 let kind = String(decoding: UnsafeRawBufferPointer(rebasing: rest[(10 + length) ..< (rest.count - 9)]), as: UTF8.self)
                 let detail = String(decoding: current.value, as: UTF8.self)
-                let parsed = (try? JSONParser.parse(detail)) ?? .object(JSONObject())
+                guard let parsed = try? JSONParser.parse(detail) else {
+                    throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
+                }
                 try body(key, IndexEntry(at: at, kind: kind, detail: parsed))
                 entry = try cursor.next()
             }

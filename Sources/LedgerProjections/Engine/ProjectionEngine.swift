@@ -74,7 +74,7 @@ final class ProjectionEngine: CommitObserver {
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order. Built by another version: its states
             // may not even decode; it stays stale until a rebuild.
-            if checkpoint == head { active[index] = InlineSession.Entry(tag: UInt8(record.tag), states: fold.makeStates()) }
+            if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte, states: fold.makeStates()) }
         }
         return InlineSession(engine: self, generation: served, active: active)
     }
@@ -94,7 +94,7 @@ final class ProjectionEngine: CommitObserver {
         let record = generation.folds[position]
         guard record.checkpoint < head else { return record.checkpoint }
         let states = fold.makeStates()
-        let id = generation.number, tag = UInt8(record.tag)
+        let id = generation.number, tag = record.tagByte
         try store.log.forEachEvent(after: record.checkpoint, through: head, types: fold.reads, txn) { event in
             try states.apply(event) { key in try store.state(id, tag: tag, key, txn) }
         }
@@ -114,8 +114,8 @@ final class ProjectionEngine: CommitObserver {
             guard let record = generation.record(model.name), let facts else { continue }
             for key in keys {
                 let stored = try store.states(of: key, in: generation.number, txn)
-                let entries = try Self.indexEntries(model, stateBytes: stored[UInt8(record.tag)], factsBytes: stored[UInt8(facts.tag)], policy: policy)
-                try store.setEntries(entries, of: key, generation: generation.number, tag: UInt8(record.tag), txn)
+                let entries = try Self.indexEntries(model, stateBytes: stored[record.tagByte], factsBytes: stored[facts.tagByte], policy: policy)
+                try store.setEntries(entries, of: key, generation: generation.number, tag: record.tagByte, txn)
             }
         }
     }

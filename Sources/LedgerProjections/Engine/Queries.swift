@@ -42,7 +42,9 @@ public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
 public struct Status: Sendable {
     public struct Answer: Sendable {
         public var model: String
-        /// `nil` when the store's policy has no such model (SPEC §4: `status` shows `null`).
+        /// `nil` when the store's policy has no such model (SPEC §4: `status` shows `null`), or
+        /// when another code version built its states and this one cannot read them (it is then
+        /// in `stale` too, until `ledger rebuild`).
         public var view: (any ModelView)?
     }
 
@@ -111,37 +113,39 @@ extension ProjectionEngine {
     }
 
     /// Every model's view of `key` at `t` under the store's policy, in one read snapshot. A
-    /// model whose served states another version built is answered when they decode, and left
-    /// out when they do not (both named in `stale`).
+    /// model whose served states another version built is answered when they decode, and
+    /// answered `nil` when they do not (both named in `stale`).
     func status(of key: String, at t: Timestamp) throws(LedgerError) -> Status {
         do {
             return try store.env.read { txn in
                 let (policy, policyHash) = try servedPolicy(txn)
                 let head = try store.log.head(txn)
                 guard let served = try store.served(txn) else {
-                    return Status(subject: key, at: t, answers: models.map { model in Status.Answer(model: model.name, view: try? emptyView(model, t, policy)) },
-                                  stale: [])
+                    var answers: [Status.Answer] = []
+                    for model in models { answers.append(Status.Answer(model: model.name, view: try emptyView(model, t, policy))) }
+                    return Status(subject: key, at: t, answers: answers, stale: [])
                 }
                 let stored = try store.states(of: key, in: served.number, txn)
-                let factsBytes = served.record(Fold.factsName).flatMap { stored[UInt8($0.tag)] }
+                let factsBytes = served.record(Fold.factsName).flatMap { stored[$0.tagByte] }
                 // Decoded once, for every model's view.
                 let facts: SubjectFacts
                 do {
                     facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
                 } catch let error as StateDecoder.Damaged {
                     guard served.record(Fold.factsName)?.version != UInt64(Fold.factsVersion) else { throw Self.damaged(Fold.factsName, key, error) }
-                    return Status(subject: key, at: t, answers: [], stale: models.map { $0.name })
+                    return Status(subject: key, at: t, answers: models.map { Status.Answer(model: $0.name, view: nil) }, stale: models.map { $0.name })
                 }
                 var answers: [Status.Answer] = []
                 var stale: [String] = []
                 for model in models {
                     if staleness(model.name, model.version, served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
-                    let bytes = served.record(model.name).flatMap { stored[UInt8($0.tag)] }
+                    let bytes = served.record(model.name).flatMap { stored[$0.tagByte] }
                     do {
                         answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: bytes, facts: facts, at: t, policy: policy)))
                     } catch let error as StateDecoder.Damaged {
                         // Another version's states may not decode under this code; this one's must.
                         guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(model.name, key, error) }
+                        answers.append(Status.Answer(model: model.name, view: nil))
                     }
                 }
                 return Status(subject: key, at: t, answers: answers, stale: stale)
@@ -169,9 +173,9 @@ extension ProjectionEngine {
                     return try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
                 }
                 let stored = try store.states(of: key, in: served.number, txn)
-                let facts = served.record(Fold.factsName).flatMap { stored[UInt8($0.tag)] }
+                let facts = served.record(Fold.factsName).flatMap { stored[$0.tagByte] }
                 do {
-                    return try Self.view(model, stateBytes: stored[UInt8(record.tag)], factsBytes: facts, at: t, policy: policy)
+                    return try Self.view(model, stateBytes: stored[record.tagByte], factsBytes: facts, at: t, policy: policy)
                 } catch let error as StateDecoder.Damaged {
                     guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(M.name, key, error) }
                     throw LedgerError(.unsupportedFormat, "read model \(M.name) was built by version \(record.version), whose states this ledger (version \(M.version)) cannot read; run `ledger rebuild`")
@@ -190,7 +194,7 @@ extension ProjectionEngine {
                 guard let served = try store.served(txn), let record = served.record(name) else { return [] }
                 var states: [(key: String, state: [UInt8])] = []
                 try store.forEachState(in: served.number, txn) { key, tag, state in
-                    if tag == UInt8(record.tag) { states.append((key, Array(state))) }
+                    if tag == record.tagByte { states.append((key, Array(state))) }
                 }
                 return states.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
             }
@@ -211,7 +215,7 @@ extension ProjectionEngine {
                 var found: [UInt8: UnsafeRawBufferPointer] = [:]
                 func flush() throws {
                     guard let key = current else { return }
-                    if let view = try Self.view(model, stateBytes: found[UInt8(record.tag)], factsBytes: found[UInt8(facts.tag)], at: t, policy: policy) {
+                    if let view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy) {
                         try body(key, view)
                     }
                     found.removeAll(keepingCapacity: true)
@@ -237,7 +241,7 @@ extension ProjectionEngine {
             return try store.env.read { txn in
                 guard let served = try store.served(txn), let record = served.record(model) else { return [] }
                 var found: [(key: String, entry: IndexEntry)] = []
-                try store.entries(generation: served.number, tag: UInt8(record.tag), from: from, to: to, txn) { key, entry in found.append((key, entry)) }
+                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry in found.append((key, entry)) }
                 return found.sorted { a, b in
                     if a.entry.at != b.entry.at { return a.entry.at < b.entry.at }
                     if a.key != b.key { return a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
@@ -256,8 +260,12 @@ extension ProjectionEngine {
     /// (at most `limit` problems per fold).
     func verify(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
         do {
+            // Folded with no transaction held (see `foldLog`), then compared in one snapshot
+            // with the events appended meanwhile folded in too.
+            let (folded, through) = try foldLog(progress: progress)
             return try store.env.read { txn in
                 let head = try store.log.head(txn)
+                try foldEvents(Array(folds.indices), into: folded, after: through, through: head, txn)
                 let (policy, policyHash) = try servedPolicy(txn)
                 guard let served = try store.served(txn) else {
                     return head == 0 ? [] : [ModelProblem(model: "models", message: "never built; open the store for writing to build them")]
@@ -269,13 +277,12 @@ extension ProjectionEngine {
                     }
                 }
                 guard problems.isEmpty else { return problems }
-                let folded = try foldLog(through: head, txn, progress: progress)
                 var stored: [UInt8: [(key: String, state: [UInt8])]] = [:]
                 try store.forEachState(in: served.number, txn) { key, tag, state in stored[tag, default: []].append((key, Array(state))) }
                 for (index, fold) in folds.enumerated() {
                     guard let record = served.record(fold.name) else { continue }
                     let expected = folded[index].encoded().sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-                    problems += compare(fold.name, expected: expected, stored: stored[UInt8(record.tag)] ?? [], limit: limit)
+                    problems += compare(fold.name, expected: expected, stored: stored[record.tagByte] ?? [], limit: limit)
                 }
                 for (index, model) in models.enumerated() where model.isIndexed {
                     guard let record = served.record(model.name) else { continue }
@@ -326,7 +333,7 @@ extension ProjectionEngine {
             for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var stored: Set<String> = []
-        try store.entries(generation: served.number, tag: UInt8(record.tag), from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry in
+        try store.entries(generation: served.number, tag: record.tagByte, from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry in
             stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)")
         }
         var problems: [ModelProblem] = []
@@ -336,8 +343,13 @@ extension ProjectionEngine {
     }
 
     /// Every head position committed from now on, starting with the current one.
-    func positions() -> AsyncStream<UInt64> {
-        let head = (try? store.env.read { txn in try store.log.head(txn) }) ?? 0
+    func positions() throws(LedgerError) -> AsyncStream<UInt64> {
+        let head: UInt64
+        do {
+            head = try store.env.read { txn in try store.log.head(txn) }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "reading the log's head")
+        }
         return broadcaster.stream(current: head)
     }
 }

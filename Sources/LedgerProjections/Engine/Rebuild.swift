@@ -187,19 +187,21 @@ extension ProjectionEngine {
         return chosen
     }
 
-    /// Folds the log through its head in one read snapshot and compares the chosen models'
-    /// views with the served generation of the same snapshot. Returns the report, the new
-    /// states as a sorted run, and the head they hold.
+    /// Folds the log, then compares the chosen models' views with the served generation in
+    /// one read snapshot, after folding the events appended meanwhile in it too. Returns the
+    /// report, the new states as a sorted run, and the head they hold.
     private func foldAndCompare(_ chosen: [any ReadModel.Type], newPolicy: Policy?, at: Timestamp, dryRun: Bool,
                                 progress: (RebuildProgress) -> Void) throws -> (RebuildReport, StateRun, UInt64) {
-        try store.env.read { txn in
+        let clock = ContinuousClock()
+        let start = clock.now
+        let (states, folded) = try foldLog(progress: progress)
+        return try store.env.read { txn in
             let head = try store.log.head(txn)
+            try foldEvents(Array(folds.indices), into: states, after: folded, through: head, txn)
+            let run = StateRun(states)
+            let foldSeconds = (clock.now - start).seconds
             let (served, servedHash) = try servedPolicy(txn)
             let policy = newPolicy ?? served
-            let clock = ContinuousClock()
-            let start = clock.now
-            let run = StateRun(try foldLog(through: head, txn, progress: progress))
-            let foldSeconds = (clock.now - start).seconds
             let comparing = clock.now
             var changes: [ViewChange] = []
             var notCompared: [String] = []
@@ -213,12 +215,16 @@ extension ProjectionEngine {
         }
     }
 
-    /// Every fold over the whole log through `head`, in memory. With two cores or more the
-    /// folds are split in two groups — the facts, and the models — each folded on a core of its
-    /// own, scanning the log in a read transaction of its own through `head` (the events up to
-    /// it never change) and decoding only the events its folds read: the groups share nothing
-    /// while they fold. Reports `.folding` progress (of the facts' group).
-    func foldLog(through head: UInt64, _ txn: borrowing Transaction, progress: (RebuildProgress) -> Void) throws -> [any StateFold] {
+    /// Every fold over the whole log through its head, in memory; returns the states and the
+    /// head. With two cores or more the folds are split in two groups — the facts, and the
+    /// models — each folded on a core of its own, scanning the log in a read transaction of
+    /// its own through the head (the events up to it never change) and decoding only the
+    /// events its folds read: the groups share nothing while they fold. The caller holds no
+    /// transaction meanwhile, so that neither thread waits for it (a read that finds the map
+    /// grown by another process waits for every read of this one to end). Reports `.folding`
+    /// progress (of the facts' group).
+    func foldLog(progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
+        let head = try store.env.read { txn in try store.log.head(txn) }
         let states = folds.map { $0.makeStates() }
         let clock = ContinuousClock()
         let start = clock.now
@@ -228,16 +234,8 @@ extension ProjectionEngine {
         }
         report(0)
         let groups = ProcessInfo.processInfo.activeProcessorCount > 1 && folds.count > 1 ? [[0], Array(1 ..< folds.count)] : [Array(folds.indices)]
-        /// Folds `group`'s events from `txn`.
-        func fold(_ group: [Int], _ txn: borrowing Transaction, tick: (UInt64) -> Void) throws {
-            let types = group.reduce(into: Set<String>()) { $0.formUnion(folds[$1].reads) }
-            let readers = self.readers.map { $0.filter(group.contains) }
-            try store.log.forEachEvent(after: 0, through: head, types: types, txn, tick: tick) { event in
-                for index in readers[event.data.ordinal] { states[index].apply(event) }
-            }
-        }
         if groups.count == 1 {
-            try fold(groups[0], txn, tick: report)
+            try store.env.read { txn in try foldEvents(groups[0], into: states, after: 0, through: head, txn, tick: report) }
         } else {
             // The second group on another thread, in its own read transaction.
             let others = Others(states)
@@ -247,18 +245,33 @@ extension ProjectionEngine {
             Thread.detachNewThread {
                 defer { done.signal() }
                 do {
-                    try env.read { txn in try others.fold(self, group, through: head, txn) }
+                    try env.read { txn in try self.foldEvents(group, into: others.states, after: 0, through: head, txn) }
                 } catch {
                     others.failure = error
                 }
             }
             var failure: (any Error)?
-            do { try fold(groups[0], txn, tick: report) } catch { failure = error }
+            do {
+                try store.env.read { txn in try foldEvents(groups[0], into: states, after: 0, through: head, txn, tick: report) }
+            } catch {
+                failure = error
+            }
             done.wait()
             if let error = failure ?? others.failure { throw error }
         }
         report(head)
-        return states
+        return (states, head)
+    }
+
+    /// Folds the events after `after` through `head` that the folds of `group` read into
+    /// their `states`, in position order.
+    func foldEvents(_ group: [Int], into states: [any StateFold], after: UInt64, through head: UInt64, _ txn: borrowing Transaction,
+                    tick: (UInt64) -> Void = { _ in }) throws {
+        let types = group.reduce(into: Set<String>()) { $0.formUnion(folds[$1].reads) }
+        let readers = self.readers.map { $0.filter(group.contains) }
+        try store.log.forEachEvent(after: after, through: head, types: types, txn, tick: tick) { event in
+            for index in readers[event.data.ordinal] { states[index].apply(event) }
+        }
     }
 
     /// The chosen models' views of every key, served against new, field by field: where a
@@ -280,19 +293,19 @@ extension ProjectionEngine {
                 notCompared.append(model.name)
                 continue
             }
-            compared.append((model, UInt8(record.tag), UInt8(index)))
+            compared.append((model, record.tagByte, UInt8(index)))
         }
         var changes: [ViewChange] = []
         /// One key's served and new states, by tag.
         func differ(_ key: [UInt8], _ old: [UInt8: UnsafeRawBufferPointer], _ new: [UInt8: [UInt8]]) throws {
             let subject = String(decoding: key.dropFirst(2), as: UTF8.self)
-            let factsSame = old[UInt8(oldFacts.tag)].map { $0.hasSameBytes(as: new[0] ?? []) } ?? (new[0] == nil)
+            let factsSame = old[oldFacts.tagByte].map { $0.hasSameBytes(as: new[0] ?? []) } ?? (new[0] == nil)
             for (model, oldTag, newTag) in compared {
                 let same = old[oldTag].map { $0.hasSameBytes(as: new[newTag] ?? []) } ?? (new[newTag] == nil)
                 if samePolicy && factsSame && same { continue }
                 let before: JSONObject?
                 do {
-                    before = try Self.viewJSON(model, stateBytes: old[oldTag], factsBytes: old[UInt8(oldFacts.tag)], at: at, policy: servedPolicy)
+                    before = try Self.viewJSON(model, stateBytes: old[oldTag], factsBytes: old[oldFacts.tagByte], at: at, policy: servedPolicy)
                 } catch let error as StateDecoder.Damaged {
                     throw Self.damaged(model.name, subject, error)
                 }
@@ -524,7 +537,7 @@ private final class Parts: @unchecked Sendable {
     var joined: [(stored: [UInt8], state: [UInt8])] { Array(slots.map(\.run).joined()) }
 }
 
-/// The second group's fold on its own thread (`ProjectionEngine.foldLog`).
+/// The second group's states and failure, handed to its thread (`ProjectionEngine.foldLog`).
 private final class Others: @unchecked Sendable {
     // @unchecked: the folding thread alone touches its group's states and `failure` until it
     // signals; the caller reads them only after waiting for that.
@@ -532,12 +545,4 @@ private final class Others: @unchecked Sendable {
     var failure: (any Error)?
 
     init(_ states: [any StateFold]) { self.states = states }
-
-    func fold(_ engine: ProjectionEngine, _ group: [Int], through head: UInt64, _ txn: borrowing Transaction) throws {
-        let types = group.reduce(into: Set<String>()) { $0.formUnion(engine.folds[$1].reads) }
-        let readers = engine.readers.map { $0.filter(group.contains) }
-        try engine.store.log.forEachEvent(after: 0, through: head, types: types, txn) { event in
-            for index in readers[event.data.ordinal] { states[index].apply(event) }
-        }
-    }
 }
