@@ -13,7 +13,7 @@ extension EventLog {
         case .success(let policy):
             return policy
         case .failure(let failure):
-            throw LedgerError(.corruptRecord, "the store's policy does not decode (\(failure.violations.first.map { "\($0.field): \($0.message)" } ?? "")); set one with `ledger init --policy`")
+            throw LedgerError(.corruptRecord, "the store's policy does not decode (\(failure.violations.first.map { "\($0.field): \($0.message)" } ?? "")); " + Self.damagedPolicyRemedy)
         }
     }
 
@@ -26,4 +26,9 @@ extension EventLog {
             throw LedgerError.storage(error, doing: "recording the policy")
         }
     }
+}
+
+extension EventLog {
+    /// What to do about a store whose policy record does not decode: the log itself is intact.
+    public static let damagedPolicyRemedy = "the log is intact: `ledger export --store S | ledger append --restore --store NEW -` after `ledger init --policy FILE --store NEW`"
 }

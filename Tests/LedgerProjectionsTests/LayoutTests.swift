@@ -127,6 +127,52 @@ import Testing
         }
     }
 
+    /// A served state that does not decode is what `ledger rebuild` is told to mend: the
+    /// rebuild says it could not compare that model's views, and replaces the state.
+    @Test func aRebuildReplacesAServedStateThatDoesNotDecode() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(events(["u1", "u2"]))
+            let id = try served(ledger).number
+            let store = ledger.engine.store
+            try store.env.write { txn in try store.put(id, tag: 3, "u2", [0xFF, 0xFF, 0xFF], txn) }
+            #expect(try ledger.verifyModels().map(\.description) == ["badge u2: differs from a fresh rebuild"])
+            let error = #expect(throws: LedgerError.self) { try ledger.status(of: "u2") }
+            #expect(error?.code == .corruptRecord)
+            let report = try ledger.rebuild()
+            #expect(report.notCompared == ["badge"])
+            #expect(try ledger.verifyModels() == [])
+            #expect(try ledger.status(of: "u2").answers.count == 3)
+        }
+    }
+
+    /// A damaged generation record fails reads, and the next open for writing builds the
+    /// models again from the log in a new generation; a rebuild deletes the old one's states.
+    @Test func aDamagedGenerationRecordIsBuiltAgainWhenTheStoreOpens() throws {
+        try withStorePath { path in
+            let old: UInt32
+            do {
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                try ledger.append(events(["u1", "u2"]))
+                old = try served(ledger).number
+                let store = ledger.engine.store
+                try store.env.write { txn in try txn.put(store.generations, key: ModelSchema.servedKey, value: [0xFF]) }
+                let error = #expect(throws: LedgerError.self) { try ledger.status(of: "u1") }
+                #expect(error?.code == .corruptRecord)
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try served(ledger).number != old)
+            #expect(try ledger.verifyModels() == [])
+            #expect(try ledger.status(of: "u1").answers.count == 3)
+            try ledger.rebuild()
+            let store = ledger.engine.store
+            #expect(try store.env.read { txn in try store.storedGenerations(txn) }.contains(old) == false)
+        }
+    }
+
     /// A store whose models were kept in the first layout (a generation per model, no layout
     /// record) is refused read only, and opened for writing its models are built again.
     @Test func aStoreOfTheFirstModelsLayoutIsBuiltAgain() throws {

@@ -39,9 +39,16 @@ final class ProjectionEngine: CommitObserver {
     // MARK: Generations
 
     /// The served generation, made (or given records for folds it lacks: a model added since)
-    /// in `txn`, a write transaction.
+    /// in `txn`, a write transaction. A damaged generation record is replaced by a new, empty
+    /// generation, which catch-up builds from the log; the next rebuild deletes the old
+    /// generation's states.
     func servedForWriting(_ txn: borrowing Transaction) throws -> Generation {
-        var served = try store.served(txn) ?? Generation()
+        var served: Generation
+        do {
+            served = try store.served(txn) ?? Generation()
+        } catch let error as LedgerError where error.code == .corruptRecord {
+            served = Generation()
+        }
         var changed = false
         if served.id == 0 {
             served.id = UInt64(try store.allocate(txn))
@@ -173,7 +180,7 @@ final class ProjectionEngine: CommitObserver {
             policyCache.withLock { $0 = (bytes, policy, hash) }
             return (policy, hash)
         case .failure:
-            throw LedgerError(.corruptRecord, "the store's policy does not decode; set one with `ledger rebuild --policy FILE`")
+            throw LedgerError(.corruptRecord, "the store's policy does not decode; " + EventLog.damagedPolicyRemedy)
         }
     }
 

@@ -71,8 +71,8 @@ public struct RebuildReport: Sendable {
     public var policyTo: String
     /// Every field that changes, by subject, model and field.
     public var changes: [ViewChange]
-    /// Models whose served build, made by another code version, this code cannot read: their
-    /// views could not be compared, so `changes` says nothing about them.
+    /// Models whose served build this code cannot read (made by another code version, or
+    /// damaged): their views could not be compared, so `changes` may miss some of theirs.
     public var notCompared: [String] = []
     /// Events folded.
     public var events: UInt64
@@ -278,7 +278,7 @@ extension ProjectionEngine {
     /// key's states and facts and the policy are the same, so are the views, and only the
     /// others are worked out. The served generation and the new run are walked together, in
     /// the store's order, a key's states at a time. A model whose served states another version
-    /// built cannot be compared.
+    /// built, or whose served state of a key is damaged, cannot be compared (`notCompared`).
     private func compare(_ chosen: [any ReadModel.Type], _ run: StateRun, _ generation: Generation, servedPolicy: Policy,
                          newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> ([ViewChange], [String]) {
         let samePolicy = servedPolicy == newPolicy
@@ -306,8 +306,11 @@ extension ProjectionEngine {
                 let before: JSONObject?
                 do {
                     before = try Self.viewJSON(model, stateBytes: old[oldTag], factsBytes: old[oldFacts.tagByte], at: at, policy: servedPolicy)
-                } catch let error as StateDecoder.Damaged {
-                    throw Self.damaged(model.name, subject, error)
+                } catch is StateDecoder.Damaged {
+                    // A damaged served state: what the rebuild is for. Its views cannot be
+                    // compared; the report says so, and the rebuild replaces it.
+                    if !notCompared.contains(model.name) { notCompared.append(model.name) }
+                    continue
                 }
                 let after = try new[newTag].withOptionalBytes { state in
                     try new[0].withOptionalBytes { facts in try Self.viewJSON(model, stateBytes: state, factsBytes: facts, at: at, policy: newPolicy) }
