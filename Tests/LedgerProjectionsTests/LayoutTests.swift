@@ -173,6 +173,35 @@ import Testing
         }
     }
 
+    /// Read models of a layout newer than this code's are refused, not wiped: a newer ledger
+    /// built them.
+    @Test func readModelsOfANewerLayoutAreRefusedAndKept() throws {
+        try withStorePath { path in
+            let states: Int
+            do {
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                try ledger.append(events(["u1"]))
+                let store = ledger.engine.store
+                try store.env.write { txn in try txn.put(store.generations, key: ModelSchema.layoutKey, value: [ModelSchema.layout + 1]) }
+                states = try ledger.servedStates(of: "entitlement").count
+            }
+            let error = #expect(throws: LedgerError.self) { _ = try Ledger(path: path) }
+            #expect(error?.code == .unsupportedFormat)
+            #expect(error?.message.contains("newer than this ledger's") == true)
+            // Put back to this layout, the same states are there: nothing was wiped.
+            do {
+                let env = try Environment(path: path)
+                let generations = try env.openDatabase(ModelSchema.generations, flags: [])
+                try env.write { txn in try txn.put(generations, key: ModelSchema.layoutKey, value: [ModelSchema.layout]) }
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(states == 1)
+            #expect(try ledger.servedStates(of: "entitlement").count == states)
+        }
+    }
+
     /// A store whose models were kept in the first layout (a generation per model, no layout
     /// record) is refused read only, and opened for writing its models are built again.
     @Test func aStoreOfTheFirstModelsLayoutIsBuiltAgain() throws {

@@ -151,12 +151,20 @@ struct ModelStore: Sendable {
             throw LedgerError(.storage, "the store at \(env.path) has no read models of this layout yet; open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to build them")
         }
         let states = self.states, index = self.index, generations = self.generations
-        let layout = try env.read { txn in try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) } }
-        guard layout != [ModelSchema.layout] else { return }
+        func check(_ layout: [UInt8]?) throws -> Bool {
+            if layout == [ModelSchema.layout] { return true }
+            if let layout, layout.count == 1, layout[0] > ModelSchema.layout {
+                throw LedgerError(.unsupportedFormat, "the read models at \(env.path) are of layout \(layout[0]), newer than this ledger's (\(ModelSchema.layout)); use a newer ledger")
+            }
+            return false
+        }
+        if try check(try env.read { txn in try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) } }) { return }
         guard !readOnly else {
             throw LedgerError(.unsupportedFormat, "the read models at \(env.path) are of an older layout; open the store once for writing to build them again")
         }
         try env.write { txn in
+            // Checked again in the write: another process may have built them meanwhile.
+            if try check(try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) }) { return }
             try txn.removeAll(states)
             try txn.removeAll(index)
             try txn.removeAll(generations)

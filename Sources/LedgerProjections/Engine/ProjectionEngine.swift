@@ -116,9 +116,11 @@ final class ProjectionEngine: CommitObserver {
     /// from their stored states and facts under `policy`.
     func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction) throws {
         guard !keys.isEmpty, models.contains(where: { $0.isIndexed }) else { return }
-        let facts = generation.record(Fold.factsName)
+        guard let facts = generation.record(Fold.factsName), facts.version == UInt64(Fold.factsVersion) else { return }
         for model in models where model.isIndexed {
-            guard let record = generation.record(model.name), let facts else { continue }
+            // Another version's states may not decode under this code: its index stays as it
+            // is, stale with the model, until a rebuild.
+            guard let record = generation.record(model.name), record.version == UInt64(model.version) else { continue }
             for key in keys {
                 let stored = try store.states(of: key, in: generation.number, txn)
                 let entries = try Self.indexEntries(model, stateBytes: stored[record.tagByte], factsBytes: stored[facts.tagByte], policy: policy)
