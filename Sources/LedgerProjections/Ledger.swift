@@ -57,13 +57,29 @@ public final class Ledger: Sendable {
     /// the same transaction, so a view read after this returns reflects them.
     @discardableResult
     public func append(_ events: [LedgerEvent], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
-        try log.append(try events.map { event throws(LedgerError) in try event.draft() }, expecting: expecting)
+        try log.append(try Self.drafts(events), expecting: expecting)
     }
 
     /// Appends typed events, suspending until they are durable.
     @discardableResult
     public func append(_ events: [LedgerEvent], expecting: [String: ExpectedVersion] = [:]) async throws(LedgerError) -> AppendResult {
-        try await log.append(try events.map { event throws(LedgerError) in try event.draft() }, expecting: expecting)
+        try await log.append(try Self.drafts(events), expecting: expecting)
+    }
+
+    /// The events' drafts; a bad one's error names its index in the batch.
+    private static func drafts(_ events: [LedgerEvent]) throws(LedgerError) -> [EventDraft] {
+        var drafts: [EventDraft] = []
+        drafts.reserveCapacity(events.count)
+        for (index, event) in events.enumerated() {
+            do {
+                drafts.append(try event.draft())
+            } catch {
+                var error = error
+                error.index = error.index ?? index
+                throw error
+            }
+        }
+        return drafts
     }
 
     // MARK: Reading

@@ -54,6 +54,23 @@ import Testing
         }
     }
 
+    /// A bad typed event is named by its index in the batch and its field, and nothing of the
+    /// batch is written: the first event, or the second.
+    @Test(arguments: [0, 1])
+    func aBadTypedEventIsNamedByItsIndexAndField(_ bad: Int) throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            var batch = [Make.created("u1", at: jan1), Make.created("u2", at: jan1)]
+            batch[bad].subject = ""
+            let error = #expect(throws: LedgerError.self) { try ledger.append(batch) }
+            #expect(error?.code == .invalidEvent)
+            #expect(error?.index == bad)
+            #expect(error?.field == "/subject")
+            #expect(try ledger.stats().log.events == 0)
+        }
+    }
+
     /// A store written without the engine (a process that only appends) is caught up from the
     /// model's checkpoint when a Ledger opens it, in batches.
     @Test func aModelBehindTheLogCatchesUpFromItsCheckpoint() throws {
