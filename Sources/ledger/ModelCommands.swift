@@ -196,7 +196,7 @@ struct RebuildCommand: ParsableCommand {
             let summary = report.summary
             var summaryRows: [[String]] = []
             for field in summary.keys.sorted() {
-                for (transition, count) in (summary[field] ?? [:]).sorted(by: { $0.value > $1.value }) {
+                for (transition, count) in (summary[field] ?? [:]).sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
                     summaryRows.append([field, short(transition), String(count)])
                 }
             }
