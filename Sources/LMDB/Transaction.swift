@@ -10,7 +10,6 @@ import CLMDB
 public struct Transaction: ~Copyable {
     let handle: OpaquePointer
     let writeState: WriteState?
-    /// A read transaction's handle, kept between reads with the cursors opened in it.
 
     init(handle: OpaquePointer, writeState: WriteState?) {
         self.handle = handle
@@ -19,11 +18,6 @@ public struct Transaction: ~Copyable {
 
     /// Whether writes are allowed.
     public var isReadOnly: Bool { writeState == nil }
-
-    /// The snapshot a read transaction sees (`mdb_txn_id`: the last write transaction committed
-    /// when it began). Two read transactions of one environment with the same id see the same
-    /// data. A write transaction's is the id it will commit under.
-    public var snapshotID: Int { Int(mdb_txn_id(handle)) }
 
     // MARK: Reads
 

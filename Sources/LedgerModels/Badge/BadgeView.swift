@@ -68,7 +68,6 @@ public enum BadgeRules {
         sessionZone(state, at: t) ?? "UTC"
     }
 
-    /// The zone of the latest session start at or before `t`, `nil` with none.
     /// The zone of the latest session start at or before `t` among `events`, `nil` with none:
     /// the badge's own rule for "today", folded from the events alone (how the audit and the
     /// command line show a subject's times locally).

@@ -358,7 +358,7 @@ extension SubscriptionFacts {
     }
 
     /// Every time at which coverage, billing grace or the billing issue may change with no new
-    /// event, whatever the facts known (a superset; see `Projection.changeTimes`): the facts'
+    /// event, whatever the facts known (a superset; see `ReadModel.changeTimes`): the facts'
     /// own times, every period start and end, and, once a renewal has failed, each time a
     /// covered period can end (an expiry, an extension, an upgrade, a refund or revocation, a
     /// failure with none) plus billingGraceDays and plus billingRetryDays, and each store

@@ -5,7 +5,7 @@ import LedgerCore
 /// (`LedgerProjections`) stores the states, keeps them current in each append's transaction and
 /// rebuilds them; the audit folds them in memory.
 ///
-/// A model declares itself once: its state's fields (`StateRecord.fields`), its view's fields
+/// A model declares itself once: its state's fields (`ModelState.code(_:)`, which both encodes and decodes them), its view's fields
 /// (`Encodable`: the JSON `status` prints, in declaration order, `null` for no value), the
 /// events it reads (`reads`), how each changes the state (`apply`, an exhaustive `switch`), and
 /// what it answers (`view`). It is registered in `ReadModels.all`, which the engine, `status`,

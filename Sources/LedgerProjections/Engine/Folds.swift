@@ -48,8 +48,6 @@ enum ModelFolding<M: ReadModel>: Folding {
 /// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
 /// transaction touches.
 protocol StateFold: AnyObject {
-    /// Keys held.
-    var count: Int { get }
     /// Applies `event` to its key's state; `load` gives the stored state's bytes the first
     /// time a key is touched (`nil`: none stored).
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws
@@ -66,7 +64,6 @@ protocol StateFold: AnyObject {
 final class States<F: Folding>: StateFold {
     private(set) var states: [String: F.State] = [:]
 
-    var count: Int { states.count }
     var keys: [String] { Array(states.keys) }
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
