@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where a fact came from.
 public enum EventSource: String, Sendable, Hashable, CaseIterable, Codable {
     case appstore, app, support, system, `import`
@@ -43,6 +45,13 @@ public enum EventLimits {
         let count = subject.utf8.count
         if count == 0 { return "must not be empty" }
         if count > maxSubjectBytes { return "is \(count) bytes, over the \(maxSubjectBytes)-byte limit" }
+        // Swift's String equality is canonical equivalence, the store's keys are bytes: "café"
+        // spelt two ways would be one customer to one and two to the other. Only NFC, the one
+        // spelling of each, is accepted (ASCII is NFC already).
+        if !subject.utf8.allSatisfy({ $0 < 0x80 }),
+           !subject.precomposedStringWithCanonicalMapping.utf8.elementsEqual(subject.utf8) {
+            return "is not in Unicode normalization form C; normalize it (NFC), so that one name has one spelling"
+        }
         return nil
     }
 

@@ -98,6 +98,16 @@ import Testing
         #expect(problems(with("subject", #""""#)) == ["events.jsonl:3: /subject: must not be empty"])
     }
 
+    /// A subject is one spelling of one name: "café" with a precomposed é (NFC) is accepted,
+    /// the same name with e and a combining accent is refused, since Swift would call the two
+    /// equal and the store would keep them apart.
+    @Test func aSubjectMustBeInNormalizationFormC() {
+        #expect(problems(with("subject", "\"caf\u{E9}\"")) == [])
+        #expect(problems(with("subject", "\"cafe\u{301}\"")) == [
+            "events.jsonl:3: /subject: is not in Unicode normalization form C; normalize it (NFC), so that one name has one spelling",
+        ])
+    }
+
     @Test func aSchemaVersionTheTypeNeverHadIsRejected() {
         #expect(problems(with("schemaVersion", "2")) == ["events.jsonl:3: /schemaVersion: subscription.purchased has schema version 1, got 2"])
     }

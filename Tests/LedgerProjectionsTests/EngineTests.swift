@@ -71,6 +71,22 @@ import Testing
         }
     }
 
+    /// Two spellings of one name (NFC and decomposed) would be one key to Swift and two to the
+    /// store: the decomposed one is refused, so every model keeps each customer apart.
+    @Test func aSubjectNotInNFCIsRefusedBeforeItReachesAModel() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let error = #expect(throws: LedgerError.self) {
+                try ledger.append([Make.created("caf\u{E9}", at: jan1), Make.created("cafe\u{301}", at: jan1)])
+            }
+            #expect(error?.index == 1)
+            #expect(error?.field == "/subject")
+            try ledger.append([Make.created("caf\u{E9}", at: jan1)])
+            #expect(try ledger.events(of: "caf\u{E9}").collect().count == 1)
+        }
+    }
+
     /// A store written without the engine (a process that only appends) is caught up from the
     /// model's checkpoint when a Ledger opens it, in batches.
     @Test func aModelBehindTheLogCatchesUpFromItsCheckpoint() throws {
