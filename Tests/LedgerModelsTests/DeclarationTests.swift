@@ -78,4 +78,16 @@ import Testing
         #expect((empty.view(RetentionModel.self, at: at)?.json).map { JSON.object($0).serialized() } == #"{"tier":"free","enteredAt":null,"nextTier":null,"nextTierAt":null,"capabilities":{"viewThumbnails":true,"downloadOriginals":false,"upload":false,"retrieveArchive":false,"earnCredits":false},"reactivation":{"available":false,"fee":null}}"#)
         #expect((empty.view(BadgeModel.self, at: at)?.json).map { JSON.object($0).serialized() } == #"{"count":0,"unreadInbox":0,"maintenanceDueToday":false,"billingIssue":false,"securityFlag":false}"#)
     }
+
+    /// A view of every kind of value a model may hold: each is written, each optional without a
+    /// value is `null` (no key is left out, whatever its type), in declaration order.
+    @Test func everyKindOfValueIsWrittenAndEveryMissingOneIsNull() {
+        struct Kinds: ModelView {
+            var text: String? = nil, flag: Bool? = nil, ratio: Double? = nil, small: Int32? = nil, count: UInt32? = nil
+            var whole: Int? = nil, big: Int64? = nil, huge: UInt64? = nil, at: Timestamp? = nil, list: [String]? = nil
+        }
+        #expect(JSON.object(Kinds().json).serialized() == #"{"text":null,"flag":null,"ratio":null,"small":null,"count":null,"whole":null,"big":null,"huge":null,"at":null,"list":null}"#)
+        let full = Kinds(text: "a", flag: true, ratio: 0.5, small: -3, count: 4, whole: 5, big: 6, huge: 7, at: ts("2026-03-01T00:00:00Z"), list: ["b"])
+        #expect(JSON.object(full.json).serialized() == #"{"text":"a","flag":true,"ratio":0.5,"small":-3,"count":4,"whole":5,"big":6,"huge":7,"at":"2026-03-01T00:00:00.000Z","list":["b"]}"#)
+    }
 }

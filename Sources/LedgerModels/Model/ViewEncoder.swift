@@ -92,6 +92,9 @@ private func encodeValue(_ value: some Encodable, into node: Node, codingPath: [
     case let number as Int64: node.content = .leaf(.integer(number))
     case let number as Int: node.content = .leaf(.integer(Int64(number)))
     case let number as UInt64: node.content = .leaf(.integer(Int64(clamping: number)))
+    case let number as Int32: node.content = .leaf(.integer(Int64(number)))
+    case let number as UInt32: node.content = .leaf(.integer(Int64(number)))
+    case let number as Double: node.content = .leaf(JSONNumber(number).map(JSON.number) ?? .null)
     case let json as JSON: node.content = .leaf(json)
     default: try value.encode(to: NodeEncoder(node: node, codingPath: codingPath))
     }
@@ -106,30 +109,20 @@ private struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
         try encodeValue(value, into: node.member(key.stringValue), codingPath: codingPath + [key])
     }
     // Synthesized `Encodable` calls these for optionals: no value is `null`, not a missing key.
-    mutating func encodeIfPresent(_ value: (some Encodable)?, forKey key: Key) throws {
+    // (The protocol has an overload per standard type; each defaults to leaving the key out.)
+    private mutating func present(_ value: (some Encodable)?, _ key: Key) throws {
         guard let value else { return try encodeNil(forKey: key) }
         try encode(value, forKey: key)
     }
-    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
-        guard let value else { return try encodeNil(forKey: key) }
-        try encode(value, forKey: key)
-    }
-    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws {
-        guard let value else { return try encodeNil(forKey: key) }
-        try encode(value, forKey: key)
-    }
-    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws {
-        guard let value else { return try encodeNil(forKey: key) }
-        try encode(value, forKey: key)
-    }
-    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws {
-        guard let value else { return try encodeNil(forKey: key) }
-        try encode(value, forKey: key)
-    }
-    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws {
-        guard let value else { return try encodeNil(forKey: key) }
-        try encode(value, forKey: key)
-    }
+    mutating func encodeIfPresent(_ value: (some Encodable)?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try present(value, key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try present(value, key) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         let child = node.member(key.stringValue)
