@@ -59,12 +59,13 @@ struct AuditCommand: ParsableCommand {
             print(report.json.serialized())
             return
         }
-        print(Self.render(report, zone: report.timeZone))
+        print(Self.render(report))
     }
 
     /// The timeline for people: one block per entry, the changes indented under it. Times are
-    /// UTC, each followed by the subject's local time when `zone` is known.
-    static func render(_ report: AuditReport, zone: String?) -> String {
+    /// UTC, each followed by the subject's local time when its zone is known.
+    static func render(_ report: AuditReport) -> String {
+        let zone = report.timeZone
         var lines: [String] = []
         let scope: String
         switch report.knownAt {

@@ -73,11 +73,18 @@ enum ModelSchema {
 
     static func prefix(_ generation: UInt32) -> [UInt8] { withUnsafeBytes(of: generation.bigEndian) { Array($0) } }
 
-    /// Generation ‖ key length ‖ key: where a key's states begin.
-    static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] {
-        let utf8 = Array(key.utf8)
-        return prefix(generation) + withUnsafeBytes(of: UInt16(truncatingIfNeeded: utf8.count).bigEndian) { Array($0) } + utf8
+    /// Key length (u16 BE) ‖ key: how a key is written after a generation (and in the index).
+    static func keyBytes(_ key: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(key.utf8.count + 3)
+        bytes.append(UInt8(truncatingIfNeeded: key.utf8.count >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: key.utf8.count))
+        bytes.append(contentsOf: key.utf8)
+        return bytes
     }
+
+    /// Generation ‖ key length ‖ key: where a key's states begin.
+    static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] { prefix(generation) + keyBytes(key) }
 
     static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] { keyPrefix(generation, key) + [tag] }
 
@@ -106,12 +113,12 @@ enum ModelSchema {
     static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "e")] + prefix(generation) + [tag] }
 
     static func entryKey(_ generation: UInt32, tag: UInt8, key: String, _ entry: IndexEntry) -> [UInt8] {
-        entryPrefix(generation, tag: tag) + indexTime(entry.at) + Array(keyPrefix(0, key).dropFirst(4))
+        entryPrefix(generation, tag: tag) + indexTime(entry.at) + keyBytes(key)
             + Array(entry.kind.utf8) + [0] + withUnsafeBytes(of: fnv1a(entry.detail).bigEndian) { Array($0) }
     }
 
     static func keyEntriesKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] {
-        [UInt8(ascii: "k")] + prefix(generation) + [tag] + Array(keyPrefix(0, key).dropFirst(4))
+        [UInt8(ascii: "k")] + prefix(generation) + [tag] + keyBytes(key)
     }
 
     /// A 64-bit FNV-1a hash: entry keys are unique by (at, key, kind, detail) without the

@@ -21,6 +21,9 @@ final class ProjectionEngine: CommitObserver {
     /// A fold this far behind is caught up inside the next append's transaction; further
     /// behind, it waits for `catchUp()` (which `Ledger` runs when it opens the store).
     let inlineCatchUpLimit: UInt64 = 10_000
+    /// Whether a model keeps a time-ordered index (`ReadModel.isIndexed`): only then does a
+    /// write work out index entries.
+    let hasIndex: Bool
     let broadcaster = PositionBroadcaster()
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
@@ -29,6 +32,7 @@ final class ProjectionEngine: CommitObserver {
     init(env: Environment, models: [any ReadModel.Type]) throws {
         store = try ModelStore(env: env)
         self.models = models
+        hasIndex = models.contains { $0.isIndexed }
         folds = Fold.all(models)
         let folds = self.folds
         readers = EventCatalog.typeNames.map { type in folds.indices.filter { folds[$0].reads.contains(type) } }
@@ -108,14 +112,14 @@ final class ProjectionEngine: CommitObserver {
         for (key, state) in states.encoded() { try store.put(id, tag: tag, key, state, txn) }
         generation.folds[position].checkpoint = head
         if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
-        try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn)
+        if hasIndex { try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn) }
         return head
     }
 
     /// Works out again the index entries of `keys` in every indexed model of `generation`,
     /// from their stored states and facts under `policy`.
     func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction) throws {
-        guard !keys.isEmpty, models.contains(where: { $0.isIndexed }) else { return }
+        guard hasIndex, !keys.isEmpty else { return }
         guard let facts = generation.record(Fold.factsName), facts.version == UInt64(Fold.factsVersion) else { return }
         for model in models where model.isIndexed {
             // Another version's states may not decode under this code: its index stays as it
@@ -228,14 +232,14 @@ final class InlineSession: CommitSession {
             guard let entry else { continue }
             for (key, state) in entry.states.encoded() {
                 try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
-                touched.insert(key)
+                if engine.hasIndex { touched.insert(key) }
             }
             if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {
                 advanced.folds[position].checkpoint = last
             }
         }
         try engine.store.setServed(advanced, txn)
-        try engine.refreshIndexes(of: touched, in: advanced, policy: engine.policy(txn), txn)
+        if !touched.isEmpty { try engine.refreshIndexes(of: touched, in: advanced, policy: engine.policy(txn), txn) }
     }
 }
 

@@ -122,7 +122,7 @@ extension ProjectionEngine {
                 let head = try store.log.head(txn)
                 guard let served = try store.served(txn) else {
                     var answers: [Status.Answer] = []
-                    for model in models { answers.append(Status.Answer(model: model.name, view: try emptyView(model, t, policy))) }
+                    for model in models { answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy))) }
                     return Status(subject: key, at: t, answers: answers, stale: [])
                 }
                 let stored = try store.states(of: key, in: served.number, txn)
@@ -158,10 +158,6 @@ extension ProjectionEngine {
     /// A state that does not decode under the version that built it.
     static func damaged(_ model: String, _ key: String, _ error: StateDecoder.Damaged) -> LedgerError {
         LedgerError(.corruptRecord, "read model \(model) is damaged for \(key) (\(error)); run `ledger rebuild`")
-    }
-
-    private func emptyView(_ model: any ReadModel.Type, _ t: Timestamp, _ policy: Policy) throws -> (any ModelView)? {
-        try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
     }
 
     /// One model's view of `key` at `t` under the store's policy.

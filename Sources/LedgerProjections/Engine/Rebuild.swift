@@ -406,7 +406,7 @@ extension ProjectionEngine {
             let done = UInt64(min(first + batch, run.entries.count)), seconds = (clock.now - start).seconds
             progress(RebuildProgress(phase: .writing, done: done, total: UInt64(run.entries.count), perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
-        if models.contains(where: { $0.isIndexed }) {
+        if hasIndex {
             var keys: [String] = []
             var last: [UInt8]?
             for index in run.entries.indices where run.key(at: index) != last {
@@ -486,14 +486,7 @@ struct StateRun {
         var keys: [(stored: [UInt8], key: String)] = []
         var seen: Set<String> = []
         for states in folded {
-            for key in states.keys where seen.insert(key).inserted {
-                var stored: [UInt8] = []
-                stored.reserveCapacity(key.utf8.count + 3)
-                stored.append(UInt8(truncatingIfNeeded: key.utf8.count >> 8))
-                stored.append(UInt8(truncatingIfNeeded: key.utf8.count))
-                stored.append(contentsOf: key.utf8)
-                keys.append((stored, key))
-            }
+            for key in states.keys where seen.insert(key).inserted { keys.append((ModelSchema.keyBytes(key), key)) }
         }
         keys.sort { $0.stored.precedesInByteOrder($1.stored) }
         let cores = max(1, min(ProcessInfo.processInfo.activeProcessorCount, keys.count / 1_000))

@@ -126,7 +126,7 @@ struct DemoCommand: ParsableCommand {
         for (pick, report) in zip(telling, reports) {
             print("")
             print(Terminal.paint("── \(DemoHistory.subject(pick.index)): \(pick.why) ──", .bold))
-            print(AuditCommand.render(report, zone: try ledger.timeZone(of: report.subject, at: present)))
+            print(AuditCommand.render(report))
         }
         print("")
         print("Next: `ledger status SUBJECT --store \(global.storePath)`, `ledger audit SUBJECT --store \(global.storePath)`, `ledger verify --store \(global.storePath)`.")
