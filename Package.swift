@@ -38,7 +38,7 @@ let package = Package(
         ),
         // The read models as pure code: reducers, views and their rules; no store.
         .target(name: "LedgerModels", dependencies: ["LedgerCore"]),
-        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels"]),
+        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels", .product(name: "Crypto", package: "swift-crypto")]),
         // The demo's customer histories: `ledger demo` and the benchmarks (Tools/Benchmarks).
         .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerModels"]),
         .executableTarget(

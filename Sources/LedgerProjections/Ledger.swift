@@ -86,19 +86,34 @@ public final class Ledger: Sendable {
 
     /// Every model's view of `subject` at `t` (default now) under the store's policy: what
     /// `ledger status` shows. A subject the store has never seen gets the views of no events.
+    ///
+    /// The stored states answer the present and the future; for a time before a subject's
+    /// latest facts (`ReadModel.answersFrom`) its events are replayed from the log instead.
     public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
-        try engine.status(of: subject, at: t)
+        if let status = try engine.status(of: subject, at: t) { return status }
+        let views = Replay.views(of: try recordedEvents(of: subject), at: t, models: engine.models, policy: try policy())
+        return Status(subject: subject, at: t, answers: views.map { Status.Answer(model: $0.model, view: $0.view) }, stale: [])
     }
 
     /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
     /// no such model.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> M.View? {
-        try engine.view(model, of: subject, at: t)
+        switch try engine.view(model, of: subject, at: t) {
+        case .view(let view): view
+        case .replay: Replay.view(model, of: try recordedEvents(of: subject), at: t, policy: try policy())
+        }
     }
 
     /// Every subject's view in `model` at `t`, from one snapshot, one at a time.
     public func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp = .now(), _ body: (String, M.View) throws -> Void) throws(LedgerError) {
-        try engine.forEachView(of: model, at: t, body)
+        try engine.forEachView(of: model, at: t, replay: { subject throws(LedgerError) in
+            Replay.view(model, of: try recordedEvents(of: subject), at: t, policy: try policy())
+        }, body)
+    }
+
+    /// `subject`'s events, decoded: what a replay folds.
+    func recordedEvents(of subject: String) throws(LedgerError) -> [RecordedEvent] {
+        try log.events(subject: subject).collect().map { event throws(LedgerError) in try RecordedEvent(event) }
     }
 
     /// The events from position `from` through `through` (default: the head), in position order.
@@ -155,7 +170,7 @@ public final class Ledger: Sendable {
     @discardableResult
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
-        try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, progress: progress)
+        try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
     }
 
     /// Checks the log (hash chain, gap-free positions, both indexes), then, if it holds, every

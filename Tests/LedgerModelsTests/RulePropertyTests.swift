@@ -12,8 +12,9 @@ import Testing
 
         func state<M: ReadModel>(_ model: M.Type, through t: Timestamp? = nil) -> M.State {
             var state = M.State()
+            var items: [String: M.Item] = [:]
             for event in events where M.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
-                M.apply(event, to: &state)
+                M.fold(event, into: &state, items: &items)
             }
             return state
         }
@@ -26,8 +27,12 @@ import Testing
             return facts
         }
 
+        /// The view at `t` of the events through `cut` (default all; the ledger replays those
+        /// that happened by `t` for a state that does not answer at `t`).
         func view<M: ReadModel>(_ model: M.Type, at t: Timestamp, through cut: Timestamp? = nil) -> M.View? {
-            M.view(of: state(model, through: cut), facts: facts(through: cut), at: t, policy: .reference)
+            var cut = cut
+            if cut == nil, let from = M.answersFrom(state(model)), from > t { cut = t }
+            return M.view(of: state(model, through: cut), facts: facts(through: cut), at: t, policy: .reference)
         }
     }
 

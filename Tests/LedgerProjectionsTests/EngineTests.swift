@@ -140,7 +140,7 @@ import Testing
             defer { ledger.close() }
             try ledger.append((0..<20).map { i in Make.created("u\(i)", at: jan1) })
             var appendedDuring = false
-            let report = try ledger.engine.rebuild { progress in
+            let report = try ledger.engine.rebuild(events: { try ledger.recordedEvents(of: $0) }) { progress in
                 guard progress.phase == .writing, !appendedDuring else { return }
                 appendedDuring = true
                 // From another thread's point of view: the writer commits it while the rebuild waits.

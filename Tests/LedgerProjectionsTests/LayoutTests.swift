@@ -112,9 +112,12 @@ import Testing
             let id = try served(ledger).number
             let store = ledger.engine.store
             try store.env.write { txn in
-                // Badge's state of u2 replaced by its state of u1 (a message at another position).
-                let u1 = try #require(try store.state(id, tag: 3, "u1", txn))
-                try store.put(id, tag: 3, "u2", u1, txn)
+                // Badge's state of u2 counting another unread message; its item of u1 gone.
+                let stored = try #require(try store.state(id, tag: 3, "u2", txn))
+                var badge = try stored.withUnsafeBytes { bytes throws(StateDecoder.Damaged) in try BadgeModel.State.decode(bytes) }
+                badge.unread += 1
+                try store.put(id, tag: 3, "u2", badge.encoded, txn)
+                #expect(try txn.delete(store.items, key: ModelSchema.itemKey(id, tag: 3, ItemKey(key: "u1", item: "m"))))
                 _ = try txn.delete(store.states, key: ModelSchema.stateKey(id, "u1", tag: 1))
                 let retention = try #require(try store.state(id, tag: 2, "u1", txn))
                 try store.put(id, tag: 2, "ghost", retention, txn)
@@ -123,6 +126,7 @@ import Testing
                 "entitlement u1: missing from the served model",
                 "retention ghost: in the served model but not in a fresh rebuild",
                 "badge u2: differs from a fresh rebuild",
+                "badge u1 · m: missing from the served model",
             ])
         }
     }

@@ -32,13 +32,15 @@ public struct Folded {
     /// `model`'s state of `key`, folded.
     public func state<M: ReadModel>(_ model: M.Type, of key: String = "u") -> M.State {
         var state = M.State()
-        for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.apply(event, to: &state) }
+        var items: [String: M.Item] = [:]
+        for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.fold(event, into: &state, items: &items) }
         return state
     }
 
-    /// `model`'s view of `subject` at `t` under `policy` (`nil`: the policy has no such model).
+    /// `model`'s view of `subject` at `t` under `policy` (`nil`: the policy has no such model),
+    /// as the ledger answers it: from the events that happened by `t`.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> M.View? {
-        M.view(of: state(model, of: subject), facts: facts(of: subject), at: t, policy: policy)
+        Replay.view(model, of: events.filter { $0.subject == subject }, at: t, policy: policy)
     }
 
     /// The audit of `subject` at `t` from every event, under `policy`.

@@ -99,23 +99,30 @@ public enum Audit {
                               models: [any ReadModel.Type] = ReadModels.all, policy: Policy) -> AuditReport {
         let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         var facts = SubjectFacts()
+        // The facts' change times, sorted, worked out again only when the facts change.
+        var factsTimes: [Timestamp] = []
+        var factsChanged = true
         let folds = models.compactMap { model in makeTimeline(model, policy: policy) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
-        var previous = folds.map { $0.step(facts, start, policy) }
+        var previous = folds.map { $0.step(facts, start, policy, factsChanged: true, factsTimes: factsTimes).step }
 
         /// The views at `time`, how they differ from the previous ones, and the models' words
-        /// for it (used when no event caused it).
+        /// for it (used when no event caused it). A model whose state and facts are as they were,
+        /// with none of its change times or the facts' passed since, is not asked again.
         func step(to time: Timestamp) -> (changes: [AuditChange], summary: String) {
-            let current = folds.map { $0.step(facts, time, policy) }
+            if factsChanged { factsTimes = Array(Set(Plan.changeTimes(of: facts, policy: policy.subscription))).sorted() }
             var changes: [AuditChange] = []
             var sentences: [String] = []
             for (index, fold) in folds.enumerated() {
-                let changed = diff(model: fold.name, from: previous[index], to: current[index])
+                let (current, asked) = fold.step(facts, time, policy, factsChanged: factsChanged, factsTimes: factsTimes)
+                guard asked else { continue }
+                let changed = diff(model: fold.name, from: previous[index], to: current)
                 changes += changed
-                if !changed.isEmpty, let sentence = current[index].timeChange { sentences.append(sentence) }
+                if !changed.isEmpty, let sentence = current.timeChange { sentences.append(sentence) }
+                previous[index] = current
             }
-            previous = current
+            factsChanged = false
             if sentences.isEmpty, let first = changes.first {
                 sentences.append("\(first.model).\(first.field) \(label(first.from)) → \(label(first.to))")
             }
@@ -124,10 +131,9 @@ public enum Audit {
 
         /// Time entries for the changes strictly between `after` and `before` (or through `t`).
         func timeEntries(after: Timestamp, before: Timestamp?) {
-            let candidates = Set(folds.flatMap { $0.changeTimes(facts, policy) })
-                .filter { time in time > after && (before.map { time < $0 } ?? (time <= t)) }
-                .sorted()
-            for time in candidates {
+            var candidates = Set(ChangeTimes.between(factsTimes, after: after, before: before, through: t))
+            for fold in folds { candidates.formUnion(ChangeTimes.between(fold.times, after: after, before: before, through: t)) }
+            for time in candidates.sorted() {
                 let (changes, summary) = step(to: time)
                 guard !changes.isEmpty else { continue }
                 entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
@@ -138,7 +144,10 @@ public enum Audit {
         var last: Timestamp?
         for event in timeline {
             if let last { timeEntries(after: last, before: event.occurredAt) }
-            if SubjectFacts.reads.contains(event.type) { facts.apply(event) }
+            if SubjectFacts.reads.contains(event.type) {
+                facts.apply(event)
+                factsChanged = true
+            }
             for fold in folds { fold.apply(event) }
             entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
                                       source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))
@@ -172,9 +181,13 @@ public enum Audit {
 /// One model folding one subject's events in business-time order, viewed between them.
 private class Timeline {
     var name: String { "" }
+    /// The model's change times for its current state and facts, sorted.
+    var times: [Timestamp] { [] }
     func apply(_ event: RecordedEvent) {}
-    func changeTimes(_ facts: SubjectFacts, _ policy: Policy) -> [Timestamp] { [] }
-    func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy) -> TimelineStep { TimelineStep(view: FlatView(pairs: []), rules: [:]) }
+    /// The view at `t`, and whether it was worked out (`false`: the last one stands).
+    func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
+        (TimelineStep(view: FlatView(pairs: []), rules: [:]), false)
+    }
 }
 
 /// One model's view at a step of the audit's walk.
@@ -187,21 +200,64 @@ struct TimelineStep {
     var timeChange: String?
 }
 
+/// Sorted change times.
+enum ChangeTimes {
+    /// The times strictly between `after` and `before`, or after `after` through `t`.
+    static func between(_ sorted: [Timestamp], after: Timestamp, before: Timestamp?, through t: Timestamp) -> ArraySlice<Timestamp> {
+        let lower = firstIndex(in: sorted) { $0 > after }
+        let upper = before.map { end in firstIndex(in: sorted) { $0 >= end } } ?? firstIndex(in: sorted) { $0 > t }
+        return sorted[lower ..< max(lower, upper)]
+    }
+
+    /// Whether a time lies in (after, through].
+    static func any(_ sorted: [Timestamp], after: Timestamp, through t: Timestamp) -> Bool {
+        let index = firstIndex(in: sorted) { $0 > after }
+        return index < sorted.count && sorted[index] <= t
+    }
+
+    /// The first index whose time satisfies `predicate`, which holds from some index on.
+    private static func firstIndex(in sorted: [Timestamp], where predicate: (Timestamp) -> Bool) -> Int {
+        var (low, high) = (0, sorted.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if predicate(sorted[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+}
+
 private final class TypedTimeline<M: ReadModel>: Timeline {
     private var state = M.State()
+    private var items: [String: M.Item] = [:]
     private var last: M.View?
+    private var lastStep = TimelineStep(view: FlatView(pairs: []), rules: [:])
+    private var lastTime: Timestamp?
+    /// The state changed since the view was last worked out.
+    private var dirty = true
+    private var sortedTimes: [Timestamp] = []
 
     override var name: String { M.name }
+    override var times: [Timestamp] { sortedTimes }
 
     override func apply(_ event: RecordedEvent) {
         guard M.reads.contains(event.type) else { return }
-        M.apply(event, to: &state)
+        M.fold(event, into: &state, items: &items)
+        dirty = true
     }
 
-    override func changeTimes(_ facts: SubjectFacts, _ policy: Policy) -> [Timestamp] { M.changeTimes(of: state, facts: facts, policy: policy) }
-
-    override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy) -> TimelineStep {
-        guard let view = M.view(of: state, facts: facts, at: t, policy: policy) else { return TimelineStep(view: FlatView(pairs: []), rules: [:]) }
+    override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
+        if dirty || factsChanged { sortedTimes = Array(Set(M.changeTimes(of: state, facts: facts, policy: policy))).sorted() }
+        if !dirty && !factsChanged, let lastTime,
+           !ChangeTimes.any(sortedTimes, after: lastTime, through: t), !ChangeTimes.any(factsTimes, after: lastTime, through: t) {
+            self.lastTime = t
+            return (lastStep, false)
+        }
+        dirty = false
+        lastTime = t
+        guard let view = M.view(of: state, facts: facts, at: t, policy: policy) else {
+            lastStep = TimelineStep(view: FlatView(pairs: []), rules: [:])
+            return (lastStep, true)
+        }
         let previous = last
         last = view
         let leaves = FlatView(pairs: FlatView.flatten(view.json).pairs.filter { !M.View.restatedFields.contains($0.0) })
@@ -209,7 +265,8 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
         for (field, _) in leaves.pairs {
             rules[field] = previous.map { view.rule(for: field, since: $0) } ?? view.rule(for: field)
         }
-        return TimelineStep(view: leaves, rules: rules, timeChange: previous.flatMap { view.timeChange(since: $0) })
+        lastStep = TimelineStep(view: leaves, rules: rules, timeChange: previous.flatMap { view.timeChange(since: $0) })
+        return (lastStep, true)
     }
 }
 

@@ -1,12 +1,15 @@
 import LedgerCore
 
 /// Badge (SPEC §4, seed 004 CH27 L229): the app icon's count and what makes it up. The state
-/// keeps messages and reads by id, maintenance tasks with their local due dates, the time zones
-/// of session starts and security flags; the billing issue is the subject's facts' (the one
-/// rule the entitlement shares).
+/// keeps the count of unread messages (each message, by id, is an item: delivered, read), the
+/// maintenance tasks with their local due dates, the latest session start's time zone and the
+/// security flags; the billing issue is the subject's facts' (the one rule the entitlement
+/// shares). The count and the latest zone answer for the present: the state answers from its
+/// latest inbox or session fact on (`answersFrom`), and the engine replays the events for an
+/// earlier time.
 public enum BadgeModel: ReadModel {
     public static let name = "badge"
-    public static let version: UInt32 = 4
+    public static let version: UInt32 = 5
 
     /// A maintenance task due on a local date.
     public struct Task: StateRecord, Equatable {
@@ -30,37 +33,75 @@ public enum BadgeModel: ReadModel {
     }
 
     public struct State: ModelState {
-        public var delivered: [Dated<String>] = []
-        public var read: [Dated<String>] = []
+        /// Messages delivered and not read, each id once (a read before its delivery counts).
+        public var unread: Int64 = 0
         public var scheduled: [Dated<Task>] = []
         public var completed: [Dated<String>] = []
-        /// The time zone of each `session.started`.
-        public var zones: [Dated<String>] = []
+        /// The time zone of the latest `session.started`, by (occurredAt, position).
+        public var zone: Dated<String>?
         public var flags: [Dated<Flag>] = []
+        /// The latest occurredAt of the inbox and session events folded.
+        public var latest: Timestamp?
+
+        public init() {}
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&unread)
+            try coder.code(&scheduled)
+            try coder.code(&completed)
+            try coder.code(&zone)
+            try coder.code(&flags)
+            try coder.code(&latest)
+        }
+    }
+
+    /// One inbox message, by id: whether it was delivered, and read.
+    public struct Message: ModelState {
+        public var delivered = false
+        public var read = false
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try coder.code(&delivered)
             try coder.code(&read)
-            try coder.code(&scheduled)
-            try coder.code(&completed)
-            try coder.code(&zones)
-            try coder.code(&flags)
         }
     }
+    public typealias Item = Message
 
     public static let reads: Set<String> = [
         InboxMessageDelivered.type, InboxMessageRead.type, MaintenanceScheduled.type, MaintenanceCompleted.type,
         SessionStarted.type, SecurityFlagRaised.type, SecurityFlagCleared.type,
     ]
 
+    public static func item(for event: RecordedEvent) -> String? {
+        switch event.data {
+        case .inboxMessageDelivered(let m): m.messageId
+        case .inboxMessageRead(let m): m.messageId
+        default: nil
+        }
+    }
+
+    public static func apply(_ event: RecordedEvent, to state: inout State, item message: inout Message) {
+        switch event.data {
+        case .inboxMessageDelivered where !message.delivered:
+            message.delivered = true
+            if !message.read { state.unread += 1 }
+        case .inboxMessageRead where !message.read:
+            message.read = true
+            if message.delivered { state.unread -= 1 }
+        default:
+            break
+        }
+        state.latest = max(state.latest ?? event.occurredAt, event.occurredAt)
+    }
+
+    public static func answersFrom(_ state: State) -> Timestamp? { state.latest }
+
     public static func apply(_ event: RecordedEvent, to state: inout State) {
         let at = event.occurredAt, position = event.position
         switch event.data {
-        case .inboxMessageDelivered(let m):
-            state.delivered.insertDated(Dated(at: at, position: position, value: m.messageId))
-        case .inboxMessageRead(let m):
-            state.read.insertDated(Dated(at: at, position: position, value: m.messageId))
+        case .inboxMessageDelivered, .inboxMessageRead:
+            // Items: `apply(_:to:item:)`.
+            break
         case .maintenanceScheduled(let m):
             // The catalog checked the date; an unreadable one could never be today.
             guard let day = LocalTime.day(of: m.dueDate) else { return }
@@ -68,7 +109,9 @@ public enum BadgeModel: ReadModel {
         case .maintenanceCompleted(let m):
             state.completed.insertDated(Dated(at: at, position: position, value: m.taskId))
         case .sessionStarted(let s):
-            state.zones.insertDated(Dated(at: at, position: position, value: s.timeZone))
+            if let zone = state.zone, (zone.at, zone.position) > (at, position) { break }
+            state.zone = Dated(at: at, position: position, value: s.timeZone)
+            state.latest = max(state.latest ?? at, at)
         case .securityFlagRaised(let f):
             state.flags.insertDated(Dated(at: at, position: position, value: Flag(name: f.flag, raised: true)))
         case .securityFlagCleared(let f):

@@ -39,29 +39,9 @@ public enum BadgeRules {
                   securityFlag: securityFlag(state, at: t))
     }
 
-    /// Messages delivered and not read, by id: a read recorded before its delivery still counts.
-    static func unreadInbox(_ state: BadgeModel.State, at t: Timestamp) -> Int64 {
-        let delivered = state.delivered.known(at: t)
-        guard !delivered.isEmpty else { return 0 }
-        let reads = state.read.known(at: t)
-        // A few messages (most subjects) are compared pairwise: building two sets cost a status
-        // query more than the whole count. Many are counted in one pass over sets built once.
-        if delivered.count * (delivered.count + reads.count) <= 256 {
-            var unread: Int64 = 0
-            for (index, message) in zip(delivered.indices, delivered) {
-                let id = message.value
-                if reads.contains(where: { $0.value == id }) || delivered[..<index].contains(where: { $0.value == id }) { continue }
-                unread += 1
-            }
-            return unread
-        }
-        var read = Set<String>(minimumCapacity: state.read.count)
-        for message in reads { read.insert(message.value) }
-        var counted = Set<String>(minimumCapacity: delivered.count)
-        var unread: Int64 = 0
-        for message in delivered where !read.contains(message.value) && counted.insert(message.value).inserted { unread += 1 }
-        return unread
-    }
+    /// Messages delivered and not read, by id: a read recorded before its delivery still
+    /// counts (the state's count, which answers from its latest inbox fact on).
+    static func unreadInbox(_ state: BadgeModel.State, at t: Timestamp) -> Int64 { state.unread }
 
     /// The zone of the latest session start at or before `t` (UTC with none).
     static func zone(_ state: BadgeModel.State, at t: Timestamp) -> String {
@@ -73,12 +53,12 @@ public enum BadgeRules {
     /// command line show a subject's times locally).
     public static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
         var state = BadgeModel.State()
-        for event in events where event.type == SessionStarted.type { BadgeModel.apply(event, to: &state) }
+        for event in events where event.type == SessionStarted.type && event.occurredAt <= t { BadgeModel.apply(event, to: &state) }
         return sessionZone(state, at: t)
     }
 
     static func sessionZone(_ state: BadgeModel.State, at t: Timestamp) -> String? {
-        state.zones.known(at: t).last?.value
+        state.zone.flatMap { $0.at <= t ? $0.value : nil }
     }
 
     /// A scheduled, not completed task whose due date is the subject's local date at `t`.
@@ -100,12 +80,12 @@ public enum BadgeRules {
         return raised.values.contains(true)
     }
 
-    /// Fact times, the billing windows, and the local midnights that begin and end each due
-    /// date in every zone the subject has started a session in.
+    /// The maintenance and flag facts' times, and the local midnights that begin and end each
+    /// due date in the latest session's zone and in UTC (the billing windows are the facts'
+    /// own, `Plan.changeTimes`).
     static func changeTimes(of state: BadgeModel.State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
-        var times = facts.subscription.changeTimes(policy: policy.subscription)
-        times += state.delivered.map(\.at) + state.read.map(\.at) + state.completed.map(\.at) + state.zones.map(\.at) + state.flags.map(\.at)
-        let zones = Set(state.zones.map(\.value)).union(["UTC"]).map(LocalTime.zone)
+        var times = state.completed.map(\.at) + state.flags.map(\.at)
+        let zones = Set([state.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
         for task in state.scheduled {
             times.append(task.at)
             for zone in zones {

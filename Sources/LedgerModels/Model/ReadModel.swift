@@ -17,6 +17,12 @@ import LedgerCore
 public protocol ReadModel: Sendable {
     associatedtype State: ModelState
     associatedtype View: ModelView
+    /// A part of a key's state kept apart from it, one per item an event names (an inbox
+    /// message, by its id): the engine stores each item under its own key and loads only the
+    /// one an event names, so that what a key has had in the past — every message ever read —
+    /// costs an append nothing. Views never see items: the state keeps what they need (a
+    /// count). Default: none (`NoItem`).
+    associatedtype Item: ModelState = NoItem
 
     /// The model's name, as `stats`, `status` and `rebuild` show it: lower-case, stable.
     static var name: String { get }
@@ -31,12 +37,25 @@ public protocol ReadModel: Sendable {
     static func key(for event: RecordedEvent) -> String?
     /// Folds one event into its key's state.
     static func apply(_ event: RecordedEvent, to state: inout State)
+    /// The item `event` names, if any: the engine then calls `apply(_:to:item:)` instead.
+    static func item(for event: RecordedEvent) -> String?
+    /// Folds an event that names an item into its key's state and that item's.
+    static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
+    /// The earliest time the state answers for, `nil` for any time. A state that keeps only
+    /// what the present and the future need (a count, the latest of something) answers at t at
+    /// or after the latest fact it folded; for an earlier t — `status --at` the past — the
+    /// engine replays the key's events that happened by t through the same reducers.
+    /// Default: `nil`.
+    static func answersFrom(_ state: State) -> Timestamp?
     /// The answer at `t`, from the state, the key's subject facts and the policy; `nil` when the
     /// policy has no such model (it lacks the section the model reads: SPEC §4).
     static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View?
     /// Times at which the view may change with no new event — a period running out, a grace
-    /// ending, a day boundary — as a superset: the audit evaluates the view at each and lists
-    /// those where something changed. Unsorted, duplicates allowed. Default: none.
+    /// ending, a day boundary — as a superset, beyond the subject facts' own
+    /// (`Plan.changeTimes`, which the audit always adds): the audit evaluates the view at each
+    /// and lists those where something changed, and between them, and between the events that
+    /// change the state or the facts, takes the view to be the same. Only times after
+    /// `answersFrom` matter. Unsorted, duplicates allowed. Default: none.
     static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp]
     /// Whether the model keeps a time-ordered index across keys (`indexEntries`). Default: no.
     static var isIndexed: Bool { get }
@@ -49,6 +68,19 @@ public protocol ReadModel: Sendable {
 
 extension ReadModel {
     public static func key(for event: RecordedEvent) -> String? { event.subject }
+    public static func item(for event: RecordedEvent) -> String? { nil }
+    public static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item) { apply(event, to: &state) }
+    public static func answersFrom(_ state: State) -> Timestamp? { nil }
+
+    /// Folds `event` into `state`, and into the item it names in `items`: how a fold in memory
+    /// (the audit, a replay) runs a model, as the engine does with stored items.
+    public static func fold(_ event: RecordedEvent, into state: inout State, items: inout [String: Item]) {
+        if let item = item(for: event) {
+            apply(event, to: &state, item: &items[item, default: Item()])
+        } else {
+            apply(event, to: &state)
+        }
+    }
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }
     public static var isIndexed: Bool { false }
     public static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
@@ -56,6 +88,12 @@ extension ReadModel {
 
 /// A model's per-key state: empty to start with, encoded by its field list.
 public protocol ModelState: StateRecord, Equatable {}
+
+/// The item of a model that keeps none.
+public struct NoItem: ModelState {
+    public init() {}
+    public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {}
+}
 
 /// An entry of a model's time-ordered index: at a time, of a kind, with details the model
 /// encodes (`IndexEntry.detail`, JSON text). Entries of one key sort by (at, kind, detail).

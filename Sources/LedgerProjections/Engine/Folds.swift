@@ -31,26 +31,39 @@ struct Fold: Sendable {
 /// A reducer the engine runs: the facts' or a model's.
 protocol Folding {
     associatedtype State: StateRecord & Equatable
+    associatedtype Item: StateRecord & Equatable
     static func key(for event: RecordedEvent) -> String?
+    static func item(for event: RecordedEvent) -> String?
     static func apply(_ event: RecordedEvent, to state: inout State)
+    static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
 }
 
 enum FactsFolding: Folding {
     static func key(for event: RecordedEvent) -> String? { event.subject }
+    static func item(for event: RecordedEvent) -> String? { nil }
     static func apply(_ event: RecordedEvent, to state: inout SubjectFacts) { state.apply(event) }
+    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts, item: inout NoItem) { state.apply(event) }
 }
 
 enum ModelFolding<M: ReadModel>: Folding {
     static func key(for event: RecordedEvent) -> String? { M.key(for: event) }
+    static func item(for event: RecordedEvent) -> String? { M.item(for: event) }
     static func apply(_ event: RecordedEvent, to state: inout M.State) { M.apply(event, to: &state) }
+    static func apply(_ event: RecordedEvent, to state: inout M.State, item: inout M.Item) { M.apply(event, to: &state, item: &item) }
+}
+
+/// A key and one of its items.
+struct ItemKey: Hashable {
+    var key: String
+    var item: String
 }
 
 /// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
 /// transaction touches.
 protocol StateFold: AnyObject {
-    /// Applies `event` to its key's state; `load` gives the stored state's bytes the first
-    /// time a key is touched (`nil`: none stored).
-    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws
+    /// Applies `event` to its key's state (and the item it names); `load` gives the stored
+    /// state's bytes the first time a key is touched, `loadItem` an item's (`nil`: none stored).
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws
     /// Applies `event` to its key's state, starting from an empty one (a fold from scratch).
     func apply(_ event: RecordedEvent)
     /// Every held key with its encoded state, in no order.
@@ -59,28 +72,46 @@ protocol StateFold: AnyObject {
     func encodedState(of key: String) -> [UInt8]?
     /// The keys held.
     var keys: [String] { get }
+    /// Every held item with its encoded state, in no order.
+    func encodedItems() -> [(key: ItemKey, state: [UInt8])]
 }
 
 final class States<F: Folding>: StateFold {
     private(set) var states: [String: F.State] = [:]
+    private(set) var items: [ItemKey: F.Item] = [:]
 
     var keys: [String] { Array(states.keys) }
 
-    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?) throws {
+    func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
         if states[key] == nil {
             states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
         }
-        F.apply(event, to: &states[key, default: F.State()])
+        guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
+            F.apply(event, to: &states[key, default: F.State()])
+            return
+        }
+        if items[item] == nil {
+            items[item] = try loadItem(item).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) } } ?? F.Item()
+        }
+        F.apply(event, to: &states[key, default: F.State()], item: &items[item, default: F.Item()])
     }
 
     func apply(_ event: RecordedEvent) {
         guard let key = F.key(for: event) else { return }
-        F.apply(event, to: &states[key, default: F.State()])
+        if let item = F.item(for: event) {
+            F.apply(event, to: &states[key, default: F.State()], item: &items[ItemKey(key: key, item: item), default: F.Item()])
+        } else {
+            F.apply(event, to: &states[key, default: F.State()])
+        }
     }
 
     func encoded() -> [(key: String, state: [UInt8])] {
         states.map { (key: $0.key, state: $0.value.encoded) }
+    }
+
+    func encodedItems() -> [(key: ItemKey, state: [UInt8])] {
+        items.map { (key: $0.key, state: $0.value.encoded) }
     }
 
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }

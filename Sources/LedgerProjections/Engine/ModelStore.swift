@@ -1,3 +1,4 @@
+import Crypto
 import LMDB
 import LedgerCore
 import LedgerModels
@@ -57,15 +58,20 @@ struct Generation: StateRecord, Equatable, Sendable {
 /// - `modelIndex`: the indexed models' time-ordered entries, `e` ‖ generation ‖ tag ‖ at
 ///   (u64 BE, sign bit flipped) ‖ key length ‖ key ‖ kind ‖ 0 ‖ detail hash → detail; and per
 ///   key the entries it has, `k` ‖ generation ‖ tag ‖ key length ‖ key → their keys.
+/// - `modelItems`: the items of the models that keep some (`ReadModel.Item`), generation ‖
+///   key length ‖ key ‖ tag ‖ item → the item's encoded state. The item is its UTF-8 bytes,
+///   or beyond 200 bytes 0xFF ‖ their SHA-256 (LMDB keys are at most 511 bytes).
 /// - `generations`: `served` and `shadow` → a `Generation`; `next` → the next generation
 ///   number; `layout` → this layout's number.
 enum ModelSchema {
     static let states = "models"
     static let index = "modelIndex"
+    static let items = "modelItems"
     static let generations = "generations"
-    /// The layout this code writes (2: one generation for every fold, the facts folded once;
-    /// the first layout had a generation per model, each with its own copy of the facts).
-    static let layout: UInt8 = 2
+    /// The layout this code writes (3: models keep items apart; 2: one generation for every
+    /// fold, the facts folded once; the first layout had a generation per model, each with its
+    /// own copy of the facts).
+    static let layout: UInt8 = 3
     static let layoutKey = Array("layout".utf8)
     static let servedKey = Array("served".utf8)
     static let shadowKey = Array("shadow".utf8)
@@ -87,6 +93,22 @@ enum ModelSchema {
     static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] { prefix(generation) + keyBytes(key) }
 
     static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] { keyPrefix(generation, key) + [tag] }
+
+    /// A stored item key for people (`key · item`, a long item as its hash) and its tag.
+    static func itemLabel(_ stored: UnsafeRawBufferPointer) -> (label: String, tag: UInt8)? {
+        guard stored.count >= 7 else { return nil }
+        let length = Int(stored[4]) << 8 | Int(stored[5])
+        guard stored.count >= 6 + length + 1 else { return nil }
+        let key = String(decoding: UnsafeRawBufferPointer(rebasing: stored[6 ..< 6 + length]), as: UTF8.self)
+        let item = UnsafeRawBufferPointer(rebasing: stored[(6 + length + 1)...])
+        let shown = item.first == 0xFF ? "sha256:" + item.dropFirst().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() : String(decoding: item, as: UTF8.self)
+        return ("\(key) · \(shown)", stored[6 + length])
+    }
+
+    static func itemKey(_ generation: UInt32, tag: UInt8, _ item: ItemKey) -> [UInt8] {
+        let bytes = Array(item.item.utf8)
+        return stateKey(generation, item.key, tag: tag) + (bytes.count <= 200 ? bytes : [0xFF] + Array(SHA256.hash(data: bytes)))
+    }
 
     /// The key and tag of a stored state's key in `generation`, else `nil`.
     static func parse(_ stored: UnsafeRawBufferPointer, in generation: UInt32) -> (key: String, tag: UInt8)? {
@@ -139,6 +161,7 @@ struct ModelStore: Sendable {
     let log: LogAccess
     let states: Database
     let index: Database
+    let items: Database
     let generations: Database
     /// The served record last decoded, with its bytes: a query decodes it again only when the
     /// stored bytes differ.
@@ -153,11 +176,12 @@ struct ModelStore: Sendable {
         do {
             states = try env.openDatabase(ModelSchema.states, flags: readOnly ? [] : [.create])
             index = try env.openDatabase(ModelSchema.index, flags: readOnly ? [] : [.create])
+            items = try env.openDatabase(ModelSchema.items, flags: readOnly ? [] : [.create])
             generations = try env.openDatabase(ModelSchema.generations, flags: readOnly ? [] : [.create])
         } catch let error as LMDBError where error.code == .notFound {
             throw LedgerError(.storage, "the store at \(env.path) has no read models of this layout yet; open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to build them")
         }
-        let states = self.states, index = self.index, generations = self.generations
+        let states = self.states, index = self.index, items = self.items, generations = self.generations
         func check(_ layout: [UInt8]?) throws -> Bool {
             if layout == [ModelSchema.layout] { return true }
             if let layout, layout.count == 1, layout[0] > ModelSchema.layout {
@@ -174,6 +198,7 @@ struct ModelStore: Sendable {
             if try check(try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) }) { return }
             try txn.removeAll(states)
             try txn.removeAll(index)
+            try txn.removeAll(items)
             try txn.removeAll(generations)
             try txn.put(generations, key: ModelSchema.layoutKey, value: [ModelSchema.layout])
         }
@@ -228,6 +253,26 @@ struct ModelStore: Sendable {
         try txn.put(states, key: ModelSchema.stateKey(generation, key, tag: tag), value: state)
     }
 
+    func item(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ txn: borrowing Transaction) throws -> [UInt8]? {
+        try txn.get(items, key: ModelSchema.itemKey(generation, tag: tag, item)).map { Array($0) }
+    }
+
+    func putItem(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ state: [UInt8], _ txn: borrowing Transaction) throws {
+        try txn.put(items, key: ModelSchema.itemKey(generation, tag: tag, item), value: state)
+    }
+
+    /// Calls `body` with each stored item key (generation included) and state of `generation`, in order.
+    func forEachItem(in generation: UInt32, _ txn: borrowing Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        let prefix = ModelSchema.prefix(generation)
+        try txn.withCursor(items) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.begins(with: prefix) {
+                try body(current.key, current.value)
+                entry = try cursor.next()
+            }
+        }
+    }
+
     /// Every stored state of `key` in `generation`, by tag, valid until `txn` ends: its states
     /// are neighbours, so one seek finds them.
     func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction) throws -> [UInt8: UnsafeRawBufferPointer] {
@@ -258,12 +303,14 @@ struct ModelStore: Sendable {
     /// Every generation number that has states or index entries, in order.
     func storedGenerations(_ txn: borrowing Transaction) throws -> Set<UInt32> {
         var found: Set<UInt32> = []
-        try txn.withCursor(states) { cursor in
-            var entry = try cursor.first()
-            while let current = entry, let generation = ModelSchema.generation(of: current.key) {
-                found.insert(generation)
-                guard generation < UInt32.max else { break }
-                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
+        for database in [states, items] {
+            try txn.withCursor(database) { cursor in
+                var entry = try cursor.first()
+                while let current = entry, let generation = ModelSchema.generation(of: current.key) {
+                    found.insert(generation)
+                    guard generation < UInt32.max else { break }
+                    entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
+                }
             }
         }
         for marker in [UInt8(ascii: "e"), UInt8(ascii: "k")] {
@@ -283,7 +330,7 @@ struct ModelStore: Sendable {
     /// Deletes at most `limit` states and index entries of `generation`; how many it deleted.
     func delete(_ generation: UInt32, limit: Int, _ txn: borrowing Transaction) throws -> Int {
         var deleted = 0
-        for (database, prefix) in [(states, ModelSchema.prefix(generation)),
+        for (database, prefix) in [(states, ModelSchema.prefix(generation)), (items, ModelSchema.prefix(generation)),
                                    (index, [UInt8(ascii: "e")] + ModelSchema.prefix(generation)),
                                    (index, [UInt8(ascii: "k")] + ModelSchema.prefix(generation))] {
             try txn.withCursor(database) { cursor in

@@ -107,9 +107,11 @@ final class ProjectionEngine: CommitObserver {
         let states = fold.makeStates()
         let id = generation.number, tag = record.tagByte
         try store.log.forEachEvent(after: record.checkpoint, through: head, types: fold.reads, txn) { event in
-            try states.apply(event) { key in try store.state(id, tag: tag, key, txn) }
+            try states.apply(event, load: { key in try store.state(id, tag: tag, key, txn) },
+                             loadItem: { item in try store.item(id, tag: tag, item, txn) })
         }
         for (key, state) in states.encoded() { try store.put(id, tag: tag, key, state, txn) }
+        for (item, state) in states.encodedItems() { try store.putItem(id, tag: tag, item, state, txn) }
         generation.folds[position].checkpoint = head
         if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
         if hasIndex { try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn) }
@@ -220,7 +222,8 @@ final class InlineSession: CommitSession {
         let id = generation.number
         for index in readers {
             guard let entry = active[index] else { continue }
-            try entry.states.apply(recorded) { key in try engine.store.state(id, tag: entry.tag, key, txn) }
+            try entry.states.apply(recorded, load: { key in try engine.store.state(id, tag: entry.tag, key, txn) },
+                                   loadItem: { item in try engine.store.item(id, tag: entry.tag, item, txn) })
         }
     }
 
@@ -234,6 +237,7 @@ final class InlineSession: CommitSession {
                 try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
                 if engine.hasIndex { touched.insert(key) }
             }
+            for (item, state) in entry.states.encodedItems() { try engine.store.putItem(generation.number, tag: entry.tag, item, state, txn) }
             if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {
                 advanced.folds[position].checkpoint = last
             }

@@ -38,6 +38,12 @@ public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(model)\(key.map { " \($0)" } ?? ""): \(message)" }
 }
 
+/// A model's answer from its stored state, or word that the key's events must be replayed.
+enum StoredAnswer<View> {
+    case view(View?)
+    case replay
+}
+
 /// One subject's answers at a time: every registered model's view, in registration order.
 public struct Status: Sendable {
     public struct Answer: Sendable {
@@ -114,8 +120,9 @@ extension ProjectionEngine {
 
     /// Every model's view of `key` at `t` under the store's policy, in one read snapshot. A
     /// model whose served states another version built is answered when they decode, and
-    /// answered `nil` when they do not (both named in `stale`).
-    func status(of key: String, at t: Timestamp) throws(LedgerError) -> Status {
+    /// answered `nil` when they do not (both named in `stale`). `nil` when a stored state does
+    /// not answer at `t` (`ReadModel.answersFrom`): the caller replays the key's events.
+    func status(of key: String, at t: Timestamp) throws(LedgerError) -> Status? {
         do {
             return try store.env.read { txn in
                 let (policy, policyHash) = try servedPolicy(txn)
@@ -150,6 +157,8 @@ extension ProjectionEngine {
                 }
                 return Status(subject: key, at: t, answers: answers, stale: stale)
             }
+        } catch is NeedsReplay {
+            return nil
         } catch {
             throw LedgerError.wrapping(error, doing: "reading the views of \(key)")
         }
@@ -160,10 +169,11 @@ extension ProjectionEngine {
         LedgerError(.corruptRecord, "read model \(model) is damaged for \(key) (\(error)); run `ledger rebuild`")
     }
 
-    /// One model's view of `key` at `t` under the store's policy.
-    func view<M: ReadModel>(_ model: M.Type, of key: String, at t: Timestamp) throws(LedgerError) -> M.View? {
+    /// One model's view of `key` at `t` under the store's policy: `.replay` when its stored
+    /// state does not answer at `t` (`ReadModel.answersFrom`).
+    func view<M: ReadModel>(_ model: M.Type, of key: String, at t: Timestamp) throws(LedgerError) -> StoredAnswer<M.View> {
         do {
-            return try store.env.read { txn -> M.View? in
+            return .view(try store.env.read { txn -> M.View? in
                 let policy = try self.policy(txn)
                 guard let served = try store.served(txn), let record = served.record(M.name) else {
                     return try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
@@ -176,7 +186,9 @@ extension ProjectionEngine {
                     guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(M.name, key, error) }
                     throw LedgerError(.unsupportedFormat, "read model \(M.name) was built by version \(record.version), whose states this ledger (version \(M.version)) cannot read; run `ledger rebuild`")
                 }
-            }
+            })
+        } catch is NeedsReplay {
+            return .replay
         } catch {
             throw LedgerError.wrapping(error, doing: "reading the \(M.name) view of \(key)")
         }
@@ -201,8 +213,11 @@ extension ProjectionEngine {
 
     /// Calls `body` with every key's view in `model` at `t`, from one read snapshot, without
     /// holding every state in memory (for summaries over the whole store): the keys that hold
-    /// a state of the model or facts.
-    func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp, _ body: (String, M.View) throws -> Void) throws(LedgerError) {
+    /// a state of the model or facts. A key whose stored state does not answer at `t` is
+    /// answered after the others, by `replay`.
+    func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp, replay: (String) throws(LedgerError) -> M.View?,
+                                   _ body: (String, M.View) throws -> Void) throws(LedgerError) {
+        var replayed: [String] = []
         do {
             try store.env.read { txn in
                 let policy = try self.policy(txn)
@@ -211,10 +226,15 @@ extension ProjectionEngine {
                 var found: [UInt8: UnsafeRawBufferPointer] = [:]
                 func flush() throws {
                     guard let key = current else { return }
-                    if let view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy) {
-                        try body(key, view)
+                    defer { found.removeAll(keepingCapacity: true) }
+                    let view: M.View?
+                    do {
+                        view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy)
+                    } catch is NeedsReplay {
+                        replayed.append(key)
+                        return
                     }
-                    found.removeAll(keepingCapacity: true)
+                    if let view { try body(key, view) }
                 }
                 try store.forEachState(in: served.number, txn) { key, tag, state in
                     if key != current {
@@ -224,6 +244,9 @@ extension ProjectionEngine {
                     found[tag] = state
                 }
                 try flush()
+            }
+            for key in replayed {
+                if let view = try replay(key) { try body(key, view) }
             }
         } catch {
             throw LedgerError.wrapping(error, doing: "reading every view of \(M.name)")
@@ -279,6 +302,24 @@ extension ProjectionEngine {
                     guard let record = served.record(fold.name) else { continue }
                     let expected = folded[index].encoded().sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
                     problems += compare(fold.name, expected: expected, stored: stored[record.tagByte] ?? [], limit: limit)
+                }
+                // Items, by the key they are stored under.
+                var storedItems: [UInt8: [(key: String, state: [UInt8])]] = [:]
+                try store.forEachItem(in: served.number, txn) { key, state in
+                    guard let (label, tag) = ModelSchema.itemLabel(key) else {
+                        problems.append(ModelProblem(model: "models", message: "an item's key is damaged; run `ledger rebuild`"))
+                        return
+                    }
+                    storedItems[tag, default: []].append((label, Array(state)))
+                }
+                for (index, fold) in folds.enumerated() {
+                    guard let record = served.record(fold.name) else { continue }
+                    let expected = folded[index].encodedItems().compactMap { item -> (key: String, state: [UInt8])? in
+                        let stored = ModelSchema.itemKey(served.number, tag: record.tagByte, item.key)
+                        return stored.withUnsafeBytes { ModelSchema.itemLabel($0) }.map { ($0.label, item.state) }
+                    }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                    let stored = (storedItems[record.tagByte] ?? []).sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                    problems += compare(fold.name, expected: expected, stored: stored, limit: limit)
                 }
                 for (index, model) in models.enumerated() where model.isIndexed {
                     guard let record = served.record(model.name) else { continue }

@@ -148,7 +148,7 @@ extension ProjectionEngine {
     /// the abandoned one.
     @discardableResult
     func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
-                 progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+                 events: (String) throws -> [RecordedEvent], progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
         let chosen = try choose(names)
         let alreadyRunning = rebuildLock.withLock { running in
             defer { running = true }
@@ -158,7 +158,7 @@ extension ProjectionEngine {
         defer { rebuildLock.withLock { $0 = false } }
         do {
             if !dryRun { try collectGarbage() }
-            var (report, run, snapshot) = try foldAndCompare(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, progress: progress)
+            var (report, run, snapshot) = try foldAndCompare(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, events: events, progress: progress)
             guard !dryRun else { return report }
             let clock = ContinuousClock()
             let writing = clock.now
@@ -191,11 +191,11 @@ extension ProjectionEngine {
     /// one read snapshot, after folding the events appended meanwhile in it too. Returns the
     /// report, the new states as a sorted run, and the head they hold.
     private func foldAndCompare(_ chosen: [any ReadModel.Type], newPolicy: Policy?, at: Timestamp, dryRun: Bool,
-                                progress: (RebuildProgress) -> Void) throws -> (RebuildReport, StateRun, UInt64) {
+                                events: (String) throws -> [RecordedEvent], progress: (RebuildProgress) -> Void) throws -> (RebuildReport, StateRun, UInt64) {
         let clock = ContinuousClock()
         let start = clock.now
         let (states, folded) = try foldLog(progress: progress)
-        return try store.env.read { txn in
+        var (report, run, head, replay) = try store.env.read { txn in
             let head = try store.log.head(txn)
             try foldEvents(Array(folds.indices), into: states, after: folded, through: head, txn)
             let run = StateRun(states)
@@ -205,14 +205,23 @@ extension ProjectionEngine {
             let comparing = clock.now
             var changes: [ViewChange] = []
             var notCompared: [String] = []
+            var replay: (subjects: [String], models: [any ReadModel.Type], served: Policy, new: Policy) = ([], [], served, policy)
             if let generation = try store.served(txn) {
-                (changes, notCompared) = try compare(chosen, run, generation, servedPolicy: served, newPolicy: policy, at: at, txn)
+                let compared = try compare(chosen, run, generation, servedPolicy: served, newPolicy: policy, at: at, txn)
+                (changes, notCompared) = (compared.changes, compared.notCompared)
+                replay.subjects = compared.replay
+                replay.models = compared.compared
             }
             var report = RebuildReport(at: at, dryRun: dryRun, models: chosen.map { $0.name }, policyFrom: servedHash, policyTo: newPolicy?.hash ?? servedHash,
                                        changes: changes, notCompared: notCompared, events: head, caughtUp: 0, foldSeconds: foldSeconds)
             report.compareSeconds = (clock.now - comparing).seconds
-            return (report, run, head)
+            return (report, run, head, replay)
         }
+        // Replayed with no transaction held: the log's reads open their own.
+        report.changes += try replayedChanges(replay.subjects, models: replay.models, through: head, servedPolicy: replay.served,
+                                              newPolicy: replay.new, at: at, events: events)
+        report.changes = Self.sorted(report.changes, models: chosen)
+        return (report, run, head)
     }
 
     /// Every fold over the whole log through its head, in memory; returns the states and the
@@ -280,10 +289,11 @@ extension ProjectionEngine {
     /// the store's order, a key's states at a time. A model whose served states another version
     /// built, or whose served state of a key is damaged, cannot be compared (`notCompared`).
     private func compare(_ chosen: [any ReadModel.Type], _ run: StateRun, _ generation: Generation, servedPolicy: Policy,
-                         newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction) throws -> ([ViewChange], [String]) {
+                         newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction)
+        throws -> (changes: [ViewChange], notCompared: [String], replay: [String], compared: [any ReadModel.Type]) {
         let samePolicy = servedPolicy == newPolicy
         guard let oldFacts = generation.record(Fold.factsName), oldFacts.version == UInt64(Fold.factsVersion) else {
-            return ([], chosen.map { $0.name })
+            return ([], chosen.map { $0.name }, [], [])
         }
         var compared: [(model: any ReadModel.Type, old: UInt8, new: UInt8)] = []
         var notCompared: [String] = []
@@ -295,11 +305,14 @@ extension ProjectionEngine {
             }
             compared.append((model, record.tagByte, UInt8(index)))
         }
-        var changes: [ViewChange] = []
+        var allChanges: [ViewChange] = []
+        var replayed: [String] = []
         /// One key's served and new states, by tag.
         func differ(_ key: [UInt8], _ old: [UInt8: UnsafeRawBufferPointer], _ new: [UInt8: [UInt8]]) throws {
             let subject = String(decoding: key.dropFirst(2), as: UTF8.self)
             let factsSame = old[oldFacts.tagByte].map { $0.hasSameBytes(as: new[0] ?? []) } ?? (new[0] == nil)
+            var changes: [ViewChange] = []
+            defer { if replayed.last != subject { allChanges += changes } }
             for (model, oldTag, newTag) in compared {
                 let same = old[oldTag].map { $0.hasSameBytes(as: new[newTag] ?? []) } ?? (new[newTag] == nil)
                 if samePolicy && factsSame && same { continue }
@@ -311,9 +324,18 @@ extension ProjectionEngine {
                     // compared; the report says so, and the rebuild replaces it.
                     if !notCompared.contains(model.name) { notCompared.append(model.name) }
                     continue
+                } catch is NeedsReplay {
+                    replayed.append(subject)
+                    return
                 }
-                let after = try new[newTag].withOptionalBytes { state in
-                    try new[0].withOptionalBytes { facts in try Self.viewJSON(model, stateBytes: state, factsBytes: facts, at: at, policy: newPolicy) }
+                let after: JSONObject?
+                do {
+                    after = try new[newTag].withOptionalBytes { state in
+                        try new[0].withOptionalBytes { facts in try Self.viewJSON(model, stateBytes: state, factsBytes: facts, at: at, policy: newPolicy) }
+                    }
+                } catch is NeedsReplay {
+                    replayed.append(subject)
+                    return
                 }
                 for (field, from, to) in FlatView.flatten(after ?? JSONObject()).changes(since: FlatView.flatten(before ?? JSONObject())) {
                     changes.append(ViewChange(subject: subject, model: model.name, field: field, from: from, to: to))
@@ -347,14 +369,34 @@ extension ProjectionEngine {
                 }
             }
         }
-        // By subject, then in model and field order (the sort is made stable by the index).
-        let order = Dictionary(uniqueKeysWithValues: chosen.enumerated().map { ($1.name, $0) })
-        changes = changes.enumerated().sorted { a, b in
+        return (allChanges, notCompared, replayed, compared.map(\.model))
+    }
+
+    /// The changes of the subjects whose stored states do not answer at `at`, from their
+    /// events through `head` replayed under each policy.
+    private func replayedChanges(_ subjects: [String], models: [any ReadModel.Type], through head: UInt64, servedPolicy: Policy, newPolicy: Policy,
+                                 at: Timestamp, events: (String) throws -> [RecordedEvent]) throws -> [ViewChange] {
+        var changes: [ViewChange] = []
+        for subject in subjects {
+            let history = try events(subject).filter { $0.position <= head }
+            let before = Replay.views(of: history, at: at, models: models, policy: servedPolicy)
+            let after = Replay.views(of: history, at: at, models: models, policy: newPolicy)
+            for (old, new) in zip(before, after) {
+                let from = FlatView.flatten(old.view?.json ?? JSONObject()), to = FlatView.flatten(new.view?.json ?? JSONObject())
+                for (field, a, b) in to.changes(since: from) { changes.append(ViewChange(subject: subject, model: new.model, field: field, from: a, to: b)) }
+            }
+        }
+        return changes
+    }
+
+    /// By subject, then in model and field order (the sort is made stable by the index).
+    static func sorted(_ changes: [ViewChange], models: [any ReadModel.Type]) -> [ViewChange] {
+        let order = Dictionary(uniqueKeysWithValues: models.enumerated().map { ($1.name, $0) })
+        return changes.enumerated().sorted { a, b in
             if a.element.subject != b.element.subject { return a.element.subject.utf8.lexicographicallyPrecedes(b.element.subject.utf8) }
             let (first, second) = (order[a.element.model] ?? 0, order[b.element.model] ?? 0)
             return first != second ? first < second : a.offset < b.offset
         }.map(\.element)
-        return (changes, notCompared)
     }
 
     /// A model's view of stored bytes as JSON, `nil` when the policy has no such model.
@@ -365,15 +407,17 @@ extension ProjectionEngine {
 
     /// A model's view of stored bytes, `nil` when the policy has no such model.
     static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
-                                   at t: Timestamp, policy: Policy) throws(StateDecoder.Damaged) -> M.View? {
+                                   at t: Timestamp, policy: Policy) throws -> M.View? {
         let facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
         return try view(model, stateBytes: stateBytes, facts: facts, at: t, policy: policy)
     }
 
     /// A model's view of its stored state and the subject's decoded facts.
+    /// - Throws: `StateDecoder.Damaged`, or `NeedsReplay` when the state does not answer at `t`.
     static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, facts: SubjectFacts,
-                                   at t: Timestamp, policy: Policy) throws(StateDecoder.Damaged) -> M.View? {
+                                   at t: Timestamp, policy: Policy) throws -> M.View? {
         let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
+        if let from = M.answersFrom(state), from > t { throw NeedsReplay() }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
 
@@ -405,6 +449,14 @@ extension ProjectionEngine {
             }
             let done = UInt64(min(first + batch, run.entries.count)), seconds = (clock.now - start).seconds
             progress(RebuildProgress(phase: .writing, done: done, total: UInt64(run.entries.count), perSecond: seconds > 0 ? Double(done) / seconds : 0))
+        }
+        let items = folds.indices.flatMap { tag in
+            run.folded[tag].encodedItems().map { (key: ModelSchema.itemKey(shadow.number, tag: UInt8(tag), $0.key), state: $0.state) }
+        }.sorted { $0.key.precedesInByteOrder($1.key) }
+        for first in stride(from: 0, to: items.count, by: batch) {
+            try store.env.write { txn in
+                for item in items[first ..< min(first + batch, items.count)] { try txn.put(store.items, key: item.key, value: item.state, flags: .append) }
+            }
         }
         if hasIndex {
             var keys: [String] = []
@@ -474,6 +526,10 @@ extension Optional where Wrapped == [UInt8] {
     }
 }
 
+/// A stored state that does not answer at the time asked (`ReadModel.answersFrom`): the
+/// key's events are replayed instead (`Replay`).
+struct NeedsReplay: Error {}
+
 /// Every fold's states in the order the store keeps them: each entry's stored key without the
 /// generation (key length ‖ key ‖ tag, the fold's index) and its encoded state.
 ///
@@ -481,8 +537,11 @@ extension Optional where Wrapped == [UInt8] {
 /// fold's in turn, into a run of its own (the folds are only read meanwhile).
 struct StateRun {
     let entries: [(stored: [UInt8], state: [UInt8])]
+    /// The folds, by tag (their items are written apart).
+    let folded: [any StateFold]
 
     init(_ folded: [any StateFold]) {
+        self.folded = folded
         var keys: [(stored: [UInt8], key: String)] = []
         var seen: Set<String> = []
         for states in folded {

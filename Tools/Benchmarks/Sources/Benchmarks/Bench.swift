@@ -55,7 +55,7 @@ struct BenchCommand: ParsableCommand {
 
     static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
-                        "storage.bytesPerEvent", "payload.bytesPerEvent"]
+                        "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory"]
 
     func run() throws {
         let customers = subjects ?? (quick ? 20_000 : 100_000)
@@ -66,7 +66,9 @@ struct BenchCommand: ParsableCommand {
         defer { progress.clear() }
 
         progress.update("drafting", done: 0, total: customers, unit: "customers")
-        let bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, progress: progress)
+        var bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, progress: progress)
+        // 100,000 events whatever the run's size, but on the tiny runs of the benchmark's own tests.
+        bench.longEvents = customers >= 1_000 ? 100_000 : customers * 10
         let figures = try bench.run(singles: quick ? 300 : 1_000, perThread: quick ? 20 : 60)
         progress.clear()
 
@@ -112,6 +114,8 @@ struct Bench {
     /// Mark `only`'s measured phase for callgrind.
     let callgrind: Bool
     let progress: Progress
+    /// The long-history cases' long customer's events.
+    var longEvents = 100_000
     /// The mean size of an event's record in the log, hash included (over the first 10,000).
     let meanRecordBytes: Double
 
@@ -248,6 +252,14 @@ struct Bench {
                 throw BenchFailure("group commit lost events; this is a bug")
             }
             results.groupTransactions = (total, transactions)
+        }
+        if wanted("append.longHistory", "status.longHistory", "audit.longHistory") {
+            let long = try LongHistory(longEvents: longEvents, path: path("long"), progress: progress).run()
+            results["append.longHistory"] = long.appendLongUs / long.appendShortUs
+            results.longHistory = long
+            results["status.longHistory"] = long.statusLongUs / long.statusShortUs
+            results["audit.longHistory"] = long.auditLongSeconds
+            results["audit.longHistoryGrowth"] = long.auditLongSeconds / long.auditMediumSeconds
         }
         return results
     }

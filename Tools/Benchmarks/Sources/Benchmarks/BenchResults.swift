@@ -13,6 +13,8 @@ struct BenchResults {
     var writtenPerEvent: [String: Double] = [:]
     /// Events and transactions of the group-commit case.
     var groupTransactions: (events: Int, transactions: Int)?
+    /// The long-history cases' own figures, for their notes.
+    var longHistory: LongHistory.Figures?
 
     subscript(name: String) -> Double? {
         get { figures[name] }
@@ -48,6 +50,10 @@ struct BenchResults {
         figure("status p50", "status.p50us", 10, atLeast: false, unit: " µs")
         figure("status p99", "status.p99us", 50, atLeast: false, unit: " µs")
         ratio("group commit / one event per commit", "append.groupCommit", "append.singleCommit", atLeast: 10)
+        figure("append to a 100,000-event customer / to a 10-event one", "append.longHistory", 1.5, atLeast: false, unit: "×")
+        figure("status of a 100,000-event customer / of a 10-event one", "status.longHistory", 2, atLeast: false, unit: "×")
+        figure("audit of a 100,000-event customer", "audit.longHistory", 3, atLeast: false, unit: " s")
+        figure("audit of 100,000 events / of 10,000", "audit.longHistoryGrowth", 12, atLeast: false, unit: "×")
         if let x = figures["storage.bytesPerEvent"], let y = figures["payload.bytesPerEvent"], y > 0 {
             targets.append(Target(what: "ledger bytes on disk / raw bytes", value: x / y, bound: 1.6, atLeast: false, unit: "×"))
         }
@@ -64,6 +70,8 @@ struct BenchResults {
             switch name {
             case "status.p50us", "status.p99us": shown = String(format: "%.1f µs", value)
             case "storage.bytesPerEvent", "payload.bytesPerEvent": shown = String(format: "%.0f bytes/event", value)
+            case "append.longHistory", "status.longHistory": shown = String(format: "%.2f ×", value)
+            case "audit.longHistory": shown = String(format: "%.2f s", value)
             default: shown = "\(formatCount(Int(value.rounded()))) events/s"
             }
             var note = ""
@@ -75,6 +83,14 @@ struct BenchResults {
             }
             if name == "append.sqlite", let bytes = sqliteBytesPerEvent {
                 note = String(format: "its database and WAL: %.0f bytes/event", bytes)
+            }
+            if let long = longHistory {
+                switch name {
+                case "append.longHistory": note = String(format: "one-event transaction: %.0f µs to 100,000 events, %.0f µs to 10", long.appendLongUs, long.appendShortUs)
+                case "status.longHistory": note = String(format: "p50: %.1f µs at 100,000 events, %.1f µs at 10", long.statusLongUs, long.statusShortUs)
+                case "audit.longHistory": note = String(format: "10,000 events: %.2f s (× %.1f for 10 × the events)", long.auditMediumSeconds, long.auditLongSeconds / long.auditMediumSeconds)
+                default: break
+                }
             }
             if let written = writtenPerEvent[name] {
                 note += (note.isEmpty ? "" : "; ") + String(format: "writes %.0f bytes/event", written)

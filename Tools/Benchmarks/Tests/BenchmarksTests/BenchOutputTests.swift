@@ -47,9 +47,9 @@ struct Run {
         #expect((machine["events"] as? Int ?? 0) > 150 * 5)
         let results = try #require(json["results"] as? [String: Double])
         #expect(results.keys.sorted() == [
-            "append.groupCommit", "append.ledger", "append.raw", "append.rawLayout", "append.singleCommit", "append.sqlite",
-            "append.sqliteModels", "payload.bytesPerEvent", "rebuild.ledger", "rebuild.sqlite", "scan.raw",
-            "status.p50us", "status.p99us", "storage.bytesPerEvent",
+            "append.groupCommit", "append.ledger", "append.longHistory", "append.raw", "append.rawLayout", "append.singleCommit", "append.sqlite",
+            "append.sqliteModels", "audit.longHistory", "audit.longHistoryGrowth", "payload.bytesPerEvent", "rebuild.ledger", "rebuild.sqlite", "scan.raw",
+            "status.longHistory", "status.p50us", "status.p99us", "storage.bytesPerEvent",
         ])
         for (name, value) in results { #expect(value > 0, "\(name)") }
         #expect(try #require(results["status.p50us"]) <= (try #require(results["status.p99us"])))
