@@ -90,9 +90,11 @@ public final class Ledger: Sendable {
     /// The stored states answer the present and the future; for a time before a subject's
     /// latest facts (`ReadModel.answersFrom`) its events are replayed from the log instead.
     public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
-        if let status = try engine.status(of: subject, at: t) { return status }
-        let views = Replay.views(of: try recordedEvents(of: subject), at: t, models: engine.models, policy: try policy())
-        return Status(subject: subject, at: t, answers: views.map { Status.Answer(model: $0.model, view: $0.view) }, stale: [])
+        var (status, replay) = try engine.status(of: subject, at: t)
+        guard !replay.isEmpty else { return status }
+        let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0] }, policy: try policy())
+        for (index, view) in zip(replay, views) { status.answers[index].view = view.view }
+        return status
     }
 
     /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
@@ -100,14 +102,16 @@ public final class Ledger: Sendable {
     public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> M.View? {
         switch try engine.view(model, of: subject, at: t) {
         case .view(let view): view
-        case .replay: Replay.view(model, of: try recordedEvents(of: subject), at: t, policy: try policy())
+        case .replay: Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
         }
     }
 
-    /// Every subject's view in `model` at `t`, from one snapshot, one at a time.
+    /// Every subject's view in `model` at `t`, one at a time: from one snapshot, but for the
+    /// subjects whose stored state does not answer at `t` (`ReadModel.answersFrom`), which
+    /// come last, their events replayed.
     public func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp = .now(), _ body: (String, M.View) throws -> Void) throws(LedgerError) {
         try engine.forEachView(of: model, at: t, replay: { subject throws(LedgerError) in
-            Replay.view(model, of: try recordedEvents(of: subject), at: t, policy: try policy())
+            Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
         }, body)
     }
 

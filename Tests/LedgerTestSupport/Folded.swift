@@ -38,9 +38,12 @@ public struct Folded {
     }
 
     /// `model`'s view of `subject` at `t` under `policy` (`nil`: the policy has no such model),
-    /// as the ledger answers it: from the events that happened by `t`.
+    /// as the ledger answers it: from the state of every event, or, when that state does not
+    /// answer at `t` (`ReadModel.answersFrom`), from the events that happened by `t`.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> M.View? {
-        Replay.view(model, of: events.filter { $0.subject == subject }, at: t, policy: policy)
+        let state = state(model, of: subject)
+        if let from = M.answersFrom(state), from > t { return Replay.view(model, of: subject, from: events, at: t, policy: policy) }
+        return M.view(of: state, facts: facts(of: subject), at: t, policy: policy)
     }
 
     /// The audit of `subject` at `t` from every event, under `policy`.

@@ -44,8 +44,8 @@ public protocol ReadModel: Sendable {
     /// The earliest time the state answers for, `nil` for any time. A state that keeps only
     /// what the present and the future need (a count, the latest of something) answers at t at
     /// or after the latest fact it folded; for an earlier t — `status --at` the past — the
-    /// engine replays the key's events that happened by t through the same reducers.
-    /// Default: `nil`.
+    /// engine replays the key's events that happened by t through the same reducers (a model
+    /// that says so keys its states by subject, the default `key(for:)`). Default: `nil`.
     static func answersFrom(_ state: State) -> Timestamp?
     /// The answer at `t`, from the state, the key's subject facts and the policy; `nil` when the
     /// policy has no such model (it lacks the section the model reads: SPEC §4).

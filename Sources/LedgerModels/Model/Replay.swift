@@ -4,19 +4,20 @@ import LedgerCore
 /// the engine runs: how the ledger answers for a time a stored state does not answer for
 /// (`ReadModel.answersFrom`), such as `status --at` a past moment of a long history.
 public enum Replay {
-    /// Every model's view of the subject at `t` (`nil` where the policy has no such model),
-    /// from its events (in any order): those that happened by `t`, folded in position order.
-    public static func views(of events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
+    /// Every model's view of `subject` at `t` (`nil` where the policy has no such model), from
+    /// its events (in any order): those that happened by `t`, folded in position order, each
+    /// into the models that key it to `subject`.
+    public static func views(of subject: String, from events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
                              policy: Policy) -> [(model: String, view: (any ModelView)?)] {
-        let happened = events.filter { $0.occurredAt <= t }.sorted { $0.position < $1.position }
+        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { $0.position < $1.position }
         let facts = self.facts(of: happened)
-        return models.map { model in (model.name, view(model, of: happened, facts: facts, at: t, policy: policy)) }
+        return models.map { model in (model.name, view(model, of: subject, happened, facts: facts, at: t, policy: policy)) }
     }
 
-    /// One model's view of the subject at `t` from its events (in any order).
-    public static func view<M: ReadModel>(_ model: M.Type, of events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
-        let happened = events.filter { $0.occurredAt <= t }.sorted { $0.position < $1.position }
-        return typedView(model, of: happened, facts: facts(of: happened), at: t, policy: policy)
+    /// One model's view of `subject` at `t` from its events (in any order).
+    public static func view<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
+        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { $0.position < $1.position }
+        return typedView(model, of: subject, happened, facts: facts(of: happened), at: t, policy: policy)
     }
 
     private static func facts(of events: [RecordedEvent]) -> SubjectFacts {
@@ -25,16 +26,16 @@ public enum Replay {
         return facts
     }
 
-    private static func view(_ model: any ReadModel.Type, of events: [RecordedEvent], facts: SubjectFacts, at t: Timestamp,
+    private static func view(_ model: any ReadModel.Type, of subject: String, _ events: [RecordedEvent], facts: SubjectFacts, at t: Timestamp,
                              policy: Policy) -> (any ModelView)? {
-        typedView(model, of: events, facts: facts, at: t, policy: policy)
+        typedView(model, of: subject, events, facts: facts, at: t, policy: policy)
     }
 
-    private static func typedView<M: ReadModel>(_ model: M.Type, of events: [RecordedEvent], facts: SubjectFacts, at t: Timestamp,
+    private static func typedView<M: ReadModel>(_ model: M.Type, of subject: String, _ events: [RecordedEvent], facts: SubjectFacts, at t: Timestamp,
                                                 policy: Policy) -> M.View? {
         var state = M.State()
         var items: [String: M.Item] = [:]
-        for event in events where M.reads.contains(event.type) { M.fold(event, into: &state, items: &items) }
+        for event in events where M.reads.contains(event.type) && M.key(for: event) == subject { M.fold(event, into: &state, items: &items) }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
 }

@@ -376,7 +376,10 @@ enum RetentionRules {
         times += state.organizerCancellations.map(\.at)
         guard let r = policy.retention else { return times }
         for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(seconds: r.recoveryPassDays * day)] }
-        let boundaries = Set((stages(family: false, rule: "", r) + stages(family: true, rule: "", r)).map(\.1)).subtracting([0])
+        // The tiers' days, and the reactivation's own (free through browseOnlyUntilDay, for the
+        // fee until pendingDeletionFromDay), which a long grace can put inside another tier.
+        let boundaries = Set((stages(family: false, rule: "", r) + stages(family: true, rule: "", r)).map(\.1)
+                             + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
         for zero in Set(times) {
             times += boundaries.map { zero.adding(seconds: $0 * day) }
         }

@@ -300,7 +300,7 @@ struct ModelStore: Sendable {
         }
     }
 
-    /// Every generation number that has states or index entries, in order.
+    /// Every generation number that has states, items or index entries, in order.
     func storedGenerations(_ txn: borrowing Transaction) throws -> Set<UInt32> {
         var found: Set<UInt32> = []
         for database in [states, items] {
@@ -327,7 +327,7 @@ struct ModelStore: Sendable {
         return found
     }
 
-    /// Deletes at most `limit` states and index entries of `generation`; how many it deleted.
+    /// Deletes at most `limit` states, items and index entries of `generation`; how many it deleted.
     func delete(_ generation: UInt32, limit: Int, _ txn: borrowing Transaction) throws -> Int {
         var deleted = 0
         for (database, prefix) in [(states, ModelSchema.prefix(generation)), (items, ModelSchema.prefix(generation)),

@@ -120,9 +120,10 @@ extension ProjectionEngine {
 
     /// Every model's view of `key` at `t` under the store's policy, in one read snapshot. A
     /// model whose served states another version built is answered when they decode, and
-    /// answered `nil` when they do not (both named in `stale`). `nil` when a stored state does
-    /// not answer at `t` (`ReadModel.answersFrom`): the caller replays the key's events.
-    func status(of key: String, at t: Timestamp) throws(LedgerError) -> Status? {
+    /// answered `nil` when they do not (both named in `stale`). A model whose stored state does
+    /// not answer at `t` (`ReadModel.answersFrom`) is answered `nil` and named in `replay`: the
+    /// caller replays the key's events for it.
+    func status(of key: String, at t: Timestamp) throws(LedgerError) -> (status: Status, replay: [Int]) {
         do {
             return try store.env.read { txn in
                 let (policy, policyHash) = try servedPolicy(txn)
@@ -130,7 +131,7 @@ extension ProjectionEngine {
                 guard let served = try store.served(txn) else {
                     var answers: [Status.Answer] = []
                     for model in models { answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy))) }
-                    return Status(subject: key, at: t, answers: answers, stale: [])
+                    return (Status(subject: key, at: t, answers: answers, stale: []), [])
                 }
                 let stored = try store.states(of: key, in: served.number, txn)
                 let factsBytes = served.record(Fold.factsName).flatMap { stored[$0.tagByte] }
@@ -140,11 +141,12 @@ extension ProjectionEngine {
                     facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
                 } catch let error as StateDecoder.Damaged {
                     guard served.record(Fold.factsName)?.version != UInt64(Fold.factsVersion) else { throw Self.damaged(Fold.factsName, key, error) }
-                    return Status(subject: key, at: t, answers: models.map { Status.Answer(model: $0.name, view: nil) }, stale: models.map { $0.name })
+                    return (Status(subject: key, at: t, answers: models.map { Status.Answer(model: $0.name, view: nil) }, stale: models.map { $0.name }), [])
                 }
                 var answers: [Status.Answer] = []
                 var stale: [String] = []
-                for model in models {
+                var replay: [Int] = []
+                for (index, model) in models.enumerated() {
                     if staleness(model.name, model.version, served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
                     let bytes = served.record(model.name).flatMap { stored[$0.tagByte] }
                     do {
@@ -153,12 +155,13 @@ extension ProjectionEngine {
                         // Another version's states may not decode under this code; this one's must.
                         guard served.builtByAnotherVersion(of: model) else { throw Self.damaged(model.name, key, error) }
                         answers.append(Status.Answer(model: model.name, view: nil))
+                    } catch is NeedsReplay {
+                        answers.append(Status.Answer(model: model.name, view: nil))
+                        replay.append(index)
                     }
                 }
-                return Status(subject: key, at: t, answers: answers, stale: stale)
+                return (Status(subject: key, at: t, answers: answers, stale: stale), replay)
             }
-        } catch is NeedsReplay {
-            return nil
         } catch {
             throw LedgerError.wrapping(error, doing: "reading the views of \(key)")
         }
@@ -304,22 +307,22 @@ extension ProjectionEngine {
                     problems += compare(fold.name, expected: expected, stored: stored[record.tagByte] ?? [], limit: limit)
                 }
                 // Items, by the key they are stored under.
-                var storedItems: [UInt8: [(key: String, state: [UInt8])]] = [:]
+                var storedItems: [UInt8: [(key: [UInt8], state: [UInt8])]] = [:]
+                var damagedKeys = 0
                 try store.forEachItem(in: served.number, txn) { key, state in
-                    guard let (label, tag) = ModelSchema.itemLabel(key) else {
-                        problems.append(ModelProblem(model: "models", message: "an item's key is damaged; run `ledger rebuild`"))
+                    guard let (_, tag) = ModelSchema.itemLabel(key) else {
+                        damagedKeys += 1
                         return
                     }
-                    storedItems[tag, default: []].append((label, Array(state)))
+                    storedItems[tag, default: []].append((Array(key), Array(state)))
+                }
+                if damagedKeys > 0 {
+                    problems.append(ModelProblem(model: "models", message: "\(damagedKeys) item keys are damaged; run `ledger rebuild`"))
                 }
                 for (index, fold) in folds.enumerated() {
                     guard let record = served.record(fold.name) else { continue }
-                    let expected = folded[index].encodedItems().compactMap { item -> (key: String, state: [UInt8])? in
-                        let stored = ModelSchema.itemKey(served.number, tag: record.tagByte, item.key)
-                        return stored.withUnsafeBytes { ModelSchema.itemLabel($0) }.map { ($0.label, item.state) }
-                    }.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-                    let stored = (storedItems[record.tagByte] ?? []).sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-                    problems += compare(fold.name, expected: expected, stored: stored, limit: limit)
+                    let expected = folded[index].encodedItems().map { (key: ModelSchema.itemKey(served.number, tag: record.tagByte, $0.key), state: $0.state) }
+                    problems += compareItems(fold.name, expected: expected, stored: storedItems[record.tagByte] ?? [], limit: limit)
                 }
                 for (index, model) in models.enumerated() where model.isIndexed {
                     guard let record = served.record(model.name) else { continue }
@@ -330,6 +333,34 @@ extension ProjectionEngine {
         } catch {
             throw LedgerError.wrapping(error, doing: "verifying the read models")
         }
+    }
+
+    /// Stored items against expected ones, by their stored keys' bytes.
+    private func compareItems(_ name: String, expected: [(key: [UInt8], state: [UInt8])], stored: [(key: [UInt8], state: [UInt8])],
+                              limit: Int) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        func report(_ key: [UInt8], _ message: String) {
+            guard problems.count < limit else { return }
+            let label = key.withUnsafeBytes { ModelSchema.itemLabel($0)?.label } ?? "an item"
+            problems.append(ModelProblem(model: name, key: label, message: message))
+        }
+        let expected = expected.sorted { $0.key.precedesInByteOrder($1.key) }
+        let stored = stored.sorted { $0.key.precedesInByteOrder($1.key) }
+        var i = 0, j = 0
+        while i < expected.count || j < stored.count {
+            if j == stored.count || (i < expected.count && expected[i].key.precedesInByteOrder(stored[j].key)) {
+                report(expected[i].key, "missing from the served model")
+                i += 1
+            } else if i == expected.count || stored[j].key.precedesInByteOrder(expected[i].key) {
+                report(stored[j].key, "in the served model but not in a fresh rebuild")
+                j += 1
+            } else {
+                if expected[i].state != stored[j].state { report(expected[i].key, "differs from a fresh rebuild") }
+                i += 1
+                j += 1
+            }
+        }
+        return problems
     }
 
     /// Stored states against expected ones, both in key order.

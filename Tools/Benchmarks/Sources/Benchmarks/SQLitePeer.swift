@@ -220,6 +220,8 @@ private final class FactsPeerFold: PeerFold {
 
 private final class TypedPeerFold<M: ReadModel>: PeerFold {
     private var states: [String: M.State] = [:]
+    /// Items (`ReadModel.Item`) under the key ‖ 0x1F ‖ item, in the same table as the states.
+    private var items: [String: M.Item] = [:]
 
     init() { super.init(name: M.name, eventTypes: M.reads) }
 
@@ -228,11 +230,19 @@ private final class TypedPeerFold<M: ReadModel>: PeerFold {
         if states[key] == nil {
             states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { try M.State.decode($0) } } ?? M.State()
         }
-        M.apply(event, to: &states[key, default: M.State()])
+        guard let item = M.item(for: event).map({ key + "\u{1F}" + $0 }) else {
+            M.apply(event, to: &states[key, default: M.State()])
+            return
+        }
+        if items[item] == nil {
+            items[item] = try load(item).map { bytes in try bytes.withUnsafeBytes { try M.Item.decode($0) } } ?? M.Item()
+        }
+        M.apply(event, to: &states[key, default: M.State()], item: &items[item, default: M.Item()])
     }
 
     override func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {
         for (key, state) in states { try body(key, state.encoded) }
+        for (key, item) in items { try body(key, item.encoded) }
     }
 }
 

@@ -1,0 +1,47 @@
+import LedgerCore
+import LedgerModels
+import LedgerTestSupport
+import PropertyBased
+import Testing
+
+/// The audit's timeline agrees with the views: starting from the views before the first event
+/// and applying each entry's changes gives, after every entry, every model's view of the events
+/// up to it at its time. The audit works a view out again only when its state, the facts or a
+/// change time moved; this holds it to views worked out afresh at every entry. (Fields a view
+/// restates, which the audit does not list, are left out.)
+@Suite struct AuditPropertyTests {
+    static func restated<M: ReadModel>(_ model: M.Type) -> Set<String> { M.View.restatedFields }
+    @Test func eachEntryLeavesTheViewsOfTheEventsUpToIt() async {
+        await checkProperty(count: 25, input: Gen.uint64()) { seed in
+            for (name, subject) in try RulePropertyTests.subjects(seed: seed, count: 3, perSubject: 2...24) {
+                let events = subject.events.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+                guard let first = events.first, let last = events.last else { continue }
+                let end = last.occurredAt.adding(seconds: 400 * 86_400)
+                let report = Audit.report(subject: name, events: events, at: end, knownAt: nil, policy: .reference)
+                func views(_ prefix: ArraySlice<RecordedEvent>, at t: Timestamp) -> [String: FlatView] {
+                    var out: [String: FlatView] = [:]
+                    for (model, view) in Replay.views(of: name, from: Array(prefix), at: t, models: ReadModels.all, policy: .reference) {
+                        out[model] = FlatView.flatten(view?.json ?? JSONObject())
+                    }
+                    return out
+                }
+                var running = views([], at: first.occurredAt)
+                var folded = 0
+                for entry in report.entries {
+                    if entry.position != nil { folded += 1 }
+                    var current: [String: [String: JSON]] = [:]
+                    for (model, view) in running { current[model] = Dictionary(view.pairs, uniquingKeysWith: { a, _ in a }) }
+                    for change in entry.changes { current[change.model, default: [:]][change.field] = change.to }
+                    let expected = views(events[..<folded], at: entry.occurredAt)
+                    for (model, view) in expected {
+                        let restated = ReadModels.all.first { $0.name == model }.map { Self.restated($0) } ?? []
+                        for (field, value) in view.pairs where !restated.contains(field) {
+                            #expect(current[model]?[field] ?? .null == value, "seed \(seed), \(name), \(entry.type) at \(entry.occurredAt): \(model).\(field)")
+                        }
+                    }
+                    running = expected
+                }
+            }
+        }
+    }
+}
