@@ -96,8 +96,10 @@ import Testing
                 let plan = { (t: Timestamp) -> PlanState in
                     EntitlementModel.view(of: subject.state(EntitlementModel.self), facts: facts, at: t, policy: .reference)?.planState ?? .guest
                 }
-                let paid = instants.map { Self.isPaid(plan($0)) }
                 for t in Self.times(of: subject) {
+                    // The stretches of access are those the events visible at t describe: a
+                    // renewal extension reported later moves a past period's end.
+                    let paid = instants.map { Self.isPaid(Plan.decide(facts, at: $0, known: t, policy: Policy.reference.subscription).planState) }
                     let view = try #require(subject.view(RetentionModel.self, at: t))
                     let hasAccess = Self.isPaid(plan(t))
                     switch view.tier {
