@@ -26,7 +26,7 @@ import Testing
             let run = try Run(["status", "grace", "--store", store, "--at", "2026-01-15T00:00:00+02:00", "--json"])
             #expect(run.status == 0)
             #expect(run.stdout == #"""
-                {"subject":"grace","at":"2026-01-14T22:00:00.000Z","entitlement":{"planState":"pro","trialEligible":false,"expiresAt":"2026-01-31T00:00:00.000Z","renewsAt":"2026-01-31T00:00:00.000Z","autoRenew":true,"billingIssue":false,"purchasePending":false,"productId":"pro.monthly","banners":[],"reason":{"rule":"storeCoverage","policyKey":null,"position":2}},"retention":{"tier":"active","enteredAt":"2026-01-01T00:00:00.000Z","nextTier":null,"nextTierAt":null,"capabilities":{"viewThumbnails":true,"downloadOriginals":true,"upload":true,"retrieveArchive":true,"earnCredits":true},"reactivation":{"available":false,"fee":null}},"badge":{"count":0,"unreadInbox":0,"maintenanceDueToday":false,"billingIssue":false,"securityFlag":false}}
+                {"subject":"grace","at":"2026-01-14T22:00:00.000Z","entitlement":{"planState":"pro","trialEligible":false,"expiresAt":"2026-01-31T00:00:00.000Z","renewsAt":"2026-01-31T00:00:00.000Z","autoRenew":true,"billingIssue":false,"purchasePending":false,"productId":"pro.monthly","banners":[],"reason":{"rule":"storeCoverage","policyKey":null,"position":2}},"retention":{"tier":"active","enteredAt":"2026-01-01T00:00:00.000Z","nextTier":null,"nextTierAt":null,"capabilities":{"viewThumbnails":true,"downloadOriginals":true,"upload":true,"retrieveArchive":true,"earnCredits":true},"reactivation":{"available":false,"fee":null}},"badge":{"count":0,"unreadInbox":0,"maintenanceDueToday":false,"billingIssue":false,"securityFlag":false},"limits":{"person":{"count":0,"limit":null,"state":"ok"},"tag":{"count":0,"limit":null,"state":"ok"}},"deletion":{"state":"none","requestedAt":null,"scheduledAt":null,"completedSteps":[],"failedSteps":[],"subscriptionWarning":true,"export":{"state":"none","location":null}}}
 
                 """#)
         }
@@ -80,7 +80,7 @@ import Testing
             let json = try run.json()
             let policy = try #require(json["policy"] as? [String: Any])
             let models = try #require(json["models"] as? [String: [String: Any]])
-            #expect(models.keys.sorted() == ["badge", "entitlement", "retention"])
+            #expect(models.keys.sorted() == ["badge", "deletion", "entitlement", "limits", "retention"])
             for model in models.values {
                 #expect(model["checkpoint"] as? Int == 4)
                 #expect(model["policyHash"] as? String == policy["hash"] as? String)
@@ -103,8 +103,13 @@ import Testing
             #expect(report["notCompared"] as? [String] == [])
             let changes = try #require(report["changes"] as? [[String: Any]])
             // Photolala's 60-day billing grace: "grace" is pro again, so retention-active too.
-            #expect(Set(changes.map { $0["subject"] as? String }) == ["grace"])
+            let planChanges = changes.filter { ["entitlement", "retention", "badge"].contains($0["model"] as? String) }
+            #expect(Set(planChanges.map { $0["subject"] as? String }) == ["grace"])
             #expect(changes.first?["field"] as? String == "planState")
+            // Photolala has no limits or deletion section: those models answer null for everyone.
+            let dropped = changes.filter { ["limits", "deletion"].contains($0["model"] as? String) }
+            #expect(Set(dropped.map { $0["subject"] as? String }) == ["grace", "steady"])
+            #expect(dropped.allSatisfy { $0["to"] is NSNull })
             let summary = try #require(report["summary"] as? [String: [String: Int]])
             #expect(summary["entitlement.planState"] == ["free→pro": 1])
             #expect(summary["retention.tier"] == ["grace→active": 1])
@@ -119,7 +124,7 @@ import Testing
             #expect(real.stdout.split(separator: "\n").contains { $0.split(separator: " ") == ["grace", "entitlement", "planState", "free", "pro"] })
             #expect(real.stdout.contains("Swapped in: the new states written and the old deleted in "))
             // The first line times the fold alone; the last adds the writing.
-            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge: folded 4 events in "))
+            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge, limits, deletion: folded 4 events in "))
             #expect(real.stdout.contains("; folding and writing "))
             // The policy line says how long comparing the views took.
             let policyLine = try #require(real.stdout.split(separator: "\n").first { $0.hasPrefix("Policy ") })
@@ -131,7 +136,7 @@ import Testing
             #expect((stats["policy"] as? [String: Any])?["name"] as? String == "photolala")
             let verify = try Run(["verify", "--store", store])
             #expect(verify.status == 0)
-            #expect(verify.stdout.contains("read models (entitlement, retention, badge) equal a fresh rebuild"))
+            #expect(verify.stdout.contains("read models (entitlement, retention, badge, limits, deletion) equal a fresh rebuild"))
         }
     }
 
@@ -140,7 +145,7 @@ import Testing
             let store = try store(dir)
             let run = try Run(["rebuild", "entitlements", "--store", store])
             #expect(run.status == 2)
-            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge\n")
+            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge, limits, deletion\n")
         }
     }
 }

@@ -52,14 +52,17 @@ import Testing
         for (type, samples) in events {
             var acted = false
             for event in samples {
-                var state = busy.state(model)
-                let before = state
                 let recorded = try #require(try Folded([event]).events.first)
-                var items: [String: M.Item] = [:]
-                M.fold(recorded, into: &state, items: &items)
-                let changed = state != before || items.values.contains { $0 != M.Item() }
-                if !M.reads.contains(type) { #expect(!changed, "\(M.name) acts on \(type), which it does not read") }
-                acted = acted || changed
+                // Onto a busy state and onto an empty one (a model that notes the first event
+                // of every type acts on each only there).
+                for start in [busy.state(model), M.State()] {
+                    var state = start
+                    var items: [String: M.Item] = [:]
+                    M.fold(recorded, into: &state, items: &items)
+                    let changed = state != start || items.values.contains { $0 != M.Item() }
+                    if !M.reads.contains(type) { #expect(!changed, "\(M.name) acts on \(type), which it does not read") }
+                    acted = acted || changed
+                }
             }
             if M.reads.contains(type) { #expect(acted, "\(M.name) reads \(type) but never acts on it") }
         }
@@ -69,7 +72,7 @@ import Testing
         let names = ReadModels.all.map { $0.name }
         #expect(Set(names).count == names.count)
         #expect(!names.contains("facts"))
-        #expect(names == ["entitlement", "retention", "badge"])
+        #expect(names == ["entitlement", "retention", "badge", "limits", "deletion"])
     }
 
     /// Every view encodes every key, `null` for no value, in declaration order.

@@ -128,8 +128,9 @@ import Testing
             #expect(after.map { $0.map(\.key) } == before.map { $0.map(\.key) })
             #expect(after.map { $0.map(\.state) } == before.map { $0.map(\.state) })
             #expect(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id } != generation)
-            // Purchases are facts: one state per subject, and the old generation's are gone.
-            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 7)
+            // Purchases are facts, and each subject's first event is the limits model's: two
+            // states per subject, and the old generation's are gone.
+            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 14)
         }
     }
 

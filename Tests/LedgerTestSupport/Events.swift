@@ -85,6 +85,49 @@ public enum Make {
         LedgerEvent(subject: subject, occurredAt: at, source: .system, data: AccountDeleted().eventData)
     }
 
+    public static func deletionRequested(_ subject: String, at: Timestamp) -> LedgerEvent {
+        LedgerEvent(subject: subject, occurredAt: at, source: .app, data: AccountDeletionRequested().eventData)
+    }
+
+    public static func deletionCancelled(_ subject: String, at: Timestamp) -> LedgerEvent {
+        LedgerEvent(subject: subject, occurredAt: at, source: .app, data: AccountDeletionCancelled().eventData)
+    }
+
+    /// A deletion step's outcome: completed, or failed with an error.
+    public static func step(_ subject: String, at: Timestamp, _ step: String, failed: Bool = false) -> LedgerEvent {
+        if failed {
+            var f = AccountDeletionStepFailed()
+            f.step = step
+            f.error = "timeout"
+            return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: f.eventData)
+        }
+        var c = AccountDeletionStepCompleted()
+        c.step = step
+        return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: c.eventData)
+    }
+
+    public static func exportRequested(_ subject: String, at: Timestamp) -> LedgerEvent {
+        LedgerEvent(subject: subject, occurredAt: at, source: .app, data: AccountExportRequested().eventData)
+    }
+
+    public static func exportCompleted(_ subject: String, at: Timestamp, location: String) -> LedgerEvent {
+        var e = AccountExportCompleted()
+        e.location = location
+        return LedgerEvent(subject: subject, occurredAt: at, source: .system, data: e.eventData)
+    }
+
+    /// A resource of `kind` created (or deleted).
+    public static func resource(_ subject: String, at: Timestamp, _ kind: String, _ id: String, deleted: Bool = false) -> LedgerEvent {
+        if deleted {
+            var d = ResourceDeleted()
+            (d.kind, d.resourceId) = (kind, id)
+            return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: d.eventData)
+        }
+        var c = ResourceCreated()
+        (c.kind, c.resourceId) = (kind, id)
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: c.eventData)
+    }
+
     public static func recoveryPass(_ subject: String, at: Timestamp, txn: String = "pass-1") -> LedgerEvent {
         var p = OneOffPurchased()
         p.productId = "recovery.pass"

@@ -75,6 +75,8 @@ public struct Policy: Sendable, Hashable {
         /// Only with `soft`: how long a deletion can still be cancelled.
         public var softGraceDays: Int64?
 
+        public init(mode: Mode, softGraceDays: Int64?) { (self.mode, self.softGraceDays) = (mode, softGraceDays) }
+
         public enum Mode: String, Sendable, Hashable, CaseIterable {
             case hard, soft
         }

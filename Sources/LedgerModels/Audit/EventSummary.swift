@@ -50,6 +50,20 @@ enum EventSummary {
             return "asked for the account to be deleted"
         case .accountDeleted:
             return "account deleted"
+        case .accountDeletionCancelled:
+            return "cancelled the account deletion"
+        case .accountDeletionStepCompleted(let s):
+            return "deletion step \(s.step) done"
+        case .accountDeletionStepFailed(let s):
+            return "deletion step \(s.step) failed" + (s.error.map { " (\($0))" } ?? "")
+        case .accountExportRequested:
+            return "asked for a data export"
+        case .accountExportCompleted:
+            return "data export ready"
+        case .resourceCreated(let r):
+            return "\(r.kind) \(r.resourceId) created"
+        case .resourceDeleted(let r):
+            return "\(r.kind) \(r.resourceId) deleted"
         case .supportEntitlementGranted(let g):
             return "support (\(g.agent)) granted pro until \(g.until)"
         case .supportNoteAdded(let n):

@@ -1,0 +1,107 @@
+import LedgerCore
+
+/// Limits (SPEC §4, seed 001): how many resources of each kind the free tier allows, and where
+/// the subject stands. Each resource (kind, resourceId) is an item holding its latest creation
+/// or deletion; the state keeps the count per kind, and when the subject's first
+/// `account.created` and first event occurred (whether it is an existing user). The counts
+/// answer from the latest resource event on; an earlier time is replayed.
+public enum LimitsModel: ReadModel {
+    public static let name = "limits"
+    public static let version: UInt32 = 1
+
+    /// The count of one kind's resources that exist.
+    public struct Count: StateRecord, Equatable {
+        public var kind = ""
+        public var count: Int64 = 0
+
+        public init() {}
+        public init(kind: String, count: Int64) { (self.kind, self.count) = (kind, count) }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&kind)
+            try coder.code(&count)
+        }
+    }
+
+    public struct State: ModelState {
+        /// By kind, in UTF-8 byte order; only kinds with some resource ever.
+        public var counts: [Count] = []
+        /// The earliest `account.created`, and the earliest event of any type.
+        public var firstCreated: Timestamp?
+        public var firstEvent: Timestamp?
+        /// The latest occurredAt of the resource events folded.
+        public var latest: Timestamp?
+
+        public init() {}
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&counts)
+            try coder.code(&firstCreated)
+            try coder.code(&firstEvent)
+            try coder.code(&latest)
+        }
+
+        /// The count of `kind` (0 with none).
+        public func count(of kind: String) -> Int64 { counts.first { $0.kind == kind }?.count ?? 0 }
+
+        mutating func add(_ delta: Int64, to kind: String) {
+            if let index = counts.firstIndex(where: { $0.kind == kind }) {
+                counts[index].count += delta
+            } else {
+                let index = counts.firstIndex { !$0.kind.utf8.lexicographicallyPrecedes(kind.utf8) } ?? counts.endIndex
+                counts.insert(Count(kind: kind, count: delta), at: index)
+            }
+        }
+    }
+
+    /// One resource: its latest creation (true) or deletion (false).
+    public struct Resource: ModelState {
+        public var latest: Dated<Bool>?
+
+        public init() {}
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&latest) }
+    }
+    public typealias Item = Resource
+
+    /// Every type: the first event of any type may decide whether the subject is an existing user.
+    public static let reads = Set(EventCatalog.typeNames)
+
+    public static func item(for event: RecordedEvent) -> String? {
+        switch event.data {
+        case .resourceCreated(let r): "\(r.kind.utf8.count):\(r.kind)\(r.resourceId)"
+        case .resourceDeleted(let r): "\(r.kind.utf8.count):\(r.kind)\(r.resourceId)"
+        default: nil
+        }
+    }
+
+    public static func apply(_ event: RecordedEvent, to state: inout State, item resource: inout Resource) {
+        apply(event, to: &state)
+        let kind: String, created: Bool
+        switch event.data {
+        case .resourceCreated(let r): (kind, created) = (r.kind, true)
+        case .resourceDeleted(let r): (kind, created) = (r.kind, false)
+        default: return
+        }
+        if let latest = resource.latest, (latest.at, latest.position) > (event.occurredAt, event.position) { return }
+        let before = resource.latest?.value ?? false
+        resource.latest = Dated(at: event.occurredAt, position: event.position, value: created)
+        if before != created { state.add(created ? 1 : -1, to: kind) }
+        state.latest = max(state.latest ?? event.occurredAt, event.occurredAt)
+    }
+
+    public static func apply(_ event: RecordedEvent, to state: inout State) {
+        let at = event.occurredAt
+        state.firstEvent = min(state.firstEvent ?? at, at)
+        if case .accountCreated = event.data { state.firstCreated = min(state.firstCreated ?? at, at) }
+    }
+
+    public static func answersFrom(_ state: State) -> Timestamp? { state.latest }
+
+    public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> LimitsView? {
+        guard let limits = policy.limits else { return nil }
+        return LimitsRules.view(of: state, facts: facts, at: t, policy: policy, limits: limits)
+    }
+
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
+        guard let limits = policy.limits else { return [] }
+        return [limits.effectiveAt.adding(seconds: limits.existingUserGraceDays * 86_400)]
+    }
+}
