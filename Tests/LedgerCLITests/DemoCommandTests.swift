@@ -59,8 +59,11 @@ import Testing
             let run = try demo(dir + "/d.lmdb", extra: ["--json"])
             #expect(run.status == 0, "\(run.stderr)")
             let json = try run.json()
-            #expect(Array(json.keys).sorted() == ["appendSeconds", "appended", "badges", "duplicates", "events", "eventsByType", "now", "planStates", "rules",
-                                                 "seconds", "seed", "store", "subjects", "telling", "tiers"])
+            #expect(Array(json.keys).sorted() == ["appendSeconds", "appended", "badges", "deletions", "duplicates", "events", "eventsByType", "limits", "now",
+                                                 "planStates", "rules", "seconds", "seed", "store", "subjects", "telling", "tiers"])
+            let deletions = try #require(json["deletions"] as? [String: Int])
+            for state in ["requested", "inProgress", "failed", "completed"] { #expect(deletions[state] != nil, "deletion state \(state) is not counted") }
+            #expect((deletions["completed"] ?? 0) > 0 && (deletions["failed"] ?? 0) > 0)
             let plans = try #require(json["planStates"] as? [String: Int])
             for plan in ["guest", "free", "trial", "pro", "pro_grace"] { #expect((plans[plan] ?? 0) > 0, "no customer is \(plan)") }
             #expect(plans.values.reduce(0, +) == 1000)

@@ -97,6 +97,8 @@ struct DemoCommand: ParsableCommand {
                 ("rules", summary.json(summary.rules)),
                 ("tiers", summary.json(summary.tiers)),
                 ("badges", summary.json(summary.badges)),
+                ("limits", summary.json(summary.limits)),
+                ("deletions", summary.json(summary.deletions)),
                 ("eventsByType", summary.json(DemoSummary.mostFirst(appended.types))),
                 ("telling", .array(telling.map { .object([("subject", .string(DemoHistory.subject($0.index))), ("why", .string($0.why))]) })),
             ]).text)
@@ -144,6 +146,11 @@ struct DemoSummary {
     private(set) var byPlanAndRule: [String: [String: Int]] = [:]
     private(set) var tiers: [(String, Int)] = []
     private(set) var badges: [(String, Int)] = []
+    /// "kind state" → customers at warning or blocked, by kind then state.
+    private(set) var limits: [(String, Int)] = []
+    /// Deletion state → customers, deletions begun only.
+    private(set) var deletions: [(String, Int)] = []
+    static let deletionOrder = ["requested", "inProgress", "failed", "completed"]
 
     /// Customers per plan state, in the plans' order.
     var planStates: [(String, Int)] {
@@ -175,8 +182,18 @@ struct DemoSummary {
             badges[view.count >= 3 ? "3+" : String(view.count), default: 0] += 1
             counted()
         }
+        var limits: [String: Int] = [:]
+        try ledger.forEachView(of: LimitsModel.self, at: t) { _, view in
+            for (kind, entry) in view.kinds where entry.state != .ok { limits["\(kind) \(entry.state.rawValue)", default: 0] += 1 }
+        }
+        var deletions: [String: Int] = [:]
+        try ledger.forEachView(of: DeletionModel.self, at: t) { _, view in
+            if view.state != .none { deletions[view.state.rawValue, default: 0] += 1 }
+        }
         self.tiers = Self.ordered(tiers, Self.tierOrder)
         self.badges = Self.ordered(badges, ["0", "1", "2", "3+"])
+        self.limits = limits.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        self.deletions = Self.ordered(deletions, Self.deletionOrder)
     }
 
     /// Counts, largest first (ties by name).
@@ -211,6 +228,9 @@ struct DemoSummary {
         }
         lines.append("")
         lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
+        lines.append(Terminal.paint("Free-tier limits", .bold) + "  "
+                     + (limits.isEmpty ? "everyone within them" : limits.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")))
+        lines.append(Terminal.paint("Deletions", .bold) + "  " + deletions.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
         return lines.joined(separator: "\n")
     }
 }
