@@ -57,7 +57,7 @@ import Testing
                 // of every type acts on each only there).
                 for start in [busy.state(model), M.State()] {
                     var state = start
-                    var items: [String: M.Item] = [:]
+                    var items: [[UInt8]: M.Item] = [:]
                     M.fold(recorded, into: &state, items: &items)
                     let changed = state != start || items.values.contains { $0 != M.Item() }
                     if !M.reads.contains(type) { #expect(!changed, "\(M.name) acts on \(type), which it does not read") }

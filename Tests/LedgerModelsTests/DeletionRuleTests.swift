@@ -102,6 +102,16 @@ import Testing
                 == expected(state: "requested", requestedAt: "2026-03-04T12:00:00.000Z", scheduledAt: "2026-04-03T12:00:00.000Z"))
     }
 
+    /// A request while a failed deletion is in force is ignored; `account.deleted` completes
+    /// it from there.
+    @Test func aFailedDeletionIsNotRequestedAgainButCompletes() throws {
+        let events = [Make.deletionRequested("u", at: mar1), Make.step("u", at: days(1, after: mar1), "photos", failed: true),
+                      Make.deletionRequested("u", at: days(2, after: mar1)), Make.deleted("u", at: days(3, after: mar1))]
+        let requested = "2026-03-01T12:00:00.000Z"
+        #expect(try view(events, at: days(2, after: mar1)) == expected(state: "failed", requestedAt: requested, scheduledAt: requested, failed: ["photos"]))
+        #expect(try view(events, at: days(3, after: mar1)) == expected(state: "completed", requestedAt: requested, failed: ["photos"]))
+    }
+
     /// A step with no request in force is ignored.
     @Test func aStepWithNoRequestIsIgnored() throws {
         #expect(try view([Make.step("u", at: mar1, "profile", failed: true)], at: mar1) == expected(state: "none"))
@@ -136,6 +146,13 @@ import Testing
             AuditChange(model: "deletion", field: "state", from: "requested", to: "failed", rule: "deletionSteps"),
             AuditChange(model: "deletion", field: "failedSteps", from: [], to: ["photos"], rule: "deletionSteps"),
         ])
+    }
+
+    /// An export asked for again after one completed is requested, with no location.
+    @Test func anExportAskedForAgainHasNoLocation() throws {
+        let events = [Make.exportRequested("u", at: mar1), Make.exportCompleted("u", at: days(1, after: mar1), location: "s3://exports/u.zip"),
+                      Make.exportRequested("u", at: days(2, after: mar1))]
+        #expect(try view(events, at: days(2, after: mar1)) == expected(state: "none", export: "requested"))
     }
 
     /// The card says a failed step in words.

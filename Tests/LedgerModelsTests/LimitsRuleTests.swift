@@ -79,6 +79,23 @@ import Testing
         #expect(try view(newcomer, at: effectiveAt) == expected(tags: 1))
     }
 
+    /// A trial is a paid plan: no limit while it covers.
+    @Test func aTrialHasNoLimit() throws {
+        let events = freeUser("tag", 5) + [Make.purchase("u", at: days(1, after: mar1), txn: "t1", expires: days(8, after: mar1), trial: true)]
+        #expect(try view(events, at: days(8, after: mar1).adding(seconds: -1)) == expected(personLimit: nil, tags: 5, tagLimit: nil))
+        #expect(try view(events, at: days(8, after: mar1)) == expected(tags: 5, tag: "blocked"))
+    }
+
+    /// An event before effectiveAt makes an existing user only until an account.created
+    /// after effectiveAt is known: the first account.created decides once there is one.
+    @Test func theFirstAccountCreatedDecidesOnceThereIsOne() throws {
+        let effectiveAt = ts("2026-01-01T00:00:00Z")
+        let events = [Make.usage("u", at: effectiveAt.adding(seconds: -1)), Make.resource("u", at: effectiveAt, "tag", "a"),
+                      Make.created("u", at: days(1, after: effectiveAt))]
+        #expect(try view(events, at: days(1, after: effectiveAt).adding(seconds: -1)) == expected(personLimit: nil, tags: 1, tagLimit: nil))
+        #expect(try view(events, at: days(1, after: effectiveAt)) == expected(tags: 1))
+    }
+
     /// With no account.created, the first event decides whether the subject is an existing user.
     @Test func withNoAccountTheFirstEventDecides() throws {
         let effectiveAt = ts("2026-01-01T00:00:00Z")

@@ -12,7 +12,7 @@ import Testing
 
         func state<M: ReadModel>(_ model: M.Type, through t: Timestamp? = nil) -> M.State {
             var state = M.State()
-            var items: [String: M.Item] = [:]
+            var items: [[UInt8]: M.Item] = [:]
             for event in events where M.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
                 M.fold(event, into: &state, items: &items)
             }

@@ -120,6 +120,25 @@ import Testing
         }
     }
 
+    /// Items are told apart by their bytes, as the store keys them: "é" and "e" + U+0301
+    /// (equal as Swift strings) are two messages and two resources, in one batch or two.
+    @Test func itemsAreToldApartByTheirBytes() throws {
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        let events = [Make.delivered("u", at: Self.start, message: composed), Make.delivered("u", at: Self.start, message: decomposed),
+                      Make.resource("u", at: Self.start, "tag", composed), Make.resource("u", at: Self.start, "tag", decomposed)]
+        for batches in [[events], events.map { [$0] }] {
+            try withStorePath { path in
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                for batch in batches { try ledger.append(batch) }
+                let at = days(1, after: Self.start)
+                #expect(try ledger.view(BadgeModel.self, of: "u", at: at)?.unreadInbox == 2)
+                #expect(try ledger.view(LimitsModel.self, of: "u", at: at)?.kinds.first { $0.kind == "tag" }?.entry.count == 2)
+                #expect(try ledger.verifyModels() == [])
+            }
+        }
+    }
+
     /// `rebuild --policy` names who changes at a time before some subjects' latest facts as it
     /// does without those facts: their views at that time are replayed.
     @Test func aRebuildComparesAtATimeBeforeASubjectsLatestFacts() throws {

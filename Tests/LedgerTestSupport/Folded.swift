@@ -32,7 +32,7 @@ public struct Folded {
     /// `model`'s state of `key`, folded.
     public func state<M: ReadModel>(_ model: M.Type, of key: String = "u") -> M.State {
         var state = M.State()
-        var items: [String: M.Item] = [:]
+        var items: [[UInt8]: M.Item] = [:]
         for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.fold(event, into: &state, items: &items) }
         return state
     }

@@ -5,8 +5,9 @@ import LedgerModels
 /// renewals, failures with and without the store's grace date, recoveries, expiries,
 /// cancellations and un-cancels, refunds and reversals, extensions, upgrades, support grants,
 /// device snapshots, sign-ins and outs, deletions, recovery passes, family cancellations,
-/// sessions in several zones, inbox messages, maintenance tasks, security flags and some
-/// events no model reads.
+/// sessions in several zones, inbox messages, maintenance tasks, security flags, resources
+/// created and deleted (ids reused), deletion requests, cancellations and steps, exports, and
+/// some events no model reads.
 ///
 /// Every event of a subject gets its own minute, so no two facts of one subject share a
 /// millisecond (where positions would break the tie, SPEC §2.1's order-independence holds).
@@ -34,7 +35,7 @@ public struct RandomHistory {
         for i in 0..<count {
             let at = time()
             let period = Int64(random.bool() ? 7 : 30)
-            switch random.int(0...21) {
+            switch random.int(0...23) {
             case 0, 1:
                 if random.int(0...3) == 0 { original = "\(subject)-o\(i)" }
                 let id = "\(subject)-t\(i)"
@@ -109,6 +110,18 @@ public struct RandomHistory {
                 events.append(random.int(0...2) == 0 ? Make.completed(subject, at: at, task: task) : Make.scheduled(subject, at: at, task: task, due: due))
             case 20:
                 events.append(Make.flag(subject, at: at, ["newDevice", "passwordLeak"][random.int(0...1)], raised: random.bool()))
+            case 22:
+                let kind = ["tag", "person"][random.int(0...1)]
+                events.append(Make.resource(subject, at: at, kind, "\(kind)\(random.int(0...3))", deleted: random.int(0...2) == 0))
+            case 23:
+                switch random.int(0...6) {
+                case 0, 1: events.append(Make.deletionRequested(subject, at: at))
+                case 2: events.append(Make.deletionCancelled(subject, at: at))
+                case 3: events.append(Make.step(subject, at: at, ["photos", "profile"][random.int(0...1)], failed: random.bool()))
+                case 4: events.append(Make.exportRequested(subject, at: at))
+                case 5: events.append(Make.exportCompleted(subject, at: at, location: "s3://exports/\(subject)-\(i).zip"))
+                default: events.append(Make.step(subject, at: at, "auth"))
+                }
             default:
                 if random.int(0...9) == 0 {
                     events.append(LedgerEvent(subject: subject, occurredAt: at, source: .system, data: AccountDeleted().eventData))

@@ -228,7 +228,7 @@ enum ChangeTimes {
 
 private final class TypedTimeline<M: ReadModel>: Timeline {
     private var state = M.State()
-    private var items: [String: M.Item] = [:]
+    private var items: [[UInt8]: M.Item] = [:]
     private var last: M.View?
     private var lastStep = TimelineStep(view: FlatView(pairs: []), rules: [:])
     private var lastTime: Timestamp?

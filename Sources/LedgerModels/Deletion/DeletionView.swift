@@ -34,8 +34,9 @@ public struct DeletionView: ModelView, Hashable {
     /// A store transaction covers the time: deleting the account does not cancel it.
     public var subscriptionWarning: Bool
     public var export: Export
-    /// The rule behind the state: `deletionRequested`, `deletionSteps`, `softCancel`,
-    /// `accountDeleted`, or `none`. For the audit; not in the JSON.
+    /// The rule behind the state: `deletionRequested`, `deletionSteps`,
+    /// `deletion.softGraceDays` (a cancellation honoured), `accountDeleted`, or `none`. For the
+    /// audit; not in the JSON.
     public var rule: String
     /// Whether the covering subscription renews at the store (for the card's words).
     public var renews: Bool
@@ -95,7 +96,9 @@ public struct DeletionView: ModelView, Hashable {
     }
 }
 
-/// SPEC §4's deletion sequence, as a pure function of the events that happened by t.
+/// SPEC §4's deletion sequence, as a pure function of the events that happened by t. A soft
+/// policy without `softGraceDays` (the decoder refuses one; a policy made in code can hold it)
+/// has no grace: nothing can be cancelled and the deletion falls due at the request.
 public enum DeletionRules {
     /// Step names in UTF-8 byte order.
     static func sorted(_ names: some Sequence<String>) -> [String] { names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }

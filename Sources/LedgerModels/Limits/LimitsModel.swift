@@ -23,7 +23,8 @@ public enum LimitsModel: ReadModel {
     }
 
     public struct State: ModelState {
-        /// By kind, in UTF-8 byte order; only kinds with some resource ever.
+        /// By kind (its UTF-8 bytes), in byte order; only kinds with resources: the same
+        /// resources give the same bytes whatever order their events came in.
         public var counts: [Count] = []
         /// The earliest `account.created`, and the earliest event of any type.
         public var firstCreated: Timestamp?
@@ -40,11 +41,12 @@ public enum LimitsModel: ReadModel {
         }
 
         /// The count of `kind` (0 with none).
-        public func count(of kind: String) -> Int64 { counts.first { $0.kind == kind }?.count ?? 0 }
+        public func count(of kind: String) -> Int64 { counts.first { $0.kind.utf8.elementsEqual(kind.utf8) }?.count ?? 0 }
 
         mutating func add(_ delta: Int64, to kind: String) {
-            if let index = counts.firstIndex(where: { $0.kind == kind }) {
+            if let index = counts.firstIndex(where: { $0.kind.utf8.elementsEqual(kind.utf8) }) {
                 counts[index].count += delta
+                if counts[index].count == 0 { counts.remove(at: index) }
             } else {
                 let index = counts.firstIndex { !$0.kind.utf8.lexicographicallyPrecedes(kind.utf8) } ?? counts.endIndex
                 counts.insert(Count(kind: kind, count: delta), at: index)

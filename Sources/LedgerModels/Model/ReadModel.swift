@@ -72,11 +72,12 @@ extension ReadModel {
     public static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item) { apply(event, to: &state) }
     public static func answersFrom(_ state: State) -> Timestamp? { nil }
 
-    /// Folds `event` into `state`, and into the item it names in `items`: how a fold in memory
-    /// (the audit, a replay) runs a model, as the engine does with stored items.
-    public static func fold(_ event: RecordedEvent, into state: inout State, items: inout [String: Item]) {
+    /// Folds `event` into `state`, and into the item it names in `items` (by the item's UTF-8
+    /// bytes, as the store keys it: two spellings of one character are two items): how a fold
+    /// in memory (the audit, a replay) runs a model, as the engine does with stored items.
+    public static func fold(_ event: RecordedEvent, into state: inout State, items: inout [[UInt8]: Item]) {
         if let item = item(for: event) {
-            apply(event, to: &state, item: &items[item, default: Item()])
+            apply(event, to: &state, item: &items[Array(item.utf8), default: Item()])
         } else {
             apply(event, to: &state)
         }

@@ -34,7 +34,7 @@ public enum Replay {
     private static func typedView<M: ReadModel>(_ model: M.Type, of subject: String, _ events: [RecordedEvent], facts: SubjectFacts, at t: Timestamp,
                                                 policy: Policy) -> M.View? {
         var state = M.State()
-        var items: [String: M.Item] = [:]
+        var items: [[UInt8]: M.Item] = [:]
         for event in events where M.reads.contains(event.type) && M.key(for: event) == subject { M.fold(event, into: &state, items: &items) }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }

@@ -52,10 +52,19 @@ enum ModelFolding<M: ReadModel>: Folding {
     static func apply(_ event: RecordedEvent, to state: inout M.State, item: inout M.Item) { M.apply(event, to: &state, item: &item) }
 }
 
-/// A key and one of its items.
+/// A key and one of its items. The item is compared by its UTF-8 bytes, as the store keys it
+/// (`String`'s `==` takes two spellings of one character for one).
 struct ItemKey: Hashable {
     var key: String
     var item: String
+
+    static func == (a: ItemKey, b: ItemKey) -> Bool { a.key == b.key && a.item.utf8.elementsEqual(b.item.utf8) }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(item.utf8.count)
+        for byte in item.utf8 { hasher.combine(byte) }
+    }
 }
 
 /// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
