@@ -92,8 +92,8 @@ public final class Ledger: Sendable {
     public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
         var (status, replay) = try engine.status(of: subject, at: t)
         guard !replay.isEmpty else { return status }
-        let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0] }, policy: try policy())
-        for (index, view) in zip(replay, views) { status.answers[index].view = view.view }
+        let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0.model] }, policy: try policy())
+        for (index, view) in zip(replay, views) { status.answers[index.answer].view = view.view }
         return status
     }
 
@@ -152,6 +152,17 @@ public final class Ledger: Sendable {
     /// from ≤ at < to, sorted by (at, key, kind, detail).
     public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
         try engine.entries(of: model, from: from, to: to)
+    }
+
+    /// What falls due at from ≤ at < to (SPEC §4 "Due"), sorted by (at, subject, kind, detail),
+    /// read by range from the due model's index: never a scan of every subject. Empty when the
+    /// ledger has no due model.
+    public func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
+        try engine.entries(of: DueModel.name, from: from, to: to).map { entry in
+            let detail: JSONObject
+            if case .object(let object)? = try? JSONParser.parse(entry.entry.detail) { detail = object } else { detail = JSONObject() }
+            return DueItem(subject: entry.key, at: entry.entry.at, kind: entry.entry.kind, detail: detail)
+        }
     }
 
     /// The time zone of `subject`'s latest session at or before `t`, `nil` when it has none:
@@ -244,4 +255,22 @@ public struct VerifyProgress: Sendable, Hashable {
     /// Events (log) or steps (models) done, of `total`.
     public let done: UInt64
     public let total: UInt64
+}
+
+/// One item of the due list (SPEC §4 "Due").
+public struct DueItem: Sendable, Hashable {
+    public var subject: String
+    public var at: Timestamp
+    /// `trialEndingSoon`, `paymentFailed` or `deletionQueued`.
+    public var kind: String
+    public var detail: JSONObject
+
+    public var json: JSON {
+        .object(JSONObject([("subject", .string(subject)), ("at", .string(at.description)), ("kind", .string(kind)), ("detail", .object(detail))]))
+    }
+
+    /// SPEC §5's `due --json`.
+    public static func json(_ items: [DueItem], from: Timestamp, to: Timestamp) -> JSON {
+        .object(JSONObject([("from", .string(from.description)), ("to", .string(to.description)), ("items", .array(items.map(\.json)))]))
+    }
 }

@@ -223,15 +223,18 @@ struct RebuildCommand: ParsableCommand {
 struct DueCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "due",
-        abstract: "What falls due in a window (not built yet: the due read model does not exist yet).",
+        abstract: "What falls due in a window: reminders, alerts and queued deletions, across subjects.",
         discussion: """
-            NOT BUILT YET. This command will list each (subject, at, kind) that falls due in [--from, --to): \
-            trialEndingSoon, paymentFailed, retentionEmail, tierChanged and deletionQueued (SPEC §4 "Due"), \
-            served from a time-ordered index. Until the due read model exists it checks its options, says so \
-            on standard error and exits 1.
+            Lists each item that falls due at --from ≤ at < --to, sorted by (at, subject, kind, detail), \
+            from a time-ordered index the appends keep (never a scan of every subject): trialEndingSoon \
+            (the policy's notifications.trialEndingLeadHours before a free trial ends), paymentFailed (the \
+            first failed renewal of a billing issue) and deletionQueued (when a deletion falls due). Each item \
+            is decided on the subject's events by its time: a future one is a prediction a late fact can move \
+            or remove. The retention e-mails and tier changes of SPEC §4 are not listed yet.
 
-            Example (once built):
-              ledger due --from 2026-11-21T00:00:00Z --to 2026-11-22T00:00:00Z --json
+            Examples:
+              ledger due --from 2026-11-21T00:00:00Z --to 2026-11-22T00:00:00Z
+              ledger due --from 2026-11-21T00:00:00Z --to 2026-11-28T00:00:00Z --json
             """
     )
 
@@ -250,6 +253,18 @@ struct DueCommand: ParsableCommand {
     }
 
     func run() throws {
-        throw CommandFailure.failure("`ledger due` is not built yet: the due read model (SPEC §4 \"Due\") does not exist yet; `ledger status SUBJECT` shows each customer's next tier and renewal meanwhile")
+        let start = try parseTime(from, option: "--from"), end = try parseTime(to, option: "--to")
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let items = try ledger.due(from: start, to: end)
+        if global.json {
+            print(DueItem.json(items, from: start, to: end).serialized())
+            return
+        }
+        print(Terminal.paint("\(items.count) item\(items.count == 1 ? "" : "s") due at \(start) ≤ at < \(end)", .bold))
+        guard !items.isEmpty else { return }
+        printTable([["AT", "SUBJECT", "KIND", "DETAIL"]] + items.map { item in
+            [item.at.description, item.subject, item.kind, item.detail.members.map { "\($0.key)=\(StatusCard(zone: nil).human($0.value))" }.joined(separator: " ")]
+        })
     }
 }

@@ -80,7 +80,7 @@ import Testing
             let json = try run.json()
             let policy = try #require(json["policy"] as? [String: Any])
             let models = try #require(json["models"] as? [String: [String: Any]])
-            #expect(models.keys.sorted() == ["badge", "deletion", "entitlement", "limits", "retention"])
+            #expect(models.keys.sorted() == ["badge", "deletion", "due", "entitlement", "limits", "retention"])
             for model in models.values {
                 #expect(model["checkpoint"] as? Int == 4)
                 #expect(model["policyHash"] as? String == policy["hash"] as? String)
@@ -124,7 +124,7 @@ import Testing
             #expect(real.stdout.split(separator: "\n").contains { $0.split(separator: " ") == ["grace", "entitlement", "planState", "free", "pro"] })
             #expect(real.stdout.contains("Swapped in: the new states written and the old deleted in "))
             // The first line times the fold alone; the last adds the writing.
-            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge, limits, deletion: folded 4 events in "))
+            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge, limits, deletion, due: folded 4 events in "))
             #expect(real.stdout.contains("; folding and writing "))
             // The policy line says how long comparing the views took.
             let policyLine = try #require(real.stdout.split(separator: "\n").first { $0.hasPrefix("Policy ") })
@@ -136,7 +136,7 @@ import Testing
             #expect((stats["policy"] as? [String: Any])?["name"] as? String == "photolala")
             let verify = try Run(["verify", "--store", store])
             #expect(verify.status == 0)
-            #expect(verify.stdout.contains("read models (entitlement, retention, badge, limits, deletion) equal a fresh rebuild"))
+            #expect(verify.stdout.contains("read models (entitlement, retention, badge, limits, deletion, due) equal a fresh rebuild"))
         }
     }
 
@@ -145,7 +145,7 @@ import Testing
             let store = try store(dir)
             let run = try Run(["rebuild", "entitlements", "--store", store])
             #expect(run.status == 2)
-            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge, limits, deletion\n")
+            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge, limits, deletion, due\n")
         }
     }
 }

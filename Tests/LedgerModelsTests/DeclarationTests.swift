@@ -72,7 +72,7 @@ import Testing
         let names = ReadModels.all.map { $0.name }
         #expect(Set(names).count == names.count)
         #expect(!names.contains("facts"))
-        #expect(names == ["entitlement", "retention", "badge", "limits", "deletion"])
+        #expect(names == ["entitlement", "retention", "badge", "limits", "deletion", "due"])
     }
 
     /// Every view encodes every key, `null` for no value, in declaration order.

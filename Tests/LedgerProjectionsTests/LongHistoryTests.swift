@@ -66,7 +66,7 @@ import Testing
             times += [latest, latest.adding(seconds: 1), days(40, after: latest), Self.start.adding(seconds: -1)]
             for t in times {
                 let status = try ledger.status(of: "loyal", at: t)
-                let replayed = Replay.views(of: "loyal", from: recorded, at: t, models: ReadModels.all, policy: .reference)
+                let replayed = Replay.views(of: "loyal", from: recorded, at: t, models: ReadModels.all.filter { $0.shownInStatus }, policy: .reference)
                 #expect(status.answers.map { $0.view?.json } == replayed.map { $0.view?.json }, "at \(t)")
                 let badge = try #require(try ledger.view(BadgeModel.self, of: "loyal", at: t))
                 #expect(badge.unreadInbox == Self.unread(history, at: t), "at \(t)")

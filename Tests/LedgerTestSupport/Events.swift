@@ -128,6 +128,19 @@ public enum Make {
         return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: c.eventData)
     }
 
+    public static func extended(_ subject: String, at: Timestamp, txn: String, original: String, until: Timestamp) -> LedgerEvent {
+        var e = SubscriptionRenewalExtended()
+        (e.transactionId, e.originalTransactionId, e.expiresAt) = (txn, original, until)
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: e.eventData)
+    }
+
+    /// A notification category turned on or off (`billing` by default).
+    public static func notifications(_ subject: String, at: Timestamp, category: String = "billing", enabled: Bool) -> LedgerEvent {
+        var p = NotificationPreferencesChanged()
+        (p.category, p.enabled) = (category, enabled)
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: p.eventData)
+    }
+
     public static func recoveryPass(_ subject: String, at: Timestamp, txn: String = "pass-1") -> LedgerEvent {
         var p = OneOffPurchased()
         p.productId = "recovery.pass"

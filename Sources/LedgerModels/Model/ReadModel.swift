@@ -59,6 +59,9 @@ public protocol ReadModel: Sendable {
     static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp]
     /// Whether the model keeps a time-ordered index across keys (`indexEntries`). Default: no.
     static var isIndexed: Bool { get }
+    /// Whether `status` shows the model (SPEC §5's shape): an index alone, such as `due`, is
+    /// read by range instead. Default: yes.
+    static var shownInStatus: Bool { get }
     /// Entries of the model's time-ordered index across keys (`Ledger.index`): what falls due
     /// and when, worked out from the key's state and its facts under the policy. The engine
     /// keeps the index in each append's transaction, for every key whose state or facts the
@@ -84,6 +87,7 @@ extension ReadModel {
     }
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }
     public static var isIndexed: Bool { false }
+    public static var shownInStatus: Bool { true }
     public static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
 }
 

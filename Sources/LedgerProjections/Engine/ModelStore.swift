@@ -166,6 +166,8 @@ struct ModelStore: Sendable {
     /// The served record last decoded, with its bytes: a query decodes it again only when the
     /// stored bytes differ.
     private let servedCache = ServedCache()
+    /// How many states the queries and appends have read (tests show what a query reads).
+    let statesRead = ReadCount()
 
     /// Opens the engine's databases; a store of the first layout (a generation per model) is
     /// emptied, to be built again by catch-up, the first time it is opened for writing.
@@ -246,7 +248,8 @@ struct ModelStore: Sendable {
     // MARK: States
 
     func state(_ generation: UInt32, tag: UInt8, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
-        try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
+        statesRead.add(1)
+        return try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
     }
 
     func put(_ generation: UInt32, tag: UInt8, _ key: String, _ state: [UInt8], _ txn: borrowing Transaction) throws {
@@ -278,6 +281,7 @@ struct ModelStore: Sendable {
     func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction) throws -> [UInt8: UnsafeRawBufferPointer] {
         let prefix = ModelSchema.keyPrefix(generation, key)
         var found: [UInt8: UnsafeRawBufferPointer] = [:]
+        defer { statesRead.add(found.count) }
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix) {
@@ -294,7 +298,10 @@ struct ModelStore: Sendable {
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
             while let current = entry, ModelSchema.generation(of: current.key) == generation {
-                if let (key, tag) = ModelSchema.parse(current.key, in: generation) { try body(key, tag, current.value) }
+                if let (key, tag) = ModelSchema.parse(current.key, in: generation) {
+                    statesRead.add(1)
+                    try body(key, tag, current.value)
+                }
                 entry = try cursor.next()
             }
         }
@@ -404,6 +411,13 @@ struct ModelStore: Sendable {
             }
         }
     }
+}
+
+/// A count that many threads add to.
+final class ReadCount: Sendable {
+    private let count = Atomic<Int>(0)
+    func add(_ n: Int) { count.add(n, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }
 
 /// The served generation record last decoded (`ModelStore.served`).

@@ -24,6 +24,9 @@ final class ProjectionEngine: CommitObserver {
     /// Whether a model keeps a time-ordered index (`ReadModel.isIndexed`): only then does a
     /// write work out index entries.
     let hasIndex: Bool
+    /// The folds (by index) an indexed model's entries are worked out from: the facts and the
+    /// indexed models.
+    let indexInputs: Set<Int>
     let broadcaster = PositionBroadcaster()
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
@@ -34,6 +37,7 @@ final class ProjectionEngine: CommitObserver {
         self.models = models
         hasIndex = models.contains { $0.isIndexed }
         folds = Fold.all(models)
+        indexInputs = hasIndex ? Set([0] + models.indices.filter { models[$0].isIndexed }.map { $0 + 1 }) : []
         let folds = self.folds
         readers = EventCatalog.typeNames.map { type in folds.indices.filter { folds[$0].reads.contains(type) } }
     }
@@ -114,7 +118,7 @@ final class ProjectionEngine: CommitObserver {
         for (item, state) in states.encodedItems() { try store.putItem(id, tag: tag, item, state, txn) }
         generation.folds[position].checkpoint = head
         if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
-        if hasIndex { try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn) }
+        if indexInputs.contains(index) { try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn) }
         return head
     }
 
@@ -235,7 +239,9 @@ final class InlineSession: CommitSession {
             guard let entry else { continue }
             for (key, state) in entry.states.encoded() {
                 try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
-                if engine.hasIndex { touched.insert(key) }
+                // An index entry is worked out from the key's facts and its model's own state:
+                // a write to any other fold's state leaves it as it is.
+                if engine.indexInputs.contains(index) { touched.insert(key) }
             }
             for (item, state) in entry.states.encodedItems() { try engine.store.putItem(generation.number, tag: entry.tag, item, state, txn) }
             if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {

@@ -123,14 +123,16 @@ extension ProjectionEngine {
     /// answered `nil` when they do not (both named in `stale`). A model whose stored state does
     /// not answer at `t` (`ReadModel.answersFrom`) is answered `nil` and named in `replay`: the
     /// caller replays the key's events for it.
-    func status(of key: String, at t: Timestamp) throws(LedgerError) -> (status: Status, replay: [Int]) {
+    func status(of key: String, at t: Timestamp) throws(LedgerError) -> (status: Status, replay: [(model: Int, answer: Int)]) {
         do {
             return try store.env.read { txn in
                 let (policy, policyHash) = try servedPolicy(txn)
                 let head = try store.log.head(txn)
                 guard let served = try store.served(txn) else {
                     var answers: [Status.Answer] = []
-                    for model in models { answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy))) }
+                    for model in models where model.shownInStatus {
+                        answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)))
+                    }
                     return (Status(subject: key, at: t, answers: answers, stale: []), [])
                 }
                 let stored = try store.states(of: key, in: served.number, txn)
@@ -141,12 +143,13 @@ extension ProjectionEngine {
                     facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
                 } catch let error as StateDecoder.Damaged {
                     guard served.record(Fold.factsName)?.version != UInt64(Fold.factsVersion) else { throw Self.damaged(Fold.factsName, key, error) }
-                    return (Status(subject: key, at: t, answers: models.map { Status.Answer(model: $0.name, view: nil) }, stale: models.map { $0.name }), [])
+                    let shown = models.filter { $0.shownInStatus }
+                    return (Status(subject: key, at: t, answers: shown.map { Status.Answer(model: $0.name, view: nil) }, stale: shown.map { $0.name }), [])
                 }
                 var answers: [Status.Answer] = []
                 var stale: [String] = []
-                var replay: [Int] = []
-                for (index, model) in models.enumerated() {
+                var replay: [(model: Int, answer: Int)] = []
+                for (index, model) in models.enumerated() where model.shownInStatus {
                     if staleness(model.name, model.version, served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
                     let bytes = served.record(model.name).flatMap { stored[$0.tagByte] }
                     do {
@@ -157,7 +160,7 @@ extension ProjectionEngine {
                         answers.append(Status.Answer(model: model.name, view: nil))
                     } catch is NeedsReplay {
                         answers.append(Status.Answer(model: model.name, view: nil))
-                        replay.append(index)
+                        replay.append((index, answers.count - 1))
                     }
                 }
                 return (Status(subject: key, at: t, answers: answers, stale: stale), replay)

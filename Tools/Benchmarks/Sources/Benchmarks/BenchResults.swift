@@ -13,6 +13,8 @@ struct BenchResults {
     var writtenPerEvent: [String: Double] = [:]
     /// Events and transactions of the group-commit case.
     var groupTransactions: (events: Int, transactions: Int)?
+    /// The mean number of items in a one-day due window.
+    var dueItems: Double?
     /// The long-history cases' own figures, for their notes.
     var longHistory: LongHistory.Figures?
 
@@ -71,6 +73,7 @@ struct BenchResults {
             case "status.p50us", "status.p99us": shown = String(format: "%.1f µs", value)
             case "storage.bytesPerEvent", "payload.bytesPerEvent": shown = String(format: "%.0f bytes/event", value)
             case "append.longHistory", "status.longHistory": shown = String(format: "%.2f ×", value)
+            case "due.windowUs": shown = String(format: "%.1f µs", value)
             case "audit.longHistory": shown = String(format: "%.2f s", value)
             default: shown = "\(formatCount(Int(value.rounded()))) events/s"
             }
@@ -92,6 +95,7 @@ struct BenchResults {
                 default: break
                 }
             }
+            if name == "due.windowUs", let dueItems { note = String(format: "a one-day window: %.0f items on average", dueItems) }
             if let written = writtenPerEvent[name] {
                 note += (note.isEmpty ? "" : "; ") + String(format: "writes %.0f bytes/event", written)
             }

@@ -48,7 +48,7 @@ struct Run {
         let results = try #require(json["results"] as? [String: Double])
         #expect(results.keys.sorted() == [
             "append.groupCommit", "append.ledger", "append.longHistory", "append.raw", "append.rawLayout", "append.singleCommit", "append.sqlite",
-            "append.sqliteModels", "audit.longHistory", "audit.longHistoryGrowth", "payload.bytesPerEvent", "rebuild.ledger", "rebuild.sqlite", "scan.raw",
+            "append.sqliteModels", "audit.longHistory", "audit.longHistoryGrowth", "due.windowUs", "payload.bytesPerEvent", "rebuild.ledger", "rebuild.sqlite", "scan.raw",
             "status.longHistory", "status.p50us", "status.p99us", "storage.bytesPerEvent",
         ])
         for (name, value) in results { #expect(value > 0, "\(name)") }

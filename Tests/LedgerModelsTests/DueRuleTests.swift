@@ -1,0 +1,99 @@
+import LedgerCore
+import LedgerModels
+import LedgerTestSupport
+import Testing
+
+/// Due rules of SPEC §4 (seeds 000, 004 CH27), one rule per test with the exact items, at and
+/// on both sides of each boundary. Items are the due model's index entries, folded in memory.
+@Suite struct DueRuleTests {
+    let mar1 = ts("2026-03-01T12:00:00Z")
+
+    /// Every item of subject "u", sorted, as `at kind detail`.
+    func items(_ events: [LedgerEvent], policy: Policy = .reference) throws -> [String] {
+        let history = try Folded(events)
+        return DueModel.indexEntries(of: history.state(DueModel.self), facts: history.facts(), policy: policy)
+            .sorted { ($0.at, $0.kind, $0.detail) < ($1.at, $1.kind, $1.detail) }
+            .map { "\($0.at) \($0.kind) \($0.detail)" }
+    }
+
+    func trial(ends: Timestamp, at: Timestamp? = nil) -> LedgerEvent {
+        Make.purchase("u", at: at ?? mar1, txn: "t1", expires: ends, trial: true)
+    }
+
+    /// 48 h before the trial ends (the reference policy's trialEndingLeadHours).
+    @Test func aTrialEndingIsDueTheLeadBeforeItsEnd() throws {
+        #expect(try items([trial(ends: days(7, after: mar1))])
+                == [#"2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#])
+    }
+
+    /// A trial shorter than the lead (or reported late) is due when it was reported.
+    @Test func aShortTrialIsDueWhenReported() throws {
+        #expect(try items([trial(ends: mar1.adding(seconds: 47 * 3600))])
+                == [#"2026-03-01T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-03T11:00:00.000Z","channel":"push"}"#])
+    }
+
+    /// A refund by the time the reminder is due removes it (coverage ends at the refund, so
+    /// a refund at that very instant has ended it); one after it leaves it.
+    @Test func aRefundByTheReminderRemovesIt() throws {
+        let due = days(5, after: mar1)
+        #expect(try items([trial(ends: days(7, after: mar1)), Make.refund("u", at: due, txn: "t1", original: "t1")]) == [])
+        #expect(try items([trial(ends: days(7, after: mar1)), Make.refund("u", at: due.adding(seconds: 1), txn: "t1", original: "t1")]).count == 1)
+    }
+
+    /// An extension known before the reminder moves it, with the new end; one known after it
+    /// adds nothing (once per trial).
+    @Test func anExtensionMovesTheReminderOnlyBeforeItIsDue() throws {
+        let early = [trial(ends: days(7, after: mar1)), Make.extended("u", at: days(1, after: mar1), txn: "t1", original: "t1", until: days(10, after: mar1))]
+        #expect(try items(early)
+                == [#"2026-03-09T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-11T12:00:00.000Z","channel":"push"}"#])
+        let late = [trial(ends: days(7, after: mar1)), Make.extended("u", at: days(6, after: mar1), txn: "t1", original: "t1", until: days(10, after: mar1))]
+        #expect(try items(late)
+                == [#"2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#])
+    }
+
+    /// A deleted account gets no reminder.
+    @Test func aDeletedAccountGetsNoReminder() throws {
+        #expect(try items([trial(ends: days(7, after: mar1)), Make.deleted("u", at: days(2, after: mar1))]) == [])
+    }
+
+    /// CH27 L203–204: with billing notifications off by then, the channel is inApp.
+    @Test func billingNotificationsOffMeansInApp() throws {
+        let events = [trial(ends: days(7, after: mar1)), Make.notifications("u", at: days(5, after: mar1), enabled: false)]
+        #expect(try items(events)
+                == [#"2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"inApp"}"#])
+        let otherCategory = [trial(ends: days(7, after: mar1)), Make.notifications("u", at: days(1, after: mar1), category: "marketing", enabled: false)]
+        #expect(try items(otherCategory).first?.hasSuffix(#""channel":"push"}"#) == true)
+    }
+
+    /// A policy without `notifications` has no trial reminders.
+    @Test func noNotificationsNoReminders() throws {
+        var policy = Policy.reference
+        policy.notifications = nil
+        #expect(try items([trial(ends: days(7, after: mar1))], policy: policy) == [])
+    }
+
+    /// At the first failed renewal of a billing issue; a second failure inside it adds nothing;
+    /// one after a recovery opens another.
+    @Test func aPaymentFailureIsDueOncePerBillingIssue() throws {
+        let events = [Make.purchase("u", at: mar1, txn: "t1", expires: days(30, after: mar1)),
+                      Make.renewalFailed("u", at: days(30, after: mar1), original: "t1"),
+                      Make.renewalFailed("u", at: days(31, after: mar1), original: "t1"),
+                      Make.renewal("u", at: days(32, after: mar1), txn: "t2", original: "t1", expires: days(62, after: mar1)),
+                      Make.renewalFailed("u", at: days(62, after: mar1), original: "t1")]
+        #expect(try items(events) == [
+            #"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"t1","channel":"push"}"#,
+            #"2026-05-02T12:00:00.000Z paymentFailed {"originalTransactionId":"t1","channel":"push"}"#,
+        ])
+    }
+
+    /// Hard: due at the request; soft: after softGraceDays, unless cancelled or completed by then.
+    @Test func aDeletionIsQueuedAtItsScheduledTime() throws {
+        #expect(try items([Make.deletionRequested("u", at: mar1)]) == [#"2026-03-01T12:00:00.000Z deletionQueued {"mode":"hard"}"#])
+        var soft = Policy.reference
+        soft.deletion = .init(mode: .soft, softGraceDays: 30)
+        #expect(try items([Make.deletionRequested("u", at: mar1)], policy: soft) == [#"2026-03-31T12:00:00.000Z deletionQueued {"mode":"soft"}"#])
+        #expect(try items([Make.deletionRequested("u", at: mar1), Make.deletionCancelled("u", at: days(29, after: mar1))], policy: soft) == [])
+        #expect(try items([Make.deletionRequested("u", at: mar1), Make.step("u", at: days(1, after: mar1), "auth"),
+                           Make.deleted("u", at: days(2, after: mar1))], policy: soft) == [])
+    }
+}

@@ -1,0 +1,83 @@
+import LMDB
+import LedgerCore
+import LedgerModels
+@testable import LedgerProjections
+import LedgerStore
+import LedgerTestSupport
+import PropertyBased
+import Testing
+
+/// The due list (SPEC §4 "Due"): kept in each append's transaction as a time-ordered index,
+/// read by range without reading any subject's state, moved by late facts, rebuilt the same.
+@Suite struct DueTests {
+    let mar1 = ts("2026-03-01T12:00:00Z")
+    let all = (ts("2020-01-01T00:00:00Z"), ts("2030-01-01T00:00:00Z"))
+
+    func lines(_ items: [DueItem]) -> [String] { items.map { "\($0.subject) \($0.at) \($0.kind) \(JSON.object($0.detail).serialized())" } }
+
+    /// A one-day window over 300 customers reads the index, not their states: the states read
+    /// do not move, whatever the number of customers.
+    @Test func aWindowReadsNoStates() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append((0 ..< 300).map { i in
+                Make.purchase("c\(i)", at: mar1.adding(seconds: Int64(i) * 3600), txn: "t\(i)", expires: days(7, after: mar1.adding(seconds: Int64(i) * 3600)), trial: true)
+            })
+            let before = ledger.engine.store.statesRead.value
+            let items = try ledger.due(from: days(5, after: mar1), to: days(6, after: mar1))
+            #expect(items.count == 24)
+            #expect(items.allSatisfy { $0.kind == "trialEndingSoon" })
+            #expect(ledger.engine.store.statesRead.value == before)
+            // A status reads states, so the count is a real one.
+            _ = try ledger.status(of: "c0", at: mar1)
+            #expect(ledger.engine.store.statesRead.value > before)
+        }
+    }
+
+    /// Items are predictions until their time: a refund reported late removes the trial's
+    /// reminder, an extension moves it; `verify` finds the index equal to a fresh build.
+    @Test func aLateFactMovesOrRemovesAnItem() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append([Make.purchase("u", at: mar1, txn: "t1", expires: days(7, after: mar1), trial: true),
+                               Make.purchase("v", at: mar1, txn: "v1", expires: days(7, after: mar1), trial: true)])
+            #expect(try lines(ledger.due(from: all.0, to: all.1)) == [
+                #"u 2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#,
+                #"v 2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"v1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#,
+            ])
+            try ledger.append([Make.refund("u", at: days(2, after: mar1), txn: "t1", original: "t1"),
+                               Make.extended("v", at: days(1, after: mar1), txn: "v1", original: "v1", until: days(9, after: mar1))])
+            #expect(try lines(ledger.due(from: all.0, to: all.1)) == [
+                #"v 2026-03-08T12:00:00.000Z trialEndingSoon {"transactionId":"v1","trialEndsAt":"2026-03-10T12:00:00.000Z","channel":"push"}"#,
+            ])
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
+    /// SPEC §2.1: the same events in any order give the same due list, and a rebuild gives the
+    /// one the appends kept.
+    @Test func anyOrderAndARebuildGiveTheSameDueList() async {
+        await checkProperty(count: 10, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            let events = history.events(subjects: 4, perSubject: 4...20)
+            let shuffled = history.shuffled(events)
+            let first = try withStorePath { path in
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                try ledger.append(events)
+                return try lines(ledger.due(from: all.0, to: all.1))
+            }
+            try withStorePath { path in
+                let ledger = try Ledger(path: path)
+                defer { ledger.close() }
+                for event in shuffled { try ledger.append([event]) }
+                #expect(try lines(ledger.due(from: all.0, to: all.1)) == first, "seed \(seed)")
+                try ledger.rebuild()
+                #expect(try lines(ledger.due(from: all.0, to: all.1)) == first, "seed \(seed)")
+                #expect(try ledger.verifyModels() == [], "seed \(seed)")
+            }
+        }
+    }
+}
