@@ -241,8 +241,11 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
 
     override func apply(_ event: RecordedEvent) {
         guard M.reads.contains(event.type) else { return }
+        let before = state
         M.fold(event, into: &state, items: &items)
-        dirty = true
+        // Views see the state alone (not the items): one the event left as it was needs no
+        // second look (a model that notes the first event of every type changes seldom).
+        if state != before { dirty = true }
     }
 
     override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
