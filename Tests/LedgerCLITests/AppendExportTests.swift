@@ -22,6 +22,23 @@ let validExamples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().
         }
     }
 
+    /// A session in a zone the time-zone database does not know is an input error naming
+    /// /data/timeZone, and nothing of the file is appended: never a silent UTC.
+    @Test func aSessionInAnUnknownZoneIsRefused() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let file = dir + "/sessions.jsonl"
+            let session = { (zone: String) in
+                #"{"type":"session.started","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"deviceId":"d-1","timeZone":"\#(zone)"}}"#
+            }
+            try Data([good, session("Europe/Zurich"), session("Mars/Olympus_Mons")].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", store, file])
+            #expect(run.status == 2)
+            #expect(run.stderr == "\(file):3: /data/timeZone: unknown time zone \"Mars/Olympus_Mons\"; expected an IANA name such as \"Europe/Berlin\"\n")
+            #expect(try Run(["export", "--store", store]).stdout == "")
+        }
+    }
+
     @Test func badLinesAreReportedOnePerLineWithExitTwoAndNothingAppended() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"

@@ -188,4 +188,22 @@ import Testing
         #expect(EventCatalog.typeNames.count == 50)
         #expect(Set(EventCatalog.typeNames).count == EventCatalog.typeNames.count)
     }
+
+    /// A typed session in a zone the database does not know is refused at /data/timeZone, as
+    /// JSON input is; a known one passes.
+    @Test func aTypedSessionInAnUnknownZoneIsRefused() throws {
+        func draft(_ zone: String) throws -> EventDraft {
+            var s = SessionStarted()
+            (s.deviceId, s.timeZone) = ("d-1", zone)
+            return try LedgerEvent(subject: "u", occurredAt: Timestamp(milliseconds: 0), source: .app, data: s.eventData).draft()
+        }
+        #expect(throws: Never.self) { try EventCatalog.check(try draft("America/Los_Angeles")) }
+        do {
+            _ = try EventCatalog.check(try draft("Nowhere/Unknown"))
+            Issue.record("an unknown zone was accepted")
+        } catch let error as LedgerError {
+            #expect(error.field == "/data/timeZone")
+            #expect(error.message == #"unknown time zone "Nowhere/Unknown"; expected an IANA name such as "Europe/Berlin""#)
+        }
+    }
 }

@@ -99,7 +99,7 @@ public struct RandomHistory {
             case 16:
                 events.append(random.bool() ? Make.recoveryPass(subject, at: at, txn: "\(subject)-p\(i)") : Make.organizerCancelled(subject, at: at))
             case 17:
-                events.append(Make.session(subject, at: at, zone: ["Europe/Berlin", "America/Los_Angeles", "Asia/Tokyo", "UTC", "Nowhere/Unknown"][random.int(0...4)]))
+                events.append(Make.session(subject, at: at, zone: ["Europe/Berlin", "America/Los_Angeles", "Asia/Tokyo", "UTC", "Pacific/Kiritimati"][random.int(0...4)]))
             case 18:
                 let message = "m\(random.int(0...3))"
                 events.append(random.bool() ? Make.delivered(subject, at: at, message: message) : Make.read(subject, at: at, message: message))

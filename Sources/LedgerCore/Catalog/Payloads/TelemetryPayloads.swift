@@ -1,3 +1,5 @@
+import Foundation
+
 // Sessions and usage (SPEC §2.3, third table): app telemetry.
 
 /// Why a session ended.
@@ -16,6 +18,14 @@ public struct SessionStarted: EventPayload {
         .required("timeZone", \.timeZone, .timeZone),
     ]
     public consuming func intoEventData() -> EventData { .sessionStarted(self) }
+
+    /// A zone this machine's time-zone database does not know would count the device's days
+    /// in UTC without a word: it is refused when appended (events already stored are read as
+    /// they are).
+    public func violations() -> [FieldViolation] {
+        guard TimeZone(identifier: timeZone) == nil else { return [] }
+        return [FieldViolation(field: "timeZone", message: "unknown time zone \"\(timeZone)\"; expected an IANA name such as \"Europe/Berlin\"")]
+    }
 }
 
 /// `session.backgrounded`: the session paused.
