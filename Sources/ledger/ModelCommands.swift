@@ -257,6 +257,10 @@ struct DueCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let items = try ledger.due(from: start, to: end)
+        if let model = try ledger.stats().models.first(where: { $0.name == DueModel.name }), model.stale {
+            Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true)
+                          + " the due model is stale (\(model.staleReason ?? "run `ledger rebuild`")): the list may not follow the current rules")
+        }
         if global.json {
             print(DueItem.json(items, from: start, to: end).serialized())
             return

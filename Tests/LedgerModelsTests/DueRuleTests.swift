@@ -51,6 +51,24 @@ import Testing
                 == [#"2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#])
     }
 
+    /// A trial reported twice (the app's purchase and the store's notification) is one trial:
+    /// one reminder, from its earliest report.
+    @Test func aTrialReportedTwiceIsRemindedOnce() throws {
+        let short = mar1.adding(seconds: 24 * 3600)
+        #expect(try items([trial(ends: short), trial(ends: short, at: mar1.adding(seconds: 3600))])
+                == [#"2026-03-01T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-02T12:00:00.000Z","channel":"push"}"#])
+    }
+
+    /// An extension recorded before the trial's own report: the reminder falls due at the
+    /// report, with the extended end.
+    @Test func anExtensionRecordedBeforeTheTrialStillReminds() throws {
+        let reported = days(2, after: mar1)
+        let events = [Make.extended("u", at: mar1, txn: "t1", original: "t1", until: days(3, after: mar1)),
+                      Make.purchase("u", at: reported, txn: "t1", expires: days(4, after: mar1), trial: true)]
+        #expect(try items(events)
+                == [#"2026-03-03T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-04T12:00:00.000Z","channel":"push"}"#])
+    }
+
     /// A deleted account gets no reminder.
     @Test func aDeletedAccountGetsNoReminder() throws {
         #expect(try items([trial(ends: days(7, after: mar1)), Make.deleted("u", at: days(2, after: mar1))]) == [])

@@ -56,6 +56,25 @@ import Testing
         }
     }
 
+    /// A store built without the due model gets its whole due list when the model is added:
+    /// its catch-up works out the entries of every key whose facts changed, not only of those
+    /// whose due state did.
+    @Test func aDueModelAddedToAStoreListsWhatItsFactsMakeDue() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path, models: [EntitlementModel.self])
+                try ledger.append([Make.purchase("u", at: mar1, txn: "t1", expires: days(7, after: mar1), trial: true)])
+                ledger.close()
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try lines(ledger.due(from: all.0, to: all.1)) == [
+                #"u 2026-03-06T12:00:00.000Z trialEndingSoon {"transactionId":"t1","trialEndsAt":"2026-03-08T12:00:00.000Z","channel":"push"}"#,
+            ])
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
     /// SPEC §2.1: the same events in any order give the same due list, and a rebuild gives the
     /// one the appends kept.
     @Test func anyOrderAndARebuildGiveTheSameDueList() async {

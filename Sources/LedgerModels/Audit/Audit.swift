@@ -238,13 +238,21 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
 
     override var name: String { M.name }
     override var times: [Timestamp] { sortedTimes }
+    private static var readsEverything: Bool { M.reads.count >= EventCatalog.typeNames.count }
 
     override func apply(_ event: RecordedEvent) {
         guard M.reads.contains(event.type) else { return }
+        // A model that reads every type (to note the first event) changes seldom: its state is
+        // compared, and one the event left as it was needs no second look (views see the state
+        // alone, not the items). Others are taken to have changed: comparing would copy their
+        // lists at every event.
+        guard Self.readsEverything else {
+            M.fold(event, into: &state, items: &items)
+            dirty = true
+            return
+        }
         let before = state
         M.fold(event, into: &state, items: &items)
-        // Views see the state alone (not the items): one the event left as it was needs no
-        // second look (a model that notes the first event of every type changes seldom).
         if state != before { dirty = true }
     }
 

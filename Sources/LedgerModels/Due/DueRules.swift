@@ -27,15 +27,18 @@ public enum DueRules {
     static func trialsEnding(_ state: DueModel.State, _ facts: SubjectFacts, lead: Int64) -> [IndexEntry] {
         let store = facts.subscription
         var items: [IndexEntry] = []
-        for trial in store.transactions where trial.value.isTrial {
+        // A transaction reported twice (the app's purchase and the store's notification) is
+        // one trial: its earliest report counts.
+        var seen: Set<String> = []
+        for trial in store.transactions where trial.value.isTrial && seen.insert(trial.value.id).inserted {
             // The trial's end as each extension known in turn made it, with when it became known.
             var candidates = [(end: trial.value.expiresAt, known: trial.at)]
             for e in store.extensions where e.value.transactionId == trial.value.id { candidates.append((e.value.expiresAt, e.at)) }
             for (end, known) in candidates {
-                let at = max(end.adding(seconds: -lead * 3600), known)
+                let at = max(end.adding(seconds: -lead * 3600), known, trial.at)
                 // Decided at `at`: the end then known must be this one.
                 let endThen = store.extensions.known(at: at).last { $0.value.transactionId == trial.value.id }?.value.expiresAt ?? trial.value.expiresAt
-                guard trial.at <= at, endThen == end else { continue }
+                guard endThen == end else { continue }
                 if store.end(of: trial.value, at: at) <= at || !facts.deletions.known(at: at).isEmpty { break }
                 items.append(IndexEntry(at: at, kind: trialEndingSoon, detail: [
                     "transactionId": .string(trial.value.id), "trialEndsAt": .string(end.description), "channel": channel(state, at: at),

@@ -2,8 +2,7 @@ import LedgerCore
 
 /// What decides a subject's plan, folded once per subject: its store subscription, support
 /// grants, device snapshots, sign-ins and deletion. Every model's view receives it, so that
-/// the plan at t — which retention depends on, and the access, limits and deletion models to
-/// come will — is
+/// the plan at t — which retention, limits, deletion and due depend on — is
 /// decided by one rule over one copy of the facts (`Plan`), and no model holds another's state.
 ///
 /// Facts keep their business times, not running answers, so an event that arrives late lands

@@ -110,7 +110,14 @@ final class ProjectionEngine: CommitObserver {
         guard record.checkpoint < head else { return record.checkpoint }
         let states = fold.makeStates()
         let id = generation.number, tag = record.tagByte
-        try store.log.forEachEvent(after: record.checkpoint, through: head, types: fold.reads, txn) { event in
+        // An indexed model's entries are worked out from the facts too: the keys whose facts
+        // these events changed are refreshed with those whose state they changed (a model added
+        // to a store, or one behind appends made without it, would otherwise miss them).
+        let indexed = index != 0 && indexInputs.contains(index)
+        var factsTouched: Set<String> = []
+        try store.log.forEachEvent(after: record.checkpoint, through: head, types: indexed ? fold.reads.union(SubjectFacts.reads) : fold.reads, txn) { event in
+            if indexed, SubjectFacts.reads.contains(event.type) { factsTouched.insert(event.subject) }
+            guard !indexed || fold.reads.contains(event.type) else { return }
             try states.apply(event, load: { key in try store.state(id, tag: tag, key, txn) },
                              loadItem: { item in try store.item(id, tag: tag, item, txn) })
         }
@@ -118,7 +125,9 @@ final class ProjectionEngine: CommitObserver {
         for (item, state) in states.encodedItems() { try store.putItem(id, tag: tag, item, state, txn) }
         generation.folds[position].checkpoint = head
         if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
-        if indexInputs.contains(index) { try refreshIndexes(of: Set(states.keys), in: generation, policy: policy ?? self.policy(txn), txn) }
+        if indexInputs.contains(index) {
+            try refreshIndexes(of: Set(states.keys).union(factsTouched), in: generation, policy: policy ?? self.policy(txn), txn)
+        }
         return head
     }
 

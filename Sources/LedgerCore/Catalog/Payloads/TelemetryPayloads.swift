@@ -1,5 +1,3 @@
-import Foundation
-
 // Sessions and usage (SPEC §2.3, third table): app telemetry.
 
 /// Why a session ended.
@@ -19,11 +17,12 @@ public struct SessionStarted: EventPayload {
     ]
     public consuming func intoEventData() -> EventData { .sessionStarted(self) }
 
-    /// A zone this machine's time-zone database does not know would count the device's days
-    /// in UTC without a word: it is refused when appended (events already stored are read as
-    /// they are).
+    /// A zone that is not an IANA name would count the device's days in UTC without a word: it
+    /// is refused when appended (events already stored are read as they are). The names are
+    /// the catalog's own list (`Patterns.timeZoneNames`), not the machine's database, so the
+    /// same event is accepted everywhere.
     public func violations() -> [FieldViolation] {
-        guard TimeZone(identifier: timeZone) == nil else { return [] }
+        guard !Patterns.timeZoneNames.contains(timeZone) else { return [] }
         return [FieldViolation(field: "timeZone", message: "unknown time zone \"\(timeZone)\"; expected an IANA name such as \"Europe/Berlin\"")]
     }
 }
