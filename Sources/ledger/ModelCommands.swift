@@ -46,6 +46,8 @@ struct StatusCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let status = try ledger.status(of: subject, at: t)
+        // SPEC §5: the view of no events, and a word on stderr (a mistyped name looks like a guest).
+        if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(subject)") }
         for name in status.stale {
             let answered = status.answers.contains { $0.model == name }
             Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + (answered

@@ -142,7 +142,7 @@ import Testing
             let run = try demo(store, subjects: 50, seed: 2)
             #expect(run.status == 1)
             #expect(run.stderr.contains("holds other events"))
-            #expect(run.stderr.contains("pass a new --store"))
+            #expect(run.stderr.contains("delete it (rm -rf \(store)) or pass another --store"))
             #expect(try Run(["export", "--store", store]).stdout == before)
         }
     }

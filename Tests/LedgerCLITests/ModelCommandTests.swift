@@ -40,6 +40,9 @@ import Testing
             let entitlement = try #require(try run.json()["entitlement"] as? [String: Any])
             #expect(entitlement["planState"] as? String == "guest")
             #expect(entitlement["expiresAt"] is NSNull)
+            // SPEC §5: and a word on stderr, so that a mistyped name is not taken for a guest.
+            #expect(run.stderr == "ledger: no events for subject nobody\n")
+            #expect(try Run(["--store", store, "status", "grace", "--json"]).stderr == "")
         }
     }
 

@@ -73,7 +73,7 @@ struct DemoCommand: ParsableCommand {
         case .failure(let error):
             progress.clear()
             guard error.code == .idConflict else { throw error }
-            throw CommandFailure.failure("the store at \(global.storePath) holds other events (\(error.message)); the demo builds its own store: pass a new --store, or the --subjects, --seed and --now it was built with")
+            throw CommandFailure.failure("the store at \(global.storePath) already holds other events (another demo, built with other --subjects, --seed or --now, or a store of your own); the demo builds its own store: delete it (rm -rf \(global.storePath)) or pass another --store")
         }
         let appendSeconds = (clock.now - appendStarted).seconds
         let summary = try DemoSummary(ledger: ledger, at: present) { done in progress.update("summarising", done: done, total: subjects, unit: "customers") }
