@@ -75,7 +75,8 @@ protocol StateFold: AnyObject {
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws
     /// Applies `event` to its key's state, starting from an empty one (a fold from scratch).
     func apply(_ event: RecordedEvent)
-    /// Every held key with its encoded state, in no order.
+    /// Every held key with its encoded state, in no order; a state loaded from the store and
+    /// left as it was is left out (there is nothing to write).
     func encoded() -> [(key: String, state: [UInt8])]
     /// The encoded state held for `key`, if any.
     func encodedState(of key: String) -> [UInt8]?
@@ -88,20 +89,28 @@ protocol StateFold: AnyObject {
 final class States<F: Folding>: StateFold {
     private(set) var states: [String: F.State] = [:]
     private(set) var items: [ItemKey: F.Item] = [:]
+    /// The stored bytes of the states and items loaded: one an event left as it was is not
+    /// written again (a model that reads every type changes seldom).
+    private var loadedStates: [String: [UInt8]] = [:]
+    private var loadedItems: [ItemKey: [UInt8]] = [:]
 
     var keys: [String] { Array(states.keys) }
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
         if states[key] == nil {
-            states[key] = try load(key).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
+            let stored = try load(key)
+            loadedStates[key] = stored
+            states[key] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
         }
         guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
             F.apply(event, to: &states[key, default: F.State()])
             return
         }
         if items[item] == nil {
-            items[item] = try loadItem(item).map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) } } ?? F.Item()
+            let stored = try loadItem(item)
+            loadedItems[item] = stored
+            items[item] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) } } ?? F.Item()
         }
         F.apply(event, to: &states[key, default: F.State()], item: &items[item, default: F.Item()])
     }
@@ -116,11 +125,17 @@ final class States<F: Folding>: StateFold {
     }
 
     func encoded() -> [(key: String, state: [UInt8])] {
-        states.map { (key: $0.key, state: $0.value.encoded) }
+        states.compactMap { key, state in
+            let bytes = state.encoded
+            return loadedStates[key] == bytes ? nil : (key, bytes)
+        }
     }
 
     func encodedItems() -> [(key: ItemKey, state: [UInt8])] {
-        items.map { (key: $0.key, state: $0.value.encoded) }
+        items.compactMap { key, item in
+            let bytes = item.encoded
+            return loadedItems[key] == bytes ? nil : (key, bytes)
+        }
     }
 
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }

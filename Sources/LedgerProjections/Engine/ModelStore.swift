@@ -358,19 +358,20 @@ struct ModelStore: Sendable {
     /// Replaces `key`'s entries in the index of the model tagged `tag` with `entries`.
     func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
         let listKey = ModelSchema.keyEntriesKey(generation, tag: tag, key: key)
-        if let old = try txn.get(index, key: listKey).map({ Array($0) }) {
-            for stored in Self.entryKeys(old) { _ = try txn.delete(index, key: stored) }
+        let stored = entries.map { ModelSchema.entryKey(generation, tag: tag, key: key, $0) }
+        var list: [UInt8] = []
+        for entryKey in stored { list += [UInt8(entryKey.count >> 8), UInt8(truncatingIfNeeded: entryKey.count)] + entryKey }
+        let old = try txn.get(index, key: listKey).map { Array($0) }
+        // The same entries (an entry key holds its detail's hash): nothing to write.
+        if old == list || (old == nil && entries.isEmpty) { return }
+        if let old {
+            for entryKey in Self.entryKeys(old) { _ = try txn.delete(index, key: entryKey) }
         }
         guard !entries.isEmpty else {
             _ = try txn.delete(index, key: listKey)
             return
         }
-        var list: [UInt8] = []
-        for entry in entries {
-            let stored = ModelSchema.entryKey(generation, tag: tag, key: key, entry)
-            try txn.put(index, key: stored, value: Array(entry.detail.utf8))
-            list += [UInt8(stored.count >> 8), UInt8(truncatingIfNeeded: stored.count)] + stored
-        }
+        for (entryKey, entry) in zip(stored, entries) { try txn.put(index, key: entryKey, value: Array(entry.detail.utf8)) }
         try txn.put(index, key: listKey, value: list)
     }
 
