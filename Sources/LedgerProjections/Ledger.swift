@@ -151,7 +151,7 @@ public final class Ledger: Sendable {
     /// The entries of `model`'s time-ordered index (`ReadModel.indexEntries`) with
     /// from ≤ at < to, sorted by (at, key, kind, detail).
     public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
-        try engine.entries(of: model, from: from, to: to)
+        try engine.entries(of: model, from: from, to: to).map { ($0.key, $0.entry) }
     }
 
     /// What falls due at from ≤ at < to (SPEC §4 "Due"), sorted by (at, subject, kind, detail),
@@ -160,7 +160,7 @@ public final class Ledger: Sendable {
     public func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
         try engine.entries(of: DueModel.name, from: from, to: to).map { entry in
             let detail: JSONObject
-            if case .object(let object)? = try? JSONParser.parse(entry.entry.detail) { detail = object } else { detail = JSONObject() }
+            if case .object(let object) = entry.detail { detail = object } else { detail = JSONObject() }
             return DueItem(subject: entry.key, at: entry.entry.at, kind: entry.entry.kind, detail: detail)
         }
     }

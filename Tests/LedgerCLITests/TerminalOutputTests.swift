@@ -85,6 +85,20 @@ import Testing
         }
     }
 
+    /// SPEC §5's `due --json`: from, to, and the items with their detail, times in UTC.
+    @Test func dueJSONHasSpecsShape() throws {
+        try withDirectory { dir in
+            let store = dir + "/alex.lmdb"
+            #expect(try Run(["append", "--store", store, "--restore", FileManager.default.currentDirectoryPath + "/Schemas/examples/alex.jsonl"]).status == 0)
+            let run = try Run(["due", "--store", store, "--from", "2026-01-01T00:00:00+01:00", "--to", "2026-12-01T00:00:00Z", "--json"])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout == #"""
+                {"from":"2025-12-31T23:00:00.000Z","to":"2026-12-01T00:00:00.000Z","items":[{"subject":"alex","at":"2026-01-10T09:02:00.000Z","kind":"trialEndingSoon","detail":{"transactionId":"t1","trialEndsAt":"2026-01-12T09:02:00.000Z","channel":"push"}},{"subject":"alex","at":"2026-02-12T09:02:00.000Z","kind":"paymentFailed","detail":{"originalTransactionId":"o1","channel":"push"}}]}
+
+                """#)
+        }
+    }
+
     @Test func dueChecksItsOptions() throws {
         let help = try Run(["due", "--help"])
         #expect(help.stdout.contains("trialEndingSoon"))

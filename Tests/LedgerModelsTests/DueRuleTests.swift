@@ -104,6 +104,26 @@ import Testing
         ])
     }
 
+    /// "A second failure inside it, of any subscription, adds nothing": another subscription
+    /// failing during the billing issue opens no episode of its own.
+    @Test func anotherSubscriptionFailingInsideTheIssueAddsNothing() throws {
+        let events = [Make.purchase("u", at: mar1, txn: "a1", expires: days(30, after: mar1)),
+                      Make.purchase("u", at: days(5, after: mar1), txn: "b1", expires: days(31, after: mar1)),
+                      Make.renewalFailed("u", at: days(30, after: mar1), original: "a1"),
+                      Make.renewalFailed("u", at: days(31, after: mar1), original: "b1")]
+        #expect(try items(events) == [#"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#])
+    }
+
+    /// A kind appears only when the policy has the sections it reads: no `deletion`, no
+    /// deletionQueued; paymentFailed is always on.
+    @Test func aKindNeedsItsPolicySection() throws {
+        var policy = Policy.reference
+        (policy.deletion, policy.notifications) = (nil, nil)
+        let events = [Make.purchase("u", at: mar1, txn: "t1", expires: days(7, after: mar1), trial: true),
+                      Make.renewalFailed("u", at: days(7, after: mar1), original: "t1"), Make.deletionRequested("u", at: days(8, after: mar1))]
+        #expect(try items(events, policy: policy) == [#"2026-03-08T12:00:00.000Z paymentFailed {"originalTransactionId":"t1","channel":"push"}"#])
+    }
+
     /// Hard: due at the request; soft: after softGraceDays, unless cancelled or completed by then.
     @Test func aDeletionIsQueuedAtItsScheduledTime() throws {
         #expect(try items([Make.deletionRequested("u", at: mar1)]) == [#"2026-03-01T12:00:00.000Z deletionQueued {"mode":"hard"}"#])

@@ -166,8 +166,6 @@ struct ModelStore: Sendable {
     /// The served record last decoded, with its bytes: a query decodes it again only when the
     /// stored bytes differ.
     private let servedCache = ServedCache()
-    /// How many states the queries and appends have read (tests show what a query reads).
-    let statesRead = ReadCount()
 
     /// Opens the engine's databases; a store of the first layout (a generation per model) is
     /// emptied, to be built again by catch-up, the first time it is opened for writing.
@@ -248,8 +246,7 @@ struct ModelStore: Sendable {
     // MARK: States
 
     func state(_ generation: UInt32, tag: UInt8, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
-        statesRead.add(1)
-        return try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
+        try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
     }
 
     func put(_ generation: UInt32, tag: UInt8, _ key: String, _ state: [UInt8], _ txn: borrowing Transaction) throws {
@@ -281,7 +278,6 @@ struct ModelStore: Sendable {
     func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction) throws -> [UInt8: UnsafeRawBufferPointer] {
         let prefix = ModelSchema.keyPrefix(generation, key)
         var found: [UInt8: UnsafeRawBufferPointer] = [:]
-        defer { statesRead.add(found.count) }
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix) {
@@ -298,10 +294,7 @@ struct ModelStore: Sendable {
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
             while let current = entry, ModelSchema.generation(of: current.key) == generation {
-                if let (key, tag) = ModelSchema.parse(current.key, in: generation) {
-                    statesRead.add(1)
-                    try body(key, tag, current.value)
-                }
+                if let (key, tag) = ModelSchema.parse(current.key, in: generation) { try body(key, tag, current.value) }
                 entry = try cursor.next()
             }
         }
@@ -390,7 +383,7 @@ struct ModelStore: Sendable {
 
     /// The index entries of the model tagged `tag` with from ≤ at < to, in time order.
     func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
-                 _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
+                 _ body: (_ key: String, _ entry: IndexEntry, _ detail: JSON) throws -> Void) throws {
         let prefix = ModelSchema.entryPrefix(generation, tag: tag)
         let end = prefix + ModelSchema.indexTime(to)
         try txn.withCursor(index) { cursor in
@@ -407,18 +400,14 @@ struct ModelStore: Sendable {
                 guard let parsed = try? JSONParser.parse(detail) else {
                     throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
                 }
-                try body(key, IndexEntry(at: at, kind: kind, detail: parsed))
+                // The stored text is the detail as written (`IndexEntry.detail`): kept, not written again.
+                var found = IndexEntry(at: at, kind: kind)
+                found.detail = detail
+                try body(key, found, parsed)
                 entry = try cursor.next()
             }
         }
     }
-}
-
-/// A count that many threads add to.
-final class ReadCount: Sendable {
-    private let count = Atomic<Int>(0)
-    func add(_ n: Int) { count.add(n, ordering: .relaxed) }
-    var value: Int { count.load(ordering: .relaxed) }
 }
 
 /// The served generation record last decoded (`ModelStore.served`).

@@ -261,12 +261,12 @@ extension ProjectionEngine {
 
     /// The entries of `model`'s time-ordered index with from ≤ at < to, sorted by (at, key,
     /// kind, detail), strings by their UTF-8 bytes.
-    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
+    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
         do {
             return try store.env.read { txn in
                 guard let served = try store.served(txn), let record = served.record(model) else { return [] }
-                var found: [(key: String, entry: IndexEntry)] = []
-                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry in found.append((key, entry)) }
+                var found: [(key: String, entry: IndexEntry, detail: JSON)] = []
+                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in found.append((key, entry, detail)) }
                 return found.sorted { a, b in
                     if a.entry.at != b.entry.at { return a.entry.at < b.entry.at }
                     if a.key != b.key { return a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
@@ -404,7 +404,7 @@ extension ProjectionEngine {
             for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var stored: Set<String> = []
-        try store.entries(generation: served.number, tag: record.tagByte, from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry in
+        try store.entries(generation: served.number, tag: record.tagByte, from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry, _ in
             stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)")
         }
         var problems: [ModelProblem] = []
