@@ -133,7 +133,7 @@ struct RebuildCommand: ParsableCommand {
     @Argument(help: "Models whose changes to report (default: all; every model is rebuilt).")
     var models: [String] = []
 
-    @Option(help: "A policy document to build under (default: the store's).")
+    @Option(help: "A policy document, or a built-in pack by name (careguide…), to build under (default: the store's).")
     var policy: String?
 
     @Flag(help: "Report what would change; change nothing.")

@@ -17,13 +17,14 @@ struct InitCommand: ParsableCommand {
 
             Examples:
               ledger init --store customers.lmdb
-              ledger init --store photos.lmdb --policy Schemas/policies/photolala.json
+              ledger init --store photos.lmdb --policy photolala
+              ledger init --store mine.lmdb --policy my-policy.json
             """
     )
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .long, help: "A policy document (default: the reference policy).")
+    @Option(name: .long, help: "A policy document, or a built-in pack by name: reference, handz, photolala, facerecall, careguide, stampbook (default: reference).")
     var policy: String?
 
     func run() throws {
@@ -45,11 +46,14 @@ struct InitCommand: ParsableCommand {
     }
 }
 
-/// Reads a policy file strictly; its problems are input errors (exit 2), one per line as
+/// Reads a policy file strictly, or names a built-in pack (`careguide`: SPEC §5) when no such
+/// file exists; a file's problems are input errors (exit 2), one per line as
 /// `FILE: POINTER: MESSAGE`.
 func readPolicy(_ file: String) throws -> Policy {
     guard let data = FileManager.default.contents(atPath: file) else {
-        throw CommandFailure.input("cannot read the policy file \(file)")
+        if let pack = Policy.pack(named: file) { return pack }
+        let names = Policy.packTexts.map(\.name).joined(separator: ", ")
+        throw CommandFailure.input("cannot read the policy file \(file), nor is it a built-in pack (\(names))")
     }
     switch Policy.decode(Array(data)) {
     case .success(let policy):

@@ -27,6 +27,17 @@ import Testing
         }
     }
 
+    /// `--policy careguide` works from anywhere: the binary holds each pack's file as written.
+    @Test func theBuiltInPacksAreTheFilesOfSchemasPolicies() throws {
+        #expect(Policy.packTexts.map(\.name) == ["reference", "handz", "photolala", "facerecall", "careguide", "stampbook"])
+        for (name, text) in Policy.packTexts {
+            #expect(text + "\n" == (try schemaFile("policies/\(name).json")), "regenerate Sources/LedgerCore/Policy/PolicyPacks.swift from \(name).json")
+            #expect(Policy.pack(named: name) == (try pack(name)))
+        }
+        #expect(Policy.pack(named: "reference") == Policy.reference)
+        #expect(Policy.pack(named: "nosuch") == nil)
+    }
+
     @Test func packsSwitchFeaturesOffByLeavingSectionsOut() throws {
         let photolala = try pack("photolala")
         #expect(photolala.retention?.startsAt == .cancellation)
