@@ -52,10 +52,14 @@ import Testing
         for (type, samples) in events {
             var acted = false
             for event in samples {
-                let recorded = try #require(try Folded([event]).events.first)
+                // Recorded when it occurred, and an hour before (an event from the future is a
+                // clock-tampering signal for the access model, whatever its type).
+                var early = try Folded([])
+                try early.append(event, recordedAt: event.occurredAt.adding(seconds: -3600))
+                let recorded = try #require(try Folded([event]).events.first), future = try #require(early.events.first)
                 // Onto a busy state and onto an empty one (a model that notes the first event
                 // of every type acts on each only there).
-                for start in [busy.state(model), M.State()] {
+                for (start, recorded) in [(busy.state(model), recorded), (M.State(), recorded), (M.State(), future)] {
                     var state = start
                     var items: [[UInt8]: M.Item] = [:]
                     M.fold(recorded, into: &state, items: &items)
@@ -72,7 +76,7 @@ import Testing
         let names = ReadModels.all.map { $0.name }
         #expect(Set(names).count == names.count)
         #expect(!names.contains("facts"))
-        #expect(names == ["entitlement", "retention", "badge", "limits", "deletion", "due"])
+        #expect(names == ["entitlement", "retention", "badge", "access", "limits", "deletion", "due"])
     }
 
     /// Every view encodes every key, `null` for no value, in declaration order.

@@ -50,9 +50,9 @@ import Testing
             let rebuilt = try #require(try store.env.read { txn in try store.served(txn) })
             #expect(rebuilt.id != served?.id)
             #expect(rebuilt.folds.allSatisfy { $0.checkpoint == 1000 })
-            // Purchases are facts, and each subject's first event the limits model's: two states
-            // per subject; the old and abandoned generations are deleted.
-            #expect(try store.env.read { txn in try txn.count(store.states) } == 2000)
+            // Purchases are facts and the access model's, and each subject's first event the
+            // limits model's: three states per subject; the old and abandoned generations are deleted.
+            #expect(try store.env.read { txn in try txn.count(store.states) } == 3000)
             #expect(try ledger.verifyModels() == [])
         }
     }

@@ -74,7 +74,7 @@ import Testing
             let expected = { (generation: UInt8) -> [[UInt8]] in
                 ["u1", "u2"].flatMap { subject in (0 ... ReadModels.all.count).compactMap { tag -> [UInt8]? in
                     // The deletion and due models read none of these events: they have no state of them.
-                    tag >= 5 ? nil : [0, 0, 0, generation, 0, 2] + Array(subject.utf8) + [UInt8(tag)]
+                    tag >= 6 ? nil : [0, 0, 0, generation, 0, 2] + Array(subject.utf8) + [UInt8(tag)]
                 } }
             }
             #expect(try storedKeys(ledger) == expected(1))
@@ -99,7 +99,8 @@ import Testing
                 let folded = try Folded(events(subjects) + [Make.created("a\u{1}", at: jan1)])
                 #expect(try ledger.status(of: subject, at: at).answers.map { $0.view?.json } == [
                     folded.view(EntitlementModel.self, of: subject, at: at)?.json, folded.view(RetentionModel.self, of: subject, at: at)?.json,
-                    folded.view(BadgeModel.self, of: subject, at: at)?.json, folded.view(LimitsModel.self, of: subject, at: at)?.json,
+                    folded.view(BadgeModel.self, of: subject, at: at)?.json, folded.view(AccessModel.self, of: subject, at: at)?.json,
+                    folded.view(LimitsModel.self, of: subject, at: at)?.json,
                     folded.view(DeletionModel.self, of: subject, at: at)?.json,
                 ], "\(subject.debugDescription)")
             }

@@ -41,12 +41,14 @@ import Testing
                         (EntitlementModel.name, try ledger.view(EntitlementModel.self, of: subject, at: t)?.json),
                         (RetentionModel.name, try ledger.view(RetentionModel.self, of: subject, at: t)?.json),
                         (BadgeModel.name, try ledger.view(BadgeModel.self, of: subject, at: t)?.json),
+                        (AccessModel.name, try ledger.view(AccessModel.self, of: subject, at: t)?.json),
                         (LimitsModel.name, try ledger.view(LimitsModel.self, of: subject, at: t)?.json),
                         (DeletionModel.name, try ledger.view(DeletionModel.self, of: subject, at: t)?.json),
                     ]
                     let inMemory: [JSONObject?] = [
                         folded.view(EntitlementModel.self, of: subject, at: t)?.json, folded.view(RetentionModel.self, of: subject, at: t)?.json,
-                        folded.view(BadgeModel.self, of: subject, at: t)?.json, folded.view(LimitsModel.self, of: subject, at: t)?.json,
+                        folded.view(BadgeModel.self, of: subject, at: t)?.json, folded.view(AccessModel.self, of: subject, at: t)?.json,
+                        folded.view(LimitsModel.self, of: subject, at: t)?.json,
                         folded.view(DeletionModel.self, of: subject, at: t)?.json,
                     ]
                     #expect(status.map(\.model) == own.map(\.0), "seed \(seed)")

@@ -36,7 +36,7 @@ import Testing
             #expect(entitlement?.planState == .trial)
             #expect(entitlement?.reason == .init(rule: "storeCoverage", policyKey: nil, position: 1))
             let status = try ledger.status(of: "user-42", at: march2)
-            #expect(status.answers.map(\.model) == ["entitlement", "retention", "badge", "limits", "deletion"])
+            #expect(status.answers.map(\.model) == ["entitlement", "retention", "badge", "access", "limits", "deletion"])
             let audit = try ledger.audit(of: "user-42", at: march2)
             #expect(audit.entries.count == 1)
 

@@ -162,6 +162,38 @@ public enum Make {
         return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: s.eventData)
     }
 
+    /// A session event of `device` other than a start: backgrounded, foregrounded, a crash, or
+    /// an end (by the user).
+    public static func device(_ subject: String, at: Timestamp, _ action: AccessModel.SessionAction, device: String = "d1") -> LedgerEvent {
+        let data: EventData
+        switch action {
+        case .started:
+            var s = SessionStarted()
+            (s.deviceId, s.timeZone) = (device, "UTC")
+            data = s.eventData
+        case .backgrounded:
+            var b = SessionBackgrounded()
+            b.deviceId = device
+            data = b.eventData
+        case .foregrounded:
+            var f = SessionForegrounded()
+            f.deviceId = device
+            data = f.eventData
+        case .crashed, .ended:
+            var e = SessionEnded()
+            (e.deviceId, e.reason) = (device, action == .crashed ? .crash : .user)
+            data = e.eventData
+        }
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: data)
+    }
+
+    /// `count` uses of `feature`.
+    public static func used(_ subject: String, at: Timestamp, _ feature: String, count: Int64) -> LedgerEvent {
+        var u = UsageRecorded()
+        (u.feature, u.count) = (feature, count)
+        return LedgerEvent(subject: subject, occurredAt: at, source: .app, data: u.eventData)
+    }
+
     public static func delivered(_ subject: String, at: Timestamp, message: String) -> LedgerEvent {
         var m = InboxMessageDelivered()
         m.messageId = message

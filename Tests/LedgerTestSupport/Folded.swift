@@ -15,10 +15,10 @@ public struct Folded {
         for event in events { try append(event) }
     }
 
-    /// Appends `event` at the next position.
-    public mutating func append(_ event: LedgerEvent) throws {
+    /// Appends `event` at the next position, recorded when it occurred unless `recordedAt` says.
+    public mutating func append(_ event: LedgerEvent, recordedAt: Timestamp? = nil) throws {
         let position = UInt64(events.count + 1)
-        let stored = StoredEvent(position: position, version: position, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+        let stored = StoredEvent(position: position, version: position, recordedAt: recordedAt ?? event.occurredAt, hash: [], draft: try event.draft())
         events.append(RecordedEvent(stored, data: event.data))
     }
 

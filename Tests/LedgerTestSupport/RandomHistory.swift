@@ -99,7 +99,21 @@ public struct RandomHistory {
             case 16:
                 events.append(random.bool() ? Make.recoveryPass(subject, at: at, txn: "\(subject)-p\(i)") : Make.organizerCancelled(subject, at: at))
             case 17:
-                events.append(Make.session(subject, at: at, zone: ["Europe/Berlin", "America/Los_Angeles", "Asia/Tokyo", "UTC", "Pacific/Kiritimati"][random.int(0...4)]))
+                // A session on one of two devices, and what followed it within minutes: pauses
+                // either side of resumeWithinSeconds, crashes, ends, usage.
+                let device = ["d1", "d2"][random.int(0...1)]
+                var t = at
+                events.append(Make.session(subject, at: t, zone: ["Europe/Berlin", "America/Los_Angeles", "Asia/Tokyo", "UTC", "Pacific/Kiritimati"][random.int(0...4)], device: device))
+                for _ in 0 ..< random.int(0...3) {
+                    t = t.adding(seconds: Int64(random.int(1...400)))
+                    switch random.int(0...4) {
+                    case 0: events.append(Make.device(subject, at: t, .backgrounded, device: device))
+                    case 1: events.append(Make.device(subject, at: t, .foregrounded, device: device))
+                    case 2: events.append(Make.device(subject, at: t, .crashed, device: device))
+                    case 3: events.append(Make.device(subject, at: t, .ended, device: device))
+                    default: events.append(Make.used(subject, at: t, "export", count: Int64(random.int(1...8))))
+                    }
+                }
             case 18:
                 let message = "m\(random.int(0...3))"
                 events.append(random.bool() ? Make.delivered(subject, at: at, message: message) : Make.read(subject, at: at, message: message))
