@@ -85,7 +85,8 @@ import Testing
         }
     }
 
-    /// SPEC §5's `due --json`: from, to, and the items with their detail, times in UTC.
+    /// SPEC §5's `due --json`: from, to, and the items with their detail, times in UTC. Alex's
+    /// refund on 2 March ends access: the retention flow's e-mails and tiers follow from then.
     @Test func dueJSONHasSpecsShape() throws {
         try withDirectory { dir in
             let store = dir + "/alex.lmdb"
@@ -93,7 +94,7 @@ import Testing
             let run = try Run(["due", "--store", store, "--from", "2026-01-01T00:00:00+01:00", "--to", "2026-12-01T00:00:00Z", "--json"])
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout == #"""
-                {"from":"2025-12-31T23:00:00.000Z","to":"2026-12-01T00:00:00.000Z","items":[{"subject":"alex","at":"2026-01-10T09:02:00.000Z","kind":"trialEndingSoon","detail":{"transactionId":"t1","trialEndsAt":"2026-01-12T09:02:00.000Z","channel":"push"}},{"subject":"alex","at":"2026-02-12T09:02:00.000Z","kind":"paymentFailed","detail":{"originalTransactionId":"o1","channel":"push"}}]}
+                {"from":"2025-12-31T23:00:00.000Z","to":"2026-12-01T00:00:00.000Z","items":[{"subject":"alex","at":"2026-01-10T09:02:00.000Z","kind":"trialEndingSoon","detail":{"transactionId":"t1","trialEndsAt":"2026-01-12T09:02:00.000Z","channel":"push"}},{"subject":"alex","at":"2026-02-12T09:02:00.000Z","kind":"paymentFailed","detail":{"originalTransactionId":"o1","channel":"push"}},{"subject":"alex","at":"2026-03-09T10:00:00.000Z","kind":"retentionEmail","detail":{"day":7}},{"subject":"alex","at":"2026-03-25T10:00:00.000Z","kind":"retentionEmail","detail":{"day":23}},{"subject":"alex","at":"2026-03-31T10:00:00.000Z","kind":"retentionEmail","detail":{"day":29}},{"subject":"alex","at":"2026-04-02T10:00:00.000Z","kind":"retentionEmail","detail":{"day":31}},{"subject":"alex","at":"2026-04-02T10:00:00.000Z","kind":"tierChanged","detail":{"tier":"browseOnly"}},{"subject":"alex","at":"2026-05-01T10:00:00.000Z","kind":"retentionEmail","detail":{"day":60}},{"subject":"alex","at":"2026-06-01T10:00:00.000Z","kind":"tierChanged","detail":{"tier":"archived"}}]}
 
                 """#)
         }

@@ -98,7 +98,7 @@ import Testing
                       Make.renewalFailed("u", at: days(31, after: mar1), original: "t1"),
                       Make.renewal("u", at: days(32, after: mar1), txn: "t2", original: "t1", expires: days(62, after: mar1)),
                       Make.renewalFailed("u", at: days(62, after: mar1), original: "t1")]
-        #expect(try items(events) == [
+        #expect(try items(events).filter { $0.contains(" paymentFailed ") } == [
             #"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"t1","channel":"push"}"#,
             #"2026-05-02T12:00:00.000Z paymentFailed {"originalTransactionId":"t1","channel":"push"}"#,
         ])
@@ -111,7 +111,8 @@ import Testing
                       Make.purchase("u", at: days(5, after: mar1), txn: "b1", expires: days(31, after: mar1)),
                       Make.renewalFailed("u", at: days(30, after: mar1), original: "a1"),
                       Make.renewalFailed("u", at: days(31, after: mar1), original: "b1")]
-        #expect(try items(events) == [#"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#])
+        // (The billing grace ends, and the retention flow's items follow.)
+        #expect(try items(events).filter { $0.contains(" paymentFailed ") } == [#"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#])
     }
 
     /// A kind appears only when the policy has the sections it reads: no `deletion`, no
@@ -133,5 +134,81 @@ import Testing
         #expect(try items([Make.deletionRequested("u", at: mar1), Make.deletionCancelled("u", at: days(29, after: mar1))], policy: soft) == [])
         #expect(try items([Make.deletionRequested("u", at: mar1), Make.step("u", at: days(1, after: mar1), "auth"),
                            Make.deleted("u", at: days(2, after: mar1))], policy: soft) == [])
+    }
+
+    // MARK: The retention flow (000): e-mails on days 7…350, tier changes
+
+    /// A paid month, cancelled: access ends at the expiry on 1 April, day 0 of the flow.
+    var lapsed: [LedgerEvent] {
+        [Make.purchase("u", at: mar1, txn: "p1", expires: ts("2026-04-01T12:00:00Z")),
+         Make.autoRenew("u", at: days(9, after: mar1), original: "p1", enabled: false)]
+    }
+
+    /// The flow's items of `events`, as `at kind detail`.
+    func flow(_ events: [LedgerEvent], policy: Policy = .reference) throws -> [String] {
+        try items(events, policy: policy).filter { $0.contains(DueRules.retentionEmail) || $0.contains(DueRules.tierChanged) }
+    }
+
+    /// Day 0 + n days for each n of retentionEmailDays, and the tiers entered on days 31, 91
+    /// and 365 (graceDays 30, browseOnlyUntilDay 90, pendingDeletionFromDay 365).
+    @Test func theFlowSendsItsEmailsAndChangesTiersFromDayZero() throws {
+        #expect(try flow(lapsed) == [
+            #"2026-04-08T12:00:00.000Z retentionEmail {"day":7}"#,
+            #"2026-04-24T12:00:00.000Z retentionEmail {"day":23}"#,
+            #"2026-04-30T12:00:00.000Z retentionEmail {"day":29}"#,
+            #"2026-05-02T12:00:00.000Z retentionEmail {"day":31}"#,
+            #"2026-05-02T12:00:00.000Z tierChanged {"tier":"browseOnly"}"#,
+            #"2026-05-31T12:00:00.000Z retentionEmail {"day":60}"#,
+            #"2026-07-01T12:00:00.000Z tierChanged {"tier":"archived"}"#,
+            #"2027-03-17T12:00:00.000Z retentionEmail {"day":350}"#,
+            #"2027-04-01T12:00:00.000Z tierChanged {"tier":"pendingDeletion"}"#,
+        ])
+    }
+
+    /// A reactivation ends the flow: an item at the new purchase's instant is gone, one a
+    /// second before it stays. (The new month's own expiry starts another flow, 30 days on.)
+    @Test func aReactivationRemovesTheFlowsLaterItems() throws {
+        let day31 = ts("2026-05-02T12:00:00Z")
+        let firstFlow = { (items: [String]) in items.filter { $0 < "2026-06" } }
+        let at = try firstFlow(flow(lapsed + [Make.purchase("u", at: day31, txn: "p2", expires: days(30, after: day31))]))
+        #expect(at == [#"2026-04-08T12:00:00.000Z retentionEmail {"day":7}"#, #"2026-04-24T12:00:00.000Z retentionEmail {"day":23}"#,
+                       #"2026-04-30T12:00:00.000Z retentionEmail {"day":29}"#])
+        let after = day31.adding(seconds: 1)
+        let later = try firstFlow(flow(lapsed + [Make.purchase("u", at: after, txn: "p2", expires: days(30, after: after))]))
+        #expect(later.count == 5)
+        #expect(later.last == #"2026-05-02T12:00:00.000Z tierChanged {"tier":"browseOnly"}"#)
+    }
+
+    /// A family member whose organizer cancelled has familyMemberGraceDays (60): browseOnly
+    /// from day 61.
+    @Test func aFamilyMemberEntersBrowseOnlyAfterItsLongerGrace() throws {
+        let family = lapsed + [Make.organizerCancelled("u", at: days(10, after: mar1))]
+        #expect(try flow(family).filter { $0.contains("browseOnly") } == [#"2026-06-01T12:00:00.000Z tierChanged {"tier":"browseOnly"}"#])
+    }
+
+    /// With startsAt = cancellation (photolala) day 0 is the cancellation, while the paid
+    /// month still runs: the day-7 e-mail falls before the expiry.
+    @Test func withStartsAtCancellationDayZeroIsTheCancellation() throws {
+        var policy = Policy.reference
+        policy.retention?.startsAt = .cancellation
+        #expect(try flow(lapsed, policy: policy).prefix(2) == [#"2026-03-17T12:00:00.000Z retentionEmail {"day":7}"#,
+                                                              #"2026-04-02T12:00:00.000Z retentionEmail {"day":23}"#])
+    }
+
+    /// A kind appears only with the sections it reads: no e-mails without `notifications`, no
+    /// flow at all without `retention`.
+    @Test func theFlowsKindsNeedTheirSections() throws {
+        var quiet = Policy.reference
+        quiet.notifications = nil
+        #expect(try flow(lapsed, policy: quiet).allSatisfy { $0.contains(DueRules.tierChanged) })
+        #expect(try flow(lapsed, policy: quiet).count == 3)
+        var none = Policy.reference
+        none.retention = nil
+        #expect(try flow(lapsed, policy: none) == [])
+    }
+
+    /// A subject that never paid (a trial only) is never in the flow.
+    @Test func aTrialOnlyHistoryHasNoFlow() throws {
+        #expect(try flow([trial(ends: days(7, after: mar1))]) == [])
     }
 }

@@ -1,39 +1,47 @@
 import LedgerCore
 
 /// Due (SPEC §4, seeds 000 and 004 CH27): what falls due when, across subjects — the
-/// trial-ending reminder, the payment-failure alert, a queued deletion — as entries of the
+/// trial-ending reminder, the payment-failure alert, the retention e-mails and tier changes, a
+/// queued deletion — as entries of the
 /// engine's time-ordered index (`Ledger.due(from:to:)`, `ledger due`). It has no view of its
 /// own in `status`.
 ///
 /// Each item is decided on the subject's events that happened by its time, as a status then
 /// would be: an item in the future is a prediction, which a late fact (a refund, a
-/// cancellation) moves or removes. The state keeps the deletion's events (folded by the
-/// deletion model's own reducer: one rule, folded twice) and the billing notification
-/// preference; the rest is the subject's facts.
+/// cancellation) moves or removes. The state keeps the deletion's events and the retention
+/// model's own facts (each folded by that model's reducer: one rule, folded twice) and the
+/// billing notification preference; the rest is the subject's facts.
 public enum DueModel: ReadModel {
     public static let name = "due"
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
 
     public struct State: ModelState {
         public var deletion = DeletionModel.State()
+        /// Recovery passes and family organizers' cancellations (a family member's grace).
+        public var retention = RetentionModel.State()
         /// `notification.preferences_changed`: a category turned on or off.
         public var preferences: [Dated<Preference>] = []
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try coder.code(&deletion)
+            try coder.code(&retention)
             try coder.code(&preferences)
         }
     }
 
-    public static let reads = DeletionModel.reads.union([NotificationPreferencesChanged.type])
+    public static let reads = DeletionModel.reads.union(RetentionModel.reads).union([NotificationPreferencesChanged.type])
 
     public static func apply(_ event: RecordedEvent, to state: inout State) {
         if case .notificationPreferencesChanged(let p) = event.data {
             state.preferences.insertDated(Dated(at: event.occurredAt, position: event.position, value: Preference(category: p.category, enabled: p.enabled)))
             return
         }
-        DeletionModel.apply(event, to: &state.deletion)
+        if RetentionModel.reads.contains(event.type) {
+            RetentionModel.apply(event, to: &state.retention)
+        } else {
+            DeletionModel.apply(event, to: &state.deletion)
+        }
     }
 
     public static var shownInStatus: Bool { false }

@@ -6,13 +6,71 @@ public enum DueRules {
     public static let trialEndingSoon = "trialEndingSoon"
     public static let paymentFailed = "paymentFailed"
     public static let deletionQueued = "deletionQueued"
+    public static let retentionEmail = "retentionEmail"
+    public static let tierChanged = "tierChanged"
 
     static func items(of state: DueModel.State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
         var items: [IndexEntry] = []
         if let notifications = policy.notifications { items += trialsEnding(state, facts, lead: notifications.trialEndingLeadHours) }
         items += paymentsFailed(state, facts, policy: policy.subscription)
         if let deletion = policy.deletion { items += deletionsQueued(state, facts, policy: deletion) }
+        if let retention = policy.retention { items += retentionFlows(state, facts, policy: policy, retention: retention) }
         return items
+    }
+
+    /// The retention e-mails (day 0 + n days for each n of retentionEmailDays) and the tier
+    /// changes (into browseOnly, archived, pendingDeletion) of every flow the subject entered,
+    /// each kept only when, decided at its time, the subject is in the flow with that day 0
+    /// (and, for a tier, enters that tier then).
+    ///
+    /// A flow's day 0 is where a stretch of access ended, or with `startsAt = cancellation` an
+    /// auto-renew turned off: the retention rules (`RetentionRules.place`) say which, at each
+    /// such time.
+    static func retentionFlows(_ state: DueModel.State, _ facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
+        let subject = RetentionSubject(own: state.retention, access: facts)
+        var candidates = stretchEnds(facts, policy: policy.subscription)
+        if retention.startsAt == .cancellation {
+            candidates += facts.subscription.autoRenew.filter { !$0.value.enabled }.map(\.at)
+        }
+        var items: [IndexEntry] = []
+        var flows: Set<Timestamp> = []
+        let day: Int64 = 86_400
+        for candidate in candidates {
+            guard let zero = RetentionRules.place(subject, at: candidate, policy: policy).dayZero, flows.insert(zero).inserted else { continue }
+            if policy.notifications != nil {
+                for n in policy.notifications?.retentionEmailDays ?? [] {
+                    let at = zero.adding(seconds: n * day)
+                    guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
+                    items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)]))
+                }
+            }
+            var entered: Set<Timestamp> = []
+            for family in [false, true] {
+                for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
+                    let at = zero.adding(seconds: from * day)
+                    let then = RetentionRules.place(subject, at: at, policy: policy)
+                    guard then.dayZero == zero, then.tier == tier, then.since == at, entered.insert(at).inserted else { continue }
+                    items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)]))
+                }
+            }
+        }
+        return items
+    }
+
+    /// The times a stretch of access (planState trial, pro or pro_grace) ended: each time the
+    /// plan may change at which it is paid just before and not at.
+    static func stretchEnds(_ facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
+        var times = Plan.changeTimes(of: facts, policy: policy)
+        times.sort()
+        var ends: [Timestamp] = []
+        var previous: Timestamp?
+        for c in times where c != previous {
+            previous = c
+            guard !Plan.decide(facts, at: c, policy: policy).isPaid,
+                  Plan.decide(facts, at: Timestamp(milliseconds: c.milliseconds - 1), policy: policy).isPaid else { continue }
+            ends.append(c)
+        }
+        return ends
     }
 
     /// `inApp` when the latest billing preference by `t` turned it off, else `push` (CH27
