@@ -203,4 +203,34 @@ import Testing
         #expect(used.headline == [.text("on d1: 1 of 1 free session today: no more until the next local day"), .text(" — next free session at "),
                                   .value(.string("2026-03-02T00:00:00.000Z"))])
     }
+
+    /// A daily user's thousand sessions leave a state the size of ten's: the devices' open
+    /// sessions and their last local days, and the signals' counts.
+    @Test func aLongSessionHistoryKeepsASmallState() throws {
+        func state(days n: Int64) throws -> AccessModel.State {
+            try Folded((0 ..< n).flatMap { d in
+                let at = days(d, after: mar1)
+                return [start(at, zone: "Europe/Berlin"), pause(at.adding(seconds: 30)), end(at.adding(seconds: 900))]
+            }).state(AccessModel.self)
+        }
+        let ten = try state(days: 10), thousand = try state(days: 1000)
+        #expect(thousand.encoded.count <= ten.encoded.count + 8)   // (larger counts take a byte more)
+        #expect(thousand.shortSessions == 1000 && ten.shortSessions == 10)
+        #expect(thousand.devices.map { $0.days.count } == [3])
+    }
+
+    /// A session event that arrives after a later one cannot be placed among the sessions
+    /// already counted: the state answers for no time, and the view is replayed from the
+    /// events in business-time order — the same as when they came in order.
+    @Test func aLateSessionEventIsAnsweredFromTheEvents() throws {
+        let events = [start(mar1), pause(mar1.adding(seconds: 100)), start(mar1.adding(seconds: 200)), end(mar1.adding(seconds: 600))]
+        let late = [events[0], events[2], events[3], events[1]]
+        let t = mar1.adding(seconds: 600)
+        let inOrder = try Folded(events), arrived = try Folded(late)
+        #expect(AccessModel.answersFrom(inOrder.state(AccessModel.self)) == t)
+        #expect(arrived.state(AccessModel.self).disordered)
+        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self)) == Timestamp(milliseconds: .max))
+        #expect(try view(late, at: t) == view(events, at: t))
+        #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-02T00:00:00.000Z")))
+    }
 }

@@ -62,7 +62,7 @@ import Testing
                 for (start, recorded) in [(busy.state(model), recorded), (M.State(), recorded), (M.State(), future)] {
                     var state = start
                     var items: [[UInt8]: M.Item] = [:]
-                    M.fold(recorded, into: &state, items: &items)
+                    M.fold(recorded, into: &state, items: &items, policy: .reference)
                     let changed = state != start || items.values.contains { $0 != M.Item() }
                     if !M.reads.contains(type) { #expect(!changed, "\(M.name) acts on \(type), which it does not read") }
                     acted = acted || changed

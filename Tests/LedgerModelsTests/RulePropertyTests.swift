@@ -14,7 +14,7 @@ import Testing
             var state = M.State()
             var items: [[UInt8]: M.Item] = [:]
             for event in events where M.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
-                M.fold(event, into: &state, items: &items)
+                M.fold(event, into: &state, items: &items, policy: .reference)
             }
             return state
         }

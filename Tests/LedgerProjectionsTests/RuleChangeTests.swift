@@ -32,6 +32,33 @@ import Testing
         return policy
     }
 
+    /// Two free sessions a day instead of one (seed 002's rule as a policy number): the dry run
+    /// names exactly the free customer on its second session of the day, not the one on its
+    /// first, nor the paid one on its third.
+    @Test func aDryRunWithTwoFreeSessionsADayNamesWhoCanStartAgain() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let noon = ts("2026-03-01T12:00:00Z")
+            func session(_ subject: String, _ n: Int64) -> [LedgerEvent] {
+                let at = noon.adding(seconds: n * 3600)
+                return [Make.session(subject, at: at, zone: "UTC"), Make.device(subject, at: at.adding(seconds: 600), .ended)]
+            }
+            try ledger.append([Make.created("first", at: jan1), Make.created("second", at: jan1), Make.created("paid", at: jan1),
+                               Make.purchase("paid", at: jan1, txn: "p1", expires: ts("2027-01-01T00:00:00Z"))]
+                              + session("first", 0) + session("second", 0) + session("second", 1) + (0 ..< 3).flatMap { session("paid", $0) })
+            var two = Policy.reference
+            two.access?.freeSessionsPerDay = 2
+            let report = try ledger.rebuild(["access"], policy: two, dryRun: true, at: ts("2026-03-01T18:00:00Z"))
+            #expect(report.changes == [
+                ViewChange(subject: "first", model: "access", field: "canStartSession", from: false, to: true),
+                ViewChange(subject: "first", model: "access", field: "nextAccessAt", from: "2026-03-02T00:00:00.000Z", to: nil),
+                ViewChange(subject: "first", model: "access", field: "devices", from: [["deviceId": "d1", "sessionActive": false, "sessionsToday": 1, "canStartSession": false, "nextAccessAt": "2026-03-02T00:00:00.000Z"]],
+                           to: [["deviceId": "d1", "sessionActive": false, "sessionsToday": 1, "canStartSession": true, "nextAccessAt": nil]]),
+            ])
+        }
+    }
+
     /// A dry run with a longer billing grace names exactly the subject whose view changes, with
     /// each changed field from → to and the summary of SPEC §5, and changes nothing served.
     @Test func aDryRunWithALongerBillingGraceNamesExactlyTheSubjectsThatChange() throws {

@@ -29,11 +29,11 @@ public struct Folded {
         return facts
     }
 
-    /// `model`'s state of `key`, folded.
-    public func state<M: ReadModel>(_ model: M.Type, of key: String = "u") -> M.State {
+    /// `model`'s state of `key`, folded in position order under `policy`, as the engine folds.
+    public func state<M: ReadModel>(_ model: M.Type, of key: String = "u", policy: Policy = .reference) -> M.State {
         var state = M.State()
         var items: [[UInt8]: M.Item] = [:]
-        for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.fold(event, into: &state, items: &items) }
+        for event in events where M.reads.contains(event.type) && M.key(for: event) == key { M.fold(event, into: &state, items: &items, policy: policy) }
         return state
     }
 
@@ -41,7 +41,7 @@ public struct Folded {
     /// as the ledger answers it: from the state of every event, or, when that state does not
     /// answer at `t` (`ReadModel.answersFrom`), from the events that happened by `t`.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> M.View? {
-        let state = state(model, of: subject)
+        let state = state(model, of: subject, policy: policy)
         if let from = M.answersFrom(state), from > t { return Replay.view(model, of: subject, from: events, at: t, policy: policy) }
         return M.view(of: state, facts: facts(of: subject), at: t, policy: policy)
     }

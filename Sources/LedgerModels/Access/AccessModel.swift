@@ -3,12 +3,16 @@ import LedgerCore
 /// Access (SPEC §4, seed 002): Careguide's once-per-day sessions for free users, per device and
 /// local calendar day, and the signals of abuse that inform support without blocking anyone.
 ///
-/// The state keeps the facts the rules read, with their times — each device's session events,
-/// the usage recorded, the subscription purchases and cancellations, and the events recorded
-/// before they occurred — and the view builds the sessions from those that happened by t, in
-/// business-time order (`AccessRules`). Sessions are not folded as they arrive: whether a start
-/// continues a paused session depends on the policy's `resumeWithinSeconds`, which a reducer
-/// does not see, and telemetry arrives out of order.
+/// A daily user's sessions are the longest history a subject has, so the state keeps only
+/// what the present needs: each device's zone, its open session, its session counts of the
+/// last local days, and the signals' counts. Sessions are built as the events arrive, in
+/// business-time order, under the store's policy (a pause shorter than `resumeWithinSeconds`
+/// resumes: the reducer needs that number, `apply(_:to:policy:)`). The state answers from its
+/// latest session fact on; an earlier time is replayed from the events
+/// (`ReadModel.answersFrom`). A session or usage event that arrives after a later one of the
+/// subject (telemetry queued offline) cannot be placed among sessions already counted: the
+/// state then says it answers for no time, and every view of the subject is replayed from
+/// its events in business-time order — exact, at the cost of the subject's history.
 public enum AccessModel: ReadModel {
     public static let name = "access"
     public static let version: UInt32 = 1
@@ -22,23 +26,25 @@ public enum AccessModel: ReadModel {
         case ended
     }
 
-    /// A session event: its device, what it did, and (a start) the zone it reported.
-    public struct SessionFact: StateRecord, Equatable {
-        public var device = ""
-        public var action = SessionAction.started
-        /// The IANA zone of a start; empty otherwise.
-        public var zone = ""
+    /// Where a device's session stands.
+    public enum Status: UInt8, StateValue, Equatable, Sendable {
+        case none, active, paused, ended
+    }
+
+    /// Sessions begun on one local day (days since 1970-01-01).
+    public struct DayCount: StateRecord, Equatable {
+        public var day: Int64 = 0
+        public var count: Int64 = 0
 
         public init() {}
-        public init(device: String, action: SessionAction, zone: String = "") { (self.device, self.action, self.zone) = (device, action, zone) }
+        public init(day: Int64, count: Int64) { (self.day, self.count) = (day, count) }
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-            try coder.code(&device)
-            try coder.code(&action)
-            try coder.code(&zone)
+            try coder.code(&day)
+            try coder.code(&count)
         }
     }
 
-    /// A `usage.recorded`: a feature used `count` times.
+    /// A feature's uses in the open session.
     public struct Usage: StateRecord, Equatable {
         public var feature = ""
         public var count: Int64 = 0
@@ -49,6 +55,40 @@ public enum AccessModel: ReadModel {
             try coder.code(&feature)
             try coder.code(&count)
         }
+    }
+
+    /// One device: its zone, its session, and the sessions of its recent local days.
+    public struct Device: StateRecord, Equatable {
+        public var id = ""
+        /// The zone of its latest start (UTC before any).
+        public var zone = "UTC"
+        public var status = Status.none
+        /// The open (or last) session's beginning, the position that began it, and its pause.
+        public var begin = Timestamp(milliseconds: 0)
+        public var beginPosition: UInt64 = 0
+        public var pausedAt = Timestamp(milliseconds: 0)
+        /// The open session's uses per feature, and whether it already counted as bulk usage.
+        public var used: [Usage] = []
+        public var bulk = false
+        /// Sessions per local day, for the days a time after the latest fact can still be on.
+        public var days: [DayCount] = []
+
+        public init() {}
+        public init(id: String) { self.id = id }
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&id)
+            try coder.code(&zone)
+            try coder.code(&status)
+            try coder.code(&begin)
+            try coder.code(&beginPosition)
+            try coder.code(&pausedAt)
+            try coder.code(&used)
+            try coder.code(&bulk)
+            try coder.code(&days)
+        }
+
+        /// Sessions begun on local `day`.
+        public func sessions(on day: Int64) -> Int64 { days.first { $0.day == day }?.count ?? 0 }
     }
 
     /// A `subscription.purchased`: its original transaction, and when it said it expires.
@@ -65,49 +105,86 @@ public enum AccessModel: ReadModel {
     }
 
     public struct State: ModelState {
-        /// Every device's session events, in business-time order.
-        public var sessions: [Dated<SessionFact>] = []
-        public var usage: [Dated<Usage>] = []
+        /// By id (UTF-8 bytes).
+        public var devices: [Device] = []
+        /// The device of the latest session event.
+        public var current: String?
+        /// The latest session or usage fact folded: (occurredAt, position).
+        public var latest: Timestamp?
+        public var latestPosition: UInt64 = 0
+        /// A session or usage fact arrived after a later one: every view is replayed.
+        public var disordered = false
+        /// Sessions that ended less than 60 s after they began, and sessions with more than 10
+        /// of one feature, counted once settled.
+        public var shortSessions: Int64 = 0
+        public var bulkUsage: Int64 = 0
+        /// Events that occurred more than maxClockSkewSeconds after they were recorded, and the
+        /// latest such occurredAt.
+        public var tampering: Int64 = 0
+        public var latestTampering: Timestamp?
+        /// Subscription purchases, and `auto_renew_changed(false)` by original transaction id:
+        /// a handful, kept with their times.
         public var purchases: [Dated<Purchase>] = []
-        /// `auto_renew_changed(false)`, by original transaction id.
         public var cancellations: [Dated<String>] = []
-        /// Events whose occurredAt is later than their recordedAt: by how many milliseconds.
-        public var skews: [Dated<Int64>] = []
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-            try coder.code(&sessions)
-            try coder.code(&usage)
+            try coder.code(&devices)
+            try coder.code(&current)
+            try coder.code(&latest)
+            try coder.code(&latestPosition)
+            try coder.code(&disordered)
+            try coder.code(&shortSessions)
+            try coder.code(&bulkUsage)
+            try coder.code(&tampering)
+            try coder.code(&latestTampering)
             try coder.code(&purchases)
             try coder.code(&cancellations)
-            try coder.code(&skews)
+        }
+
+        /// The device with `id`, if it has had a session event.
+        public func device(_ id: String) -> Device? { devices.first { $0.id.utf8.elementsEqual(id.utf8) } }
+
+        mutating func update(_ device: Device) {
+            if let index = devices.firstIndex(where: { $0.id.utf8.elementsEqual(device.id.utf8) }) {
+                devices[index] = device
+            } else {
+                let index = devices.firstIndex { !$0.id.utf8.lexicographicallyPrecedes(device.id.utf8) } ?? devices.endIndex
+                devices.insert(device, at: index)
+            }
         }
     }
 
     /// Every type: any event recorded before it occurred is a clock-tampering signal.
     public static let reads = Set(EventCatalog.typeNames)
 
-    public static func apply(_ event: RecordedEvent, to state: inout State) {
-        let at = event.occurredAt, position = event.position
-        let skew = at.milliseconds - event.recordedAt.milliseconds
-        if skew > 0 { state.skews.insertDated(Dated(at: at, position: position, value: skew)) }
+    /// Without the policy no session can be built: the model folds only under one.
+    public static func apply(_ event: RecordedEvent, to state: inout State) {}
+
+    public static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) {
+        guard let access = policy.access else { return }
+        let at = event.occurredAt
+        if at.milliseconds - event.recordedAt.milliseconds > access.maxClockSkewSeconds * 1000 {
+            state.tampering += 1
+            state.latestTampering = max(state.latestTampering ?? at, at)
+        }
+        let action: SessionAction, device: String
         switch event.data {
-        case .sessionStarted(let s):
-            state.sessions.insertDated(Dated(at: at, position: position, value: SessionFact(device: s.deviceId, action: .started, zone: s.timeZone)))
-        case .sessionBackgrounded(let s):
-            state.sessions.insertDated(Dated(at: at, position: position, value: SessionFact(device: s.deviceId, action: .backgrounded)))
-        case .sessionForegrounded(let s):
-            state.sessions.insertDated(Dated(at: at, position: position, value: SessionFact(device: s.deviceId, action: .foregrounded)))
-        case .sessionEnded(let s):
-            let action: SessionAction = s.reason == .crash ? .crashed : .ended
-            state.sessions.insertDated(Dated(at: at, position: position, value: SessionFact(device: s.deviceId, action: action)))
+        case .sessionStarted(let s): (action, device) = (.started, s.deviceId)
+        case .sessionBackgrounded(let s): (action, device) = (.backgrounded, s.deviceId)
+        case .sessionForegrounded(let s): (action, device) = (.foregrounded, s.deviceId)
+        case .sessionEnded(let s): (action, device) = (s.reason == .crash ? .crashed : .ended, s.deviceId)
         case .usageRecorded(let u):
-            state.usage.insertDated(Dated(at: at, position: position, value: Usage(feature: u.feature, count: u.count)))
+            guard inOrder(event, &state) else { return }
+            AccessRules.use(u.feature, u.count, in: &state)
+            return
         case .subscriptionPurchased(let p):
-            state.purchases.insertDated(Dated(at: at, position: position, value: Purchase(originalTransactionId: p.originalTransactionId, expiresAt: p.expiresAt)))
+            state.purchases.insertDated(Dated(at: at, position: event.position, value: Purchase(originalTransactionId: p.originalTransactionId, expiresAt: p.expiresAt)))
+            return
         case .subscriptionAutoRenewChanged(let c):
             guard !c.enabled else { return }
-            state.cancellations.insertDated(Dated(at: at, position: position, value: c.originalTransactionId))
+            state.cancellations.insertDated(Dated(at: at, position: event.position, value: c.originalTransactionId))
+            return
         case .subscriptionRenewed, .subscriptionRenewalFailed, .subscriptionGraceExpired,
              .subscriptionExpired, .subscriptionRefunded, .subscriptionRefundReversed,
              .subscriptionRevoked, .subscriptionProductChanged, .subscriptionRenewalExtended,
@@ -120,6 +197,30 @@ public enum AccessModel: ReadModel {
              .securityFlagRaised, .securityFlagCleared, .notificationPreferencesChanged, .notificationSent:
             return
         }
+        guard inOrder(event, &state) else { return }
+        let zone = if case .sessionStarted(let s) = event.data { s.timeZone } else { "" }
+        AccessRules.fold(action, device: device, zone: zone, at: at, position: event.position, into: &state, w: access.resumeWithinSeconds * 1000)
+    }
+
+    /// Notes `event` as the latest session fact, or the state as disordered when a later one
+    /// was folded already; `false` when it is not to be folded.
+    private static func inOrder(_ event: RecordedEvent, _ state: inout State) -> Bool {
+        guard !state.disordered else { return false }
+        if let latest = state.latest, (event.occurredAt, event.position) < (latest, state.latestPosition) {
+            // Sessions after it were built without it: from now on the events answer.
+            state = State(disorderedFrom: state)
+            return false
+        }
+        (state.latest, state.latestPosition) = (event.occurredAt, event.position)
+        return true
+    }
+
+    public static func answersFrom(_ state: State) -> Timestamp? {
+        if state.disordered { return Timestamp(milliseconds: .max) }
+        switch (state.latest, state.latestTampering) {
+        case let (a?, b?): return max(a, b)
+        case let (a, b): return a ?? b
+        }
     }
 
     /// `nil` under a policy without an `access` section: it has no daily limit (SPEC §4).
@@ -131,5 +232,16 @@ public enum AccessModel: ReadModel {
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
         guard let access = policy.access else { return [] }
         return AccessRules.changeTimes(of: state, policy: access)
+    }
+}
+
+extension AccessModel.State {
+    /// A disordered state: it keeps what needs no order (purchases, cancellations, the
+    /// tampering count) and drops the sessions, which every view now replays.
+    init(disorderedFrom state: Self) {
+        self.init()
+        disordered = true
+        (tampering, latestTampering) = (state.tampering, state.latestTampering)
+        (purchases, cancellations) = (state.purchases, state.cancellations)
     }
 }

@@ -132,171 +132,133 @@ public struct AccessView: ModelView, Hashable {
     }
 }
 
-/// SPEC §4's access rules, as pure functions: the sessions each device's events build, and
-/// what the current device may do at t.
+/// SPEC §4's access rules, as pure functions: how each session event moves its device's
+/// session, and what the current device may do at t.
 public enum AccessRules {
-    /// One session, as the events built it.
-    struct Session {
-        var device: String
-        var begin: Timestamp
-        var beginPosition: UInt64
-        /// The local date of its beginning, in the device's zone then (days since 1970-01-01).
-        var day: Int64
-        var end: Timestamp?
-        var used: [String: Int64] = [:]
-        var bulk = false
+    static let day: Int64 = 86_400_000
+
+    /// Folds one session event at `x` (in business-time order) into its device's session;
+    /// `w` is resumeWithinSeconds in milliseconds.
+    static func fold(_ action: AccessModel.SessionAction, device id: String, zone: String, at x: Timestamp, position: UInt64,
+                     into state: inout AccessModel.State, w: Int64) {
+        var device = state.device(id) ?? AccessModel.Device(id: id)
+        settle(&device, at: x, w: w, state: &state)
+        switch action {
+        case .started:
+            device.zone = zone
+            switch device.status {
+            case .active: break
+            case .paused: device.status = .active
+            case .none, .ended: begin(&device, at: x, position: position)
+            }
+        case .foregrounded:
+            switch device.status {
+            case .active: break
+            case .paused: device.status = .active
+            case .none, .ended: begin(&device, at: x, position: position)
+            }
+        case .backgrounded, .crashed:
+            if device.status == .active { (device.status, device.pausedAt) = (.paused, x) }
+        case .ended:
+            switch device.status {
+            case .active: end(&device, at: x, state: &state)
+            case .paused: end(&device, at: device.pausedAt, state: &state)
+            case .none, .ended: break
+            }
+        }
+        state.update(device)
+        state.current = id
+        // A time at or after x is on a local day no earlier than x's UTC day − 1, in any zone.
+        let oldest = x.milliseconds.floorDivided(by: day).quotient - 2
+        for index in state.devices.indices { state.devices[index].days.removeAll { $0.day < oldest } }
     }
 
-    enum Status {
-        case none
-        case active(session: Int)
-        case paused(at: Timestamp, session: Int)
-        case ended
+    /// A session paused at p and not resumed before p + w ended at p.
+    static func settle(_ device: inout AccessModel.Device, at x: Timestamp, w: Int64, state: inout AccessModel.State) {
+        if device.status == .paused, x.milliseconds - device.pausedAt.milliseconds >= w { end(&device, at: device.pausedAt, state: &state) }
     }
 
-    struct DeviceState {
-        var zone = "UTC"
-        var status = Status.none
+    static func begin(_ device: inout AccessModel.Device, at x: Timestamp, position: UInt64) {
+        (device.status, device.begin, device.beginPosition, device.used, device.bulk) = (.active, x, position, [], false)
+        let local = LocalTime.day(at: x, in: LocalTime.zone(device.zone))
+        if let index = device.days.firstIndex(where: { $0.day == local }) {
+            device.days[index].count += 1
+        } else {
+            device.days.append(AccessModel.DayCount(day: local, count: 1))
+            device.days.sort { $0.day < $1.day }
+        }
     }
 
-    /// The sessions of every device from the facts that happened by `t`, and where each
-    /// device's stands at `t`; `w` is resumeWithinSeconds in milliseconds.
-    static func sessions(_ state: AccessModel.State, at t: Timestamp, w: Int64) -> (sessions: [Session], devices: [String: DeviceState]) {
-        var sessions: [Session] = []
-        var devices: [String: DeviceState] = [:]
+    static func end(_ device: inout AccessModel.Device, at e: Timestamp, state: inout AccessModel.State) {
+        if e.milliseconds - device.begin.milliseconds < 60_000 { state.shortSessions += 1 }
+        (device.status, device.used) = (.ended, [])
+    }
 
-        // A session paused at p and not resumed before p + w ended at p.
-        func settle(_ device: inout DeviceState, at x: Timestamp) {
-            if case .paused(let p, let index) = device.status, x.milliseconds - p.milliseconds >= w {
-                sessions[index].end = p
-                device.status = .ended
-            }
+    /// Usage at u belongs to the session active then, the one begun last if several devices
+    /// are active (the later in position at the same instant); more than 10 of one feature in a
+    /// session is bulk usage, counted once.
+    static func use(_ feature: String, _ count: Int64, in state: inout AccessModel.State) {
+        var owner: Int?
+        for (index, device) in state.devices.enumerated() where device.status == .active {
+            if let o = owner, (state.devices[o].begin, state.devices[o].beginPosition) > (device.begin, device.beginPosition) { continue }
+            owner = index
         }
-        func begin(_ device: inout DeviceState, id: String, at x: Timestamp, position: UInt64) {
-            sessions.append(Session(device: id, begin: x, beginPosition: position, day: LocalTime.day(at: x, in: LocalTime.zone(device.zone))))
-            device.status = .active(session: sessions.count - 1)
+        guard let owner else { return }
+        var device = state.devices[owner]
+        if let index = device.used.firstIndex(where: { $0.feature == feature }) {
+            device.used[index].count += count
+        } else {
+            device.used.append(AccessModel.Usage(feature: feature, count: count))
         }
-
-        let events = state.sessions.known(at: t), usage = state.usage.known(at: t)
-        var e = events.startIndex, u = usage.startIndex
-        while e < events.endIndex || u < usage.endIndex {
-            let takeUsage = u < usage.endIndex && (e == events.endIndex || (usage[u].at, usage[u].position) < (events[e].at, events[e].position))
-            if takeUsage {
-                let use = usage[u]
-                u += 1
-                // The session active at u: the one begun last, the later in position at the same instant.
-                var owner: Int?
-                for device in devices.values {
-                    guard case .active(let index) = device.status else { continue }
-                    if let o = owner, (sessions[o].begin, sessions[o].beginPosition) > (sessions[index].begin, sessions[index].beginPosition) { continue }
-                    owner = index
-                }
-                guard let owner else { continue }
-                sessions[owner].used[use.value.feature, default: 0] += use.value.count
-                if sessions[owner].used[use.value.feature, default: 0] > 10 { sessions[owner].bulk = true }
-                continue
-            }
-            let fact = events[e]
-            e += 1
-            let x = fact.at, id = fact.value.device
-            var device = devices[id] ?? DeviceState()
-            settle(&device, at: x)
-            switch fact.value.action {
-            case .started:
-                device.zone = fact.value.zone
-                switch device.status {
-                case .active: break
-                case .paused(_, let index): device.status = .active(session: index)
-                case .none, .ended: begin(&device, id: id, at: x, position: fact.position)
-                }
-            case .foregrounded:
-                switch device.status {
-                case .active: break
-                case .paused(_, let index): device.status = .active(session: index)
-                case .none, .ended: begin(&device, id: id, at: x, position: fact.position)
-                }
-            case .backgrounded, .crashed:
-                if case .active(let index) = device.status { device.status = .paused(at: x, session: index) }
-            case .ended:
-                switch device.status {
-                case .active(let index):
-                    sessions[index].end = x
-                    device.status = .ended
-                case .paused(let p, let index):
-                    sessions[index].end = p
-                    device.status = .ended
-                case .none, .ended: break
-                }
-            }
-            devices[id] = device
+        if !device.bulk, device.used.contains(where: { $0.count > 10 }) {
+            device.bulk = true
+            state.bulkUsage += 1
         }
-        for id in devices.keys {
-            if var device = devices[id] {
-                settle(&device, at: t)
-                devices[id] = device
-            }
-        }
-        return (sessions, devices)
+        state.devices[owner] = device
     }
 
     static func view(of state: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
         let w = access.resumeWithinSeconds * 1000
-        let (sessions, devices) = sessions(state, at: t, w: w)
         let paid = Plan.decide(facts, at: t, policy: policy.subscription).planState.isPaid
-
-        func device(_ id: String, _ device: DeviceState) -> AccessView.Device {
+        var shortSessions = state.shortSessions
+        let all = state.devices.map { stored -> AccessView.Device in
+            var device = stored
+            var settled = state
+            settle(&device, at: t, w: w, state: &settled)
+            shortSessions += settled.shortSessions - state.shortSessions
             let zone = LocalTime.zone(device.zone)
             let today = LocalTime.day(at: t, in: zone)
-            let count = Int64(sessions.count { $0.device == id && $0.day == today })
-            var active = false, resumable = false
-            switch device.status {
-            case .active: active = true
-            case .paused: resumable = true   // settled at t: still within resumeWithinSeconds
-            case .none, .ended: break
-            }
+            let count = device.sessions(on: today)
+            let active = device.status == .active, resumable = device.status == .paused
             let why: AccessView.Why = paid ? .paid : active || resumable ? .inSession : .dailyLimit
             let can = paid || active || resumable || count < access.freeSessionsPerDay
-            return AccessView.Device(deviceId: id, sessionActive: active, sessionsToday: count, canStartSession: can,
+            return AccessView.Device(deviceId: device.id, sessionActive: active, sessionsToday: count, canStartSession: can,
                                      nextAccessAt: can ? nil : LocalTime.start(ofDay: today + 1, in: zone),
                                      why: why, zone: device.zone, resumable: resumable)
         }
-
-        let all = devices.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map { device($0.key, $0.value) }
-        let currentID = state.sessions.known(at: t).last?.value.device
-        let current = all.first { $0.deviceId == currentID } ?? .none
-        return AccessView(current: current, devices: all, signals: signals(state, sessions: sessions, at: t, access: access),
-                          freeSessionsPerDay: access.freeSessionsPerDay)
-    }
-
-    /// SPEC §4's four signals, over every event at or before `t`.
-    static func signals(_ state: AccessModel.State, sessions: [Session], at t: Timestamp, access: Policy.Access) -> AccessView.Signals {
-        let short = sessions.count { session in session.end.map { $0.milliseconds - session.begin.milliseconds < 60_000 } ?? false }
+        let current = all.first { $0.deviceId == state.current } ?? .none
         let cancellations = state.cancellations.known(at: t)
         let cycles = state.purchases.known(at: t).count { purchase in
             cancellations.contains { c in
                 c.value == purchase.value.originalTransactionId && (c.at, c.position) > (purchase.at, purchase.position) && c.at < purchase.value.expiresAt
             }
         }
-        let tampering = state.skews.known(at: t).count { $0.value > access.maxClockSkewSeconds * 1000 }
-        return AccessView.Signals(shortSessions: Int64(short), bulkUsage: Int64(sessions.count(where: \.bulk)),
-                                  subscribeCancelCycles: Int64(cycles), clockTampering: Int64(tampering))
+        let signals = AccessView.Signals(shortSessions: shortSessions, bulkUsage: state.bulkUsage, subscribeCancelCycles: Int64(cycles),
+                                         clockTampering: state.tampering)
+        return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
     }
 
     /// When a view may change with no event: a pause running past resumeWithinSeconds, and the
-    /// two local midnights after each session event in every zone the subject reported (and UTC).
+    /// next two local midnights after the latest session fact in each device's zone and UTC (a
+    /// session begun east of the device's zone now can fall on its next day).
     static func changeTimes(of state: AccessModel.State, policy: Policy.Access) -> [Timestamp] {
-        let zones = Set(state.sessions.map(\.value.zone).filter { !$0.isEmpty } + ["UTC"]).map(LocalTime.zone)
+        guard let latest = state.latest else { return [] }
+        let zones = Set(state.devices.map(\.zone) + ["UTC"]).map(LocalTime.zone)
         var times: [Timestamp] = []
-        for fact in state.sessions {
-            switch fact.value.action {
-            case .backgrounded, .crashed: times.append(fact.at.adding(seconds: policy.resumeWithinSeconds))
-            case .started, .foregrounded, .ended: break
-            }
-            for zone in zones {
-                // Two midnights: a session begun east of the device's zone now can fall on its next day.
-                let day = LocalTime.day(at: fact.at, in: zone)
-                times += [LocalTime.start(ofDay: day + 1, in: zone), LocalTime.start(ofDay: day + 2, in: zone)]
-            }
+        for device in state.devices where device.status == .paused { times.append(device.pausedAt.adding(seconds: policy.resumeWithinSeconds)) }
+        for zone in zones {
+            let day = LocalTime.day(at: latest, in: zone)
+            times += [LocalTime.start(ofDay: day + 1, in: zone), LocalTime.start(ofDay: day + 2, in: zone)]
         }
         return times
     }

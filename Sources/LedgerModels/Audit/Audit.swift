@@ -161,7 +161,7 @@ public enum Audit {
     /// A fold of `model` for the audit, `nil` when the policy has no such model.
     private static func makeTimeline<M: ReadModel>(_ model: M.Type, policy: Policy) -> Timeline? {
         guard M.view(of: M.State(), facts: SubjectFacts(), at: Timestamp(milliseconds: 0), policy: policy) != nil else { return nil }
-        return TypedTimeline<M>()
+        return TypedTimeline<M>(policy: policy)
     }
 
     /// The fields of one model that differ, each with its rule (a field with none takes the
@@ -227,6 +227,8 @@ enum ChangeTimes {
 }
 
 private final class TypedTimeline<M: ReadModel>: Timeline {
+    /// The policy the audit folds and views under.
+    private let policy: Policy
     private var state = M.State()
     private var items: [[UInt8]: M.Item] = [:]
     private var last: M.View?
@@ -234,6 +236,8 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
     private var lastTime: Timestamp?
     /// The state changed since the view was last worked out.
     private var dirty = true
+
+    init(policy: Policy) { self.policy = policy }
     private var sortedTimes: [Timestamp] = []
 
     override var name: String { M.name }
@@ -247,12 +251,12 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
         // alone, not the items). Others are taken to have changed: comparing would copy their
         // lists at every event.
         guard Self.readsEverything else {
-            M.fold(event, into: &state, items: &items)
+            M.fold(event, into: &state, items: &items, policy: policy)
             dirty = true
             return
         }
         let before = state
-        M.fold(event, into: &state, items: &items)
+        M.fold(event, into: &state, items: &items, policy: policy)
         if state != before { dirty = true }
     }
 

@@ -37,6 +37,11 @@ public protocol ReadModel: Sendable {
     static func key(for event: RecordedEvent) -> String?
     /// Folds one event into its key's state.
     static func apply(_ event: RecordedEvent, to state: inout State)
+    /// Folds one event into its key's state under the policy the store folds with (a rebuild
+    /// under another policy folds again). For a model whose state keeps a policy's decision —
+    /// access sessions, where a pause under `resumeWithinSeconds` resumes — rather than the facts
+    /// it was decided from. Default: `apply(_:to:)`.
+    static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy)
     /// The item `event` names, if any: the engine then calls `apply(_:to:item:)` instead.
     static func item(for event: RecordedEvent) -> String?
     /// Folds an event that names an item into its key's state and that item's.
@@ -73,16 +78,18 @@ extension ReadModel {
     public static func key(for event: RecordedEvent) -> String? { event.subject }
     public static func item(for event: RecordedEvent) -> String? { nil }
     public static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item) { apply(event, to: &state) }
+    public static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) { apply(event, to: &state) }
     public static func answersFrom(_ state: State) -> Timestamp? { nil }
 
     /// Folds `event` into `state`, and into the item it names in `items` (by the item's UTF-8
-    /// bytes, as the store keys it: two spellings of one character are two items): how a fold
-    /// in memory (the audit, a replay) runs a model, as the engine does with stored items.
-    public static func fold(_ event: RecordedEvent, into state: inout State, items: inout [[UInt8]: Item]) {
+    /// bytes, as the store keys it: two spellings of one character are two items), under
+    /// `policy`: how a fold in memory (the audit, a replay) runs a model, as the engine does
+    /// with stored items.
+    public static func fold(_ event: RecordedEvent, into state: inout State, items: inout [[UInt8]: Item], policy: Policy) {
         if let item = item(for: event) {
             apply(event, to: &state, item: &items[Array(item.utf8), default: Item()])
         } else {
-            apply(event, to: &state)
+            apply(event, to: &state, policy: policy)
         }
     }
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }

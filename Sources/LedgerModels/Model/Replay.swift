@@ -5,18 +5,19 @@ import LedgerCore
 /// (`ReadModel.answersFrom`), such as `status --at` a past moment of a long history.
 public enum Replay {
     /// Every model's view of `subject` at `t` (`nil` where the policy has no such model), from
-    /// its events (in any order): those that happened by `t`, folded in position order, each
-    /// into the models that key it to `subject`.
+    /// its events (in any order): those that happened by `t`, folded in business-time order
+    /// (position breaking ties: how a model that folds sessions in order sees them), each into
+    /// the models that key it to `subject`.
     public static func views(of subject: String, from events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
                              policy: Policy) -> [(model: String, view: (any ModelView)?)] {
-        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { $0.position < $1.position }
+        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         let facts = self.facts(of: happened)
         return models.map { model in (model.name, view(model, of: subject, happened, facts: facts, at: t, policy: policy)) }
     }
 
     /// One model's view of `subject` at `t` from its events (in any order).
     public static func view<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
-        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { $0.position < $1.position }
+        let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         return typedView(model, of: subject, happened, facts: facts(of: happened), at: t, policy: policy)
     }
 
@@ -35,7 +36,7 @@ public enum Replay {
                                                 policy: Policy) -> M.View? {
         var state = M.State()
         var items: [[UInt8]: M.Item] = [:]
-        for event in events where M.reads.contains(event.type) && M.key(for: event) == subject { M.fold(event, into: &state, items: &items) }
+        for event in events where M.reads.contains(event.type) && M.key(for: event) == subject { M.fold(event, into: &state, items: &items, policy: policy) }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
 }

@@ -19,13 +19,14 @@ struct Fold: Sendable {
             + models.map { Fold(name: $0.name, version: $0.version, reads: $0.reads, model: $0) }
     }
 
-    /// Empty states of this fold, to fold events into.
-    func makeStates() -> any StateFold {
-        guard let model else { return States<FactsFolding>() }
-        return states(model)
+    /// Empty states of this fold, to fold events into under `policy` (the store's, or the one
+    /// a rebuild builds under).
+    func makeStates(policy: Policy) -> any StateFold {
+        guard let model else { return States<FactsFolding>(policy: policy) }
+        return states(model, policy: policy)
     }
 
-    private func states<M: ReadModel>(_ model: M.Type) -> any StateFold { States<ModelFolding<M>>() }
+    private func states<M: ReadModel>(_ model: M.Type, policy: Policy) -> any StateFold { States<ModelFolding<M>>(policy: policy) }
 }
 
 /// A reducer the engine runs: the facts' or a model's.
@@ -34,21 +35,21 @@ protocol Folding {
     associatedtype Item: StateRecord & Equatable
     static func key(for event: RecordedEvent) -> String?
     static func item(for event: RecordedEvent) -> String?
-    static func apply(_ event: RecordedEvent, to state: inout State)
+    static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy)
     static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
 }
 
 enum FactsFolding: Folding {
     static func key(for event: RecordedEvent) -> String? { event.subject }
     static func item(for event: RecordedEvent) -> String? { nil }
-    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts) { state.apply(event) }
+    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts, policy: Policy) { state.apply(event) }
     static func apply(_ event: RecordedEvent, to state: inout SubjectFacts, item: inout NoItem) { state.apply(event) }
 }
 
 enum ModelFolding<M: ReadModel>: Folding {
     static func key(for event: RecordedEvent) -> String? { M.key(for: event) }
     static func item(for event: RecordedEvent) -> String? { M.item(for: event) }
-    static func apply(_ event: RecordedEvent, to state: inout M.State) { M.apply(event, to: &state) }
+    static func apply(_ event: RecordedEvent, to state: inout M.State, policy: Policy) { M.apply(event, to: &state, policy: policy) }
     static func apply(_ event: RecordedEvent, to state: inout M.State, item: inout M.Item) { M.apply(event, to: &state, item: &item) }
 }
 
@@ -95,6 +96,10 @@ final class States<F: Folding>: StateFold {
     private var loadedItems: [ItemKey: [UInt8]] = [:]
 
     var keys: [String] { Array(states.keys) }
+    /// The policy folded under.
+    let policy: Policy
+
+    init(policy: Policy) { self.policy = policy }
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
@@ -104,7 +109,7 @@ final class States<F: Folding>: StateFold {
             states[key] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
         }
         guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
-            F.apply(event, to: &states[key, default: F.State()])
+            F.apply(event, to: &states[key, default: F.State()], policy: policy)
             return
         }
         if items[item] == nil {
@@ -120,7 +125,7 @@ final class States<F: Folding>: StateFold {
         if let item = F.item(for: event) {
             F.apply(event, to: &states[key, default: F.State()], item: &items[ItemKey(key: key, item: item), default: F.Item()])
         } else {
-            F.apply(event, to: &states[key, default: F.State()])
+            F.apply(event, to: &states[key, default: F.State()], policy: policy)
         }
     }
 

@@ -80,6 +80,7 @@ final class ProjectionEngine: CommitObserver {
     func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
         var served = try servedForWriting(txn)
         var active: [InlineSession.Entry?] = Array(repeating: nil, count: folds.count)
+        let policy = try self.policy(txn)
         for (index, fold) in folds.enumerated() {
             guard let record = served.record(fold.name), record.version == UInt64(fold.version) else { continue }
             var checkpoint = record.checkpoint
@@ -89,7 +90,7 @@ final class ProjectionEngine: CommitObserver {
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order. Built by another version: its states
             // may not even decode; it stays stale until a rebuild.
-            if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte, states: fold.makeStates()) }
+            if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte, states: fold.makeStates(policy: policy)) }
         }
         return InlineSession(engine: self, generation: served, active: active)
     }
@@ -108,7 +109,8 @@ final class ProjectionEngine: CommitObserver {
         guard let position = generation.folds.firstIndex(where: { $0.name == fold.name }) else { return 0 }
         let record = generation.folds[position]
         guard record.checkpoint < head else { return record.checkpoint }
-        let states = fold.makeStates()
+        let foldPolicy = try policy ?? self.policy(txn)
+        let states = fold.makeStates(policy: foldPolicy)
         let id = generation.number, tag = record.tagByte
         // An indexed model's entries are worked out from the facts too: the keys whose facts
         // these events changed are refreshed with those whose state they changed (a model added
@@ -126,7 +128,7 @@ final class ProjectionEngine: CommitObserver {
         generation.folds[position].checkpoint = head
         if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
         if indexInputs.contains(index) {
-            try refreshIndexes(of: Set(states.keys).union(factsTouched), in: generation, policy: policy ?? self.policy(txn), txn)
+            try refreshIndexes(of: Set(states.keys).union(factsTouched), in: generation, policy: foldPolicy, txn)
         }
         return head
     }

@@ -287,7 +287,7 @@ extension ProjectionEngine {
         do {
             // Folded with no transaction held (see `foldLog`), then compared in one snapshot
             // with the events appended meanwhile folded in too.
-            let (folded, through) = try foldLog(progress: progress)
+            let (folded, through) = try foldLog(policy: try store.env.read { txn in try servedPolicy(txn).policy }, progress: progress)
             return try store.env.read { txn in
                 let head = try store.log.head(txn)
                 try foldEvents(Array(folds.indices), into: folded, after: through, through: head, txn)

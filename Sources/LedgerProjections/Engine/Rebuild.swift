@@ -194,7 +194,7 @@ extension ProjectionEngine {
                                 events: (String) throws -> [RecordedEvent], progress: (RebuildProgress) -> Void) throws -> (RebuildReport, StateRun, UInt64) {
         let clock = ContinuousClock()
         let start = clock.now
-        let (states, folded) = try foldLog(progress: progress)
+        let (states, folded) = try foldLog(policy: try newPolicy ?? store.env.read { txn in try servedPolicy(txn).policy }, progress: progress)
         var (report, run, head, replay) = try store.env.read { txn in
             let head = try store.log.head(txn)
             try foldEvents(Array(folds.indices), into: states, after: folded, through: head, txn)
@@ -233,9 +233,9 @@ extension ProjectionEngine {
     /// transaction meanwhile, so that neither thread waits for it (a read that finds the map
     /// grown by another process waits for every read of this one to end). Reports `.folding`
     /// progress (of the facts' group).
-    func foldLog(progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
+    func foldLog(policy: Policy, progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
         let head = try store.env.read { txn in try store.log.head(txn) }
-        let states = folds.map { $0.makeStates() }
+        let states = folds.map { $0.makeStates(policy: policy) }
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
