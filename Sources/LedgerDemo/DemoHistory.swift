@@ -16,6 +16,14 @@ public enum DemoHistory {
     public static let span: Int64 = 540 * day
 
     static let zones = ["Europe/Berlin", "America/Los_Angeles", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Europe/London", "UTC"]
+    /// Per zone, the local days (since 1970-01-01) of 2024 to 2028 that are not 24 hours long:
+    /// the nights the clocks change.
+    static let clockChanges: [[Int64]] = zones.map { name in
+        let zone = LocalTime.zone(name)
+        return (CivilDate.days(year: 2024, month: 1, day: 1) ..< CivilDate.days(year: 2029, month: 1, day: 1)).filter { day in
+            LocalTime.start(ofDay: day + 1, in: zone).milliseconds - LocalTime.start(ofDay: day, in: zone).milliseconds != DemoHistory.day
+        }
+    }
     static let deletionSteps = ["photos", "profile", "backups"]
     static let flags = ["newDeviceSignIn", "passwordReused"]
     static let resourceKinds = ["person", "tag"]
@@ -32,6 +40,7 @@ public enum DemoHistory {
         case created(signedIn: Bool)
         case signedIn, signedOut
         case sessionStarted(device: UInt8), sessionEnded(device: UInt8, crashed: Bool)
+        case sessionBackgrounded(device: UInt8), sessionForegrounded(device: UInt8)
         case usage(feature: UInt8, count: UInt8)
         case resourceCreated(kind: UInt8, id: UInt8), resourceDeleted(kind: UInt8, id: UInt8)
         case purchaseStarted(Product), purchasePending(Product), purchaseFailed(Product)
@@ -100,6 +109,9 @@ public enum DemoHistory {
     struct Planner {
         let now: Int64
         var rng: SplitMix
+        /// A second stream for what the demo added later (nightly sessions, collections near
+        /// the free limits, retried deletions): the histories drawn before stay as they were.
+        var more: SplitMix
         var steps: [Step] = []
         var traits: Traits = []
         let zone: UInt8
@@ -111,11 +123,19 @@ public enum DemoHistory {
         init(index: Int, seed: UInt64, now: Int64) {
             self.now = now
             rng = SplitMix(seed: seed ^ (UInt64(index) &* 0x9E37_79B9_7F4A_7C15))
+            more = SplitMix(seed: ~seed ^ (UInt64(index) &* 0xC2B2_AE3D_27D4_EB4F))
             zone = UInt8(rng.below(UInt64(DemoHistory.zones.count)))
             start = now - Int64(rng.below(UInt64(span / minute))) * minute
         }
 
         mutating func chance(_ percent: UInt64) -> Bool { rng.below(1000) < percent * 10 }
+
+        /// Runs `body` drawing from the second stream.
+        mutating func later<T>(_ body: (inout Planner) -> T) -> T {
+            swap(&rng, &more)
+            defer { swap(&rng, &more) }
+            return body(&self)
+        }
         mutating func permille(_ value: UInt64) -> Bool { rng.below(1000) < value }
         mutating func between(_ low: Int64, _ high: Int64) -> Int64 { high <= low ? low : low + Int64(rng.below(UInt64(high - low))) }
 
@@ -141,6 +161,10 @@ public enum DemoHistory {
             add(start, .app, .created(signedIn: signedIn))
             if !signedIn && chance(60) { add(start + between(minute, 2 * day), .app, .signedIn) }
             background()
+            later { planner in
+                planner.nightly()
+                planner.collection()
+            }
             let roll = rng.below(100)
             switch roll {
             case 0..<20: attempts()
@@ -187,6 +211,44 @@ public enum DemoHistory {
             }
             if chance(5) { add(between(start, now), .app, .billingNotifications(on: false)) }
             if chance(2) { add(between(start, now), .support, .note) }
+        }
+
+        /// A daily user on a device of its own: sessions around local midnight, some paused and
+        /// resumed within resumeWithinSeconds or not, one on a night the clocks change.
+        mutating func nightly() {
+            guard chance(25) else { return }
+            let device: UInt8 = 2
+            let zone = LocalTime.zone(DemoHistory.zones[Int(self.zone)])
+            var nights: [(day: Int64, from: Int64, to: Int64)] = (0 ..< between(2, 6)).map { _ in (localDay(between(start + day, now)), -25 * minute, 25 * minute) }
+            if chance(40), let night = DemoHistory.clockChanges[Int(self.zone)].first(where: { localDay(start) < $0 && $0 < localDay(now) }) {
+                nights.append((night, 90 * minute, 4 * hour))   // 01:30 to 05:30 local: over the change
+            }
+            for night in nights {
+                var at = LocalTime.start(ofDay: night.day, in: zone).milliseconds + between(night.from, night.to)
+                add(at, .app, .sessionStarted(device: device))
+                if chance(50) {
+                    let pause = at + between(minute, 10 * minute)
+                    add(pause, .app, .sessionBackgrounded(device: device))
+                    at = pause + (chance(60) ? between(10 * second, 290 * second) : between(310 * second, 20 * minute))
+                    add(at, .app, .sessionForegrounded(device: device))
+                }
+                if chance(15) { add(at + between(5 * second, minute), .app, .usage(feature: UInt8(rng.below(3)), count: UInt8(11 + rng.below(4)))) }
+                let end = at + between(20 * second, 30 * minute)
+                add(end, .app, .sessionEnded(device: device, crashed: chance(5)))
+                if chance(30) {
+                    let again = end + between(10 * minute, 3 * hour)
+                    add(again, .app, .sessionStarted(device: device))
+                    add(again + between(30 * second, 20 * minute), .app, .sessionEnded(device: device, crashed: false))
+                }
+            }
+        }
+
+        /// A collector near the free tier's limits: 18 to 26 people, or 3 to 6 tags.
+        mutating func collection() {
+            guard chance(8) else { return }
+            let kind = UInt8(rng.below(2))
+            let count = kind == 0 ? between(18, 27) : between(3, 7)
+            for id in 0 ..< UInt8(count) { add(between(start + minute, now), .app, .resourceCreated(kind: kind, id: 10 + id)) }
         }
 
         /// Never subscribes; some try, one in twenty still waits for Ask to Buy.
@@ -396,7 +458,9 @@ public enum DemoHistory {
                 at += between(minute, 12 * hour)
                 if outcome < 25 && step == 1 {
                     add(at, .system, .deletionStepFailed(step))
-                    return
+                    // Half are retried (a later completion of the step clears the failure).
+                    guard later({ $0.chance(50) }) else { return }
+                    at += later { $0.between(hour, 2 * day) }
                 }
                 add(at, .system, .deletionStep(step))
             }
@@ -427,6 +491,14 @@ public enum DemoHistory {
             var p = SessionStarted()
             p.deviceId = "d\(index)-\(device)"
             p.timeZone = zones[Int(zone)]
+            data = p.eventData
+        case .sessionBackgrounded(let device):
+            var p = SessionBackgrounded()
+            p.deviceId = "d\(index)-\(device)"
+            data = p.eventData
+        case .sessionForegrounded(let device):
+            var p = SessionForegrounded()
+            p.deviceId = "d\(index)-\(device)"
             data = p.eventData
         case .sessionEnded(let device, let crashed):
             var p = SessionEnded()

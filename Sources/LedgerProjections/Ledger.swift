@@ -261,7 +261,7 @@ public struct VerifyProgress: Sendable, Hashable {
 public struct DueItem: Sendable, Hashable {
     public var subject: String
     public var at: Timestamp
-    /// `trialEndingSoon`, `paymentFailed` or `deletionQueued`.
+    /// `trialEndingSoon`, `paymentFailed`, `retentionEmail`, `tierChanged` or `deletionQueued`.
     public var kind: String
     public var detail: JSONObject
 

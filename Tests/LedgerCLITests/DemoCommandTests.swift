@@ -59,8 +59,20 @@ import Testing
             let run = try demo(dir + "/d.lmdb", extra: ["--json"])
             #expect(run.status == 0, "\(run.stderr)")
             let json = try run.json()
-            #expect(Array(json.keys).sorted() == ["appendSeconds", "appended", "badges", "deletions", "duplicates", "events", "eventsByType", "limits", "now",
-                                                 "planStates", "rules", "seconds", "seed", "store", "subjects", "telling", "tiers"])
+            #expect(Array(json.keys).sorted() == ["access", "appendSeconds", "appended", "badges", "deletions", "dueNext24h", "duplicates", "events",
+                                                 "eventsByType", "limits", "now", "planStates", "rules", "seconds", "seed", "store", "subjects", "telling",
+                                                 "tiers"])
+            // The access model's customers and signals, and the next day's due items by kind.
+            let access = try #require(json["access"] as? [String: Int])
+            for key in ["withADevice", "inASession", "cannotStartASession", "shortSessions", "bulkUsage"] {
+                #expect((access[key] ?? 0) > 0, "no customer counts for access \(key)")
+            }
+            let due = try #require(json["dueNext24h"] as? [String: Int])
+            // (A failed payment is due when it happened: none lies ahead of the demo's now.)
+            for kind in ["trialEndingSoon", "retentionEmail", "tierChanged"] { #expect((due[kind] ?? 0) > 0, "nothing \(kind) due in 24 h") }
+            // Collections near the free limits: some at the warning, some blocked.
+            let limits = try #require(json["limits"] as? [String: Int])
+            #expect(limits.keys.contains { $0.hasSuffix("warning") } && limits.keys.contains { $0.hasSuffix("blocked") })
             let deletions = try #require(json["deletions"] as? [String: Int])
             for state in ["requested", "inProgress", "failed", "completed"] { #expect(deletions[state] != nil, "deletion state \(state) is not counted") }
             #expect((deletions["completed"] ?? 0) > 0 && (deletions["failed"] ?? 0) > 0)
@@ -80,7 +92,7 @@ import Testing
             #expect(types.values.reduce(0, +) == json["events"] as? Int)
             for type in ["subscription.refund_reversed", "subscription.product_changed", "support.entitlement_granted", "family.organizer_cancelled",
                          "entitlement.verification_failed", "oneoff.purchased", "inbox.message_read", "maintenance.scheduled", "security.flag_raised",
-                         "account.deleted", "purchase.pending"] {
+                         "account.deleted", "purchase.pending", "session.backgrounded", "session.foregrounded", "usage.recorded"] {
                 #expect((types[type] ?? 0) > 0, "the demo never emits \(type)")
             }
             let telling = try #require(json["telling"] as? [[String: String]])

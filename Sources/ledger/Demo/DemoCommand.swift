@@ -97,8 +97,10 @@ struct DemoCommand: ParsableCommand {
                 ("rules", summary.json(summary.rules)),
                 ("tiers", summary.json(summary.tiers)),
                 ("badges", summary.json(summary.badges)),
+                ("access", summary.json(summary.access)),
                 ("limits", summary.json(summary.limits)),
                 ("deletions", summary.json(summary.deletions)),
+                ("dueNext24h", summary.json(summary.dueNext24h)),
                 ("eventsByType", summary.json(DemoSummary.mostFirst(appended.types))),
                 ("telling", .array(telling.map { .object([("subject", .string(DemoHistory.subject($0.index))), ("why", .string($0.why))]) })),
             ]).text)
@@ -150,6 +152,10 @@ struct DemoSummary {
     private(set) var limits: [(String, Int)] = []
     /// Deletion state → customers, deletions begun only.
     private(set) var deletions: [(String, Int)] = []
+    /// Customers with a device, in a session, unable to start one; and the signals' totals.
+    private(set) var access: [(String, Int)] = []
+    /// Due kind → items in the 24 hours from the present.
+    private(set) var dueNext24h: [(String, Int)] = []
     static let deletionOrder = ["requested", "inProgress", "failed", "completed"]
 
     /// Customers per plan state, in the plans' order.
@@ -190,6 +196,22 @@ struct DemoSummary {
         try ledger.forEachView(of: DeletionModel.self, at: t) { _, view in
             if view.state != .none { deletions[view.state.rawValue, default: 0] += 1 }
         }
+        var access: [String: Int] = [:]
+        try ledger.forEachView(of: AccessModel.self, at: t) { _, view in
+            guard view.current.deviceId != nil else { return }
+            access["withADevice", default: 0] += 1
+            if view.current.sessionActive { access["inASession", default: 0] += 1 }
+            if !view.current.canStartSession { access["cannotStartASession", default: 0] += 1 }
+            access["shortSessions", default: 0] += Int(view.signals.shortSessions)
+            access["bulkUsage", default: 0] += Int(view.signals.bulkUsage)
+            access["subscribeCancelCycles", default: 0] += Int(view.signals.subscribeCancelCycles)
+            access["clockTampering", default: 0] += Int(view.signals.clockTampering)
+        }
+        self.access = Self.ordered(access, ["withADevice", "inASession", "cannotStartASession", "shortSessions", "bulkUsage",
+                                            "subscribeCancelCycles", "clockTampering"])
+        var due: [String: Int] = [:]
+        for item in try ledger.due(from: t, to: t.adding(seconds: 86_400)) { due[item.kind, default: 0] += 1 }
+        dueNext24h = Self.ordered(due, ["trialEndingSoon", "paymentFailed", "retentionEmail", "tierChanged", "deletionQueued"])
         self.tiers = Self.ordered(tiers, Self.tierOrder)
         self.badges = Self.ordered(badges, ["0", "1", "2", "3+"])
         self.limits = limits.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
@@ -231,6 +253,13 @@ struct DemoSummary {
         lines.append(Terminal.paint("Free-tier limits", .bold) + "  "
                      + (limits.isEmpty ? "everyone within them" : limits.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")))
         lines.append(Terminal.paint("Deletions", .bold) + "  " + deletions.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
+        let devices = Dictionary(access, uniquingKeysWith: +)
+        lines.append(Terminal.paint("Access", .bold) + "  \(formatCount(devices["withADevice"] ?? 0)) with a device, \(formatCount(devices["inASession"] ?? 0)) in a session, "
+                     + "\(formatCount(devices["cannotStartASession"] ?? 0)) used today's free session; signals: short sessions \(formatCount(devices["shortSessions"] ?? 0)), "
+                     + "bulk usage \(formatCount(devices["bulkUsage"] ?? 0)), subscribe-cancel cycles \(formatCount(devices["subscribeCancelCycles"] ?? 0)), "
+                     + "clock tampering \(formatCount(devices["clockTampering"] ?? 0))")
+        lines.append(Terminal.paint("Due in the next 24 h", .bold) + "  " + dueNext24h.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")
+                     + "  (`ledger due --from \(t) --to \(t.adding(seconds: 86_400))`)")
         return lines.joined(separator: "\n")
     }
 }
