@@ -357,14 +357,17 @@ struct ModelStore: Sendable {
         let old = try txn.get(index, key: listKey).map { Array($0) }
         // The same entries (an entry key holds its detail's hash): nothing to write.
         if old == list || (old == nil && entries.isEmpty) { return }
-        if let old {
-            for entryKey in Self.entryKeys(old) { _ = try txn.delete(index, key: entryKey) }
-        }
+        // Only what changed: a renewal moves a lapse's predicted items, not the trial's reminder.
+        let before = Set(old.map(Self.entryKeys) ?? [])
+        let after = Set(stored)
+        for entryKey in before where !after.contains(entryKey) { _ = try txn.delete(index, key: entryKey) }
         guard !entries.isEmpty else {
             _ = try txn.delete(index, key: listKey)
             return
         }
-        for (entryKey, entry) in zip(stored, entries) { try txn.put(index, key: entryKey, value: Array(entry.detail.utf8)) }
+        for (entryKey, entry) in zip(stored, entries) where !before.contains(entryKey) {
+            try txn.put(index, key: entryKey, value: Array(entry.detail.utf8))
+        }
         try txn.put(index, key: listKey, value: list)
     }
 
