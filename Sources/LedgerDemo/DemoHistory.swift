@@ -140,7 +140,9 @@ public enum DemoHistory {
         mutating func between(_ low: Int64, _ high: Int64) -> Int64 { high <= low ? low : low + Int64(rng.below(UInt64(high - low))) }
 
         /// Adds a step unless it lies in the future (or, for the app, after the account is gone).
-        mutating func add(_ at: Int64, _ source: EventSource, _ fact: Fact, recordedLate: Int64? = nil) {
+        /// `clockAhead`: the device's clock runs that far ahead, so the event says it occurred
+        /// after the ledger recorded it.
+        mutating func add(_ at: Int64, _ source: EventSource, _ fact: Fact, recordedLate: Int64? = nil, clockAhead: Int64 = 0) {
             guard at <= now, source != .app || at <= appEnd else { return }
             var recorded: Int64
             switch source {
@@ -153,7 +155,7 @@ public enum DemoHistory {
                 recorded = at + between(100, second)
             }
             if let recordedLate { recorded = at + recordedLate }
-            steps.append(Step(occurredAt: at, recordedAt: max(at, min(recorded, now)), source: source, fact: fact))
+            steps.append(Step(occurredAt: at, recordedAt: max(at, min(recorded, now)) - clockAhead, source: source, fact: fact))
         }
 
         mutating func run() {
@@ -223,9 +225,11 @@ public enum DemoHistory {
             if chance(40), let night = DemoHistory.clockChanges[Int(self.zone)].first(where: { localDay(start) < $0 && $0 < localDay(now) }) {
                 nights.append((night, 90 * minute, 4 * hour))   // 01:30 to 05:30 local: over the change
             }
+            // One in fifty has its clock set an hour ahead, to stretch the free day.
+            let ahead = chance(2) ? hour : 0
             for night in nights {
                 var at = LocalTime.start(ofDay: night.day, in: zone).milliseconds + between(night.from, night.to)
-                add(at, .app, .sessionStarted(device: device))
+                add(at, .app, .sessionStarted(device: device), clockAhead: ahead)
                 if chance(50) {
                     let pause = at + between(minute, 10 * minute)
                     add(pause, .app, .sessionBackgrounded(device: device))
