@@ -72,6 +72,12 @@ enum EventSummary {
             return "family organizer \(c.organizer) cancelled the shared plan"
         case .sessionStarted(let s):
             return "session started on \(s.deviceId) in \(s.timeZone)"
+        case .sessionBackgrounded(let s):
+            return "app went to the background on \(s.deviceId)"
+        case .sessionForegrounded(let s):
+            return "app came back on \(s.deviceId)"
+        case .sessionEnded(let s):
+            return s.reason == .crash ? "app crashed on \(s.deviceId)" : "session ended on \(s.deviceId) (\(s.reason.rawValue))"
         case .inboxMessageDelivered(let m):
             return "inbox message \(m.messageId) delivered"
         case .inboxMessageRead(let m):
