@@ -197,9 +197,14 @@ struct RebuildCommand: ParsableCommand {
             print("Summary:")
             let summary = report.summary
             var summaryRows: [[String]] = []
+            // A field of identifiers (a device id) has a transition per customer: the most
+            // common eight are shown, and how many more there are.
             for field in summary.keys.sorted() {
-                for (transition, count) in (summary[field] ?? [:]).sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
-                    summaryRows.append([field, short(transition), String(count)])
+                let transitions = (summary[field] ?? [:]).sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) })
+                for (transition, count) in transitions.prefix(8) { summaryRows.append([field, short(transition), String(count)]) }
+                if transitions.count > 8 {
+                    let rest = transitions.dropFirst(8)
+                    summaryRows.append([field, "… \(rest.count) more transitions (--json for all)", String(rest.reduce(0) { $0 + $1.value })])
                 }
             }
             printTable(summaryRows, indent: "  ")
