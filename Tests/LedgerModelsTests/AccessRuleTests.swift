@@ -205,32 +205,48 @@ import Testing
     }
 
     /// A daily user's thousand sessions leave a state the size of ten's: the devices' open
-    /// sessions and their last local days, and the signals' counts.
+    /// sessions and their last local days, the signals' counts, and the last two days' facts.
     @Test func aLongSessionHistoryKeepsASmallState() throws {
-        func state(days n: Int64) throws -> AccessModel.State {
+        func history(days n: Int64) throws -> Folded {
             try Folded((0 ..< n).flatMap { d in
                 let at = days(d, after: mar1)
                 return [start(at, zone: "Europe/Berlin"), pause(at.adding(seconds: 30)), end(at.adding(seconds: 900))]
-            }).state(AccessModel.self)
+            })
         }
-        let ten = try state(days: 10), thousand = try state(days: 1000)
-        #expect(thousand.encoded.count <= ten.encoded.count + 8)   // (larger counts take a byte more)
-        #expect(thousand.shortSessions == 1000 && ten.shortSessions == 10)
-        #expect(thousand.devices.map { $0.days.count } == [3])
+        let ten = try history(days: 10), thousand = try history(days: 1000)
+        #expect(thousand.state(AccessModel.self).encoded.count <= ten.state(AccessModel.self).encoded.count + 16)   // (larger counts take bytes)
+        #expect(thousand.state(AccessModel.self).recent.count == ten.state(AccessModel.self).recent.count)
+        let last = days(999, after: mar1).adding(seconds: 900)
+        #expect(try #require(thousand.view(AccessModel.self, at: last)).signals.shortSessions == 1000)
+        #expect(try #require(ten.view(AccessModel.self, at: days(9, after: mar1).adding(seconds: 900))).signals.shortSessions == 10)
     }
 
-    /// A session event that arrives after a later one cannot be placed among the sessions
-    /// already counted: the state answers for no time, and the view is replayed from the
-    /// events in business-time order — the same as when they came in order.
-    @Test func aLateSessionEventIsAnsweredFromTheEvents() throws {
+    /// A session event that arrives after later ones takes its place among them while it is
+    /// within the reorder window of the latest fact (48 h): the view is the one of the events in
+    /// order, from the state.
+    @Test func aLateSessionEventWithinTheWindowTakesItsPlace() throws {
         let events = [start(mar1), pause(mar1.adding(seconds: 100)), start(mar1.adding(seconds: 200)), end(mar1.adding(seconds: 600))]
         let late = [events[0], events[2], events[3], events[1]]
         let t = mar1.adding(seconds: 600)
-        let inOrder = try Folded(events), arrived = try Folded(late)
-        #expect(AccessModel.answersFrom(inOrder.state(AccessModel.self)) == t)
+        let arrived = try Folded(late)
+        #expect(!arrived.state(AccessModel.self).disordered)
+        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self)) == t)
+        #expect(try view(late, at: t) == view(events, at: t))
+        #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-02T00:00:00.000Z")))
+    }
+
+    /// One older than a settled fact (the window passed since) cannot be placed: the state
+    /// answers for no time, and the view is replayed from the events in business-time order —
+    /// the same as when they came in order.
+    @Test func aSessionEventLaterThanTheWindowIsAnsweredFromTheEvents() throws {
+        let events = [start(mar1), pause(mar1.adding(seconds: 100)), start(mar1.adding(seconds: 200)), end(mar1.adding(seconds: 600)),
+                      start(days(3, after: mar1)), end(days(3, after: mar1).adding(seconds: 600))]
+        let late = [events[0], events[2], events[3], events[4], events[5], events[1]]
+        let t = days(3, after: mar1).adding(seconds: 600)
+        let arrived = try Folded(late)
         #expect(arrived.state(AccessModel.self).disordered)
         #expect(AccessModel.answersFrom(arrived.state(AccessModel.self)) == Timestamp(milliseconds: .max))
         #expect(try view(late, at: t) == view(events, at: t))
-        #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-02T00:00:00.000Z")))
+        #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-05T00:00:00.000Z")))
     }
 }

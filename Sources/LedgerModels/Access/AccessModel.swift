@@ -5,14 +5,15 @@ import LedgerCore
 ///
 /// A daily user's sessions are the longest history a subject has, so the state keeps only
 /// what the present needs: each device's zone, its open session, its session counts of the
-/// last local days, and the signals' counts. Sessions are built as the events arrive, in
-/// business-time order, under the store's policy (a pause shorter than `resumeWithinSeconds`
-/// resumes: the reducer needs that number, `apply(_:to:policy:)`). The state answers from its
-/// latest session fact on; an earlier time is replayed from the events
-/// (`ReadModel.answersFrom`). A session or usage event that arrives after a later one of the
-/// subject (telemetry queued offline) cannot be placed among sessions already counted: the
-/// state then says it answers for no time, and every view of the subject is replayed from
-/// its events in business-time order — exact, at the cost of the subject's history.
+/// last local days, and the signals' counts. Sessions are built in business-time order under
+/// the store's policy (a pause shorter than `resumeWithinSeconds` resumes: the reducer needs
+/// that number, `apply(_:to:policy:)`). Telemetry queued offline arrives late, so the facts of
+/// the last `reorderWindow` before the latest one are kept as they are (`recent`), in order,
+/// and folded into the rest (the *settled* sessions) only once they are older: a late fact
+/// inside the window takes its place among them. One older than a settled fact cannot: the
+/// state then answers for no time, and every view of the subject is replayed from its events
+/// in business-time order — exact, at the cost of its history. The state answers from its
+/// latest fact on; an earlier time is replayed too (`ReadModel.answersFrom`).
 public enum AccessModel: ReadModel {
     public static let name = "access"
     public static let version: UInt32 = 1
@@ -25,6 +26,33 @@ public enum AccessModel: ReadModel {
         /// `session.ended` with reason `user` or `timeout`.
         case ended
     }
+
+    /// A session or usage fact kept as it came, while it is recent.
+    public struct Fact: StateRecord, Equatable {
+        public var action = SessionAction.started
+        public var device = ""
+        /// A start's zone; empty otherwise.
+        public var zone = ""
+        /// Usage: the feature and how many uses (`used` is set).
+        public var used = false
+        public var feature = ""
+        public var count: Int64 = 0
+
+        public init() {}
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&action)
+            try coder.code(&device)
+            try coder.code(&zone)
+            try coder.code(&used)
+            try coder.code(&feature)
+            try coder.code(&count)
+        }
+    }
+
+    /// How late, in business time, a session fact may arrive after a later one and still take
+    /// its place: facts older than the latest by more are settled (telemetry an app queued
+    /// offline for a day and a half still lands in order).
+    public static let reorderWindow: Int64 = 48 * 3_600_000
 
     /// Where a device's session stands.
     public enum Status: UInt8, StateValue, Equatable, Sendable {
@@ -105,13 +133,15 @@ public enum AccessModel: ReadModel {
     }
 
     public struct State: ModelState {
-        /// By id (UTF-8 bytes).
+        /// The settled sessions: by device id (UTF-8 bytes).
         public var devices: [Device] = []
-        /// The device of the latest session event.
+        /// The device of the latest settled session event.
         public var current: String?
-        /// The latest session or usage fact folded: (occurredAt, position).
+        /// The latest settled fact: (occurredAt, position). A fact before it cannot be placed.
         public var latest: Timestamp?
         public var latestPosition: UInt64 = 0
+        /// The facts of the last `reorderWindow`, in business-time order, not settled yet.
+        public var recent: [Dated<Fact>] = []
         /// A session or usage fact arrived after a later one: every view is replayed.
         public var disordered = false
         /// Sessions that ended less than 60 s after they began, and sessions with more than 10
@@ -133,6 +163,7 @@ public enum AccessModel: ReadModel {
             try coder.code(&current)
             try coder.code(&latest)
             try coder.code(&latestPosition)
+            try coder.code(&recent)
             try coder.code(&disordered)
             try coder.code(&shortSessions)
             try coder.code(&bulkUsage)
@@ -168,16 +199,13 @@ public enum AccessModel: ReadModel {
             state.tampering += 1
             state.latestTampering = max(state.latestTampering ?? at, at)
         }
-        let action: SessionAction, device: String
+        var fact = Fact()
         switch event.data {
-        case .sessionStarted(let s): (action, device) = (.started, s.deviceId)
-        case .sessionBackgrounded(let s): (action, device) = (.backgrounded, s.deviceId)
-        case .sessionForegrounded(let s): (action, device) = (.foregrounded, s.deviceId)
-        case .sessionEnded(let s): (action, device) = (s.reason == .crash ? .crashed : .ended, s.deviceId)
-        case .usageRecorded(let u):
-            guard inOrder(event, &state) else { return }
-            AccessRules.use(u.feature, u.count, in: &state)
-            return
+        case .sessionStarted(let e): (fact.action, fact.device, fact.zone) = (.started, e.deviceId, e.timeZone)
+        case .sessionBackgrounded(let e): (fact.action, fact.device) = (.backgrounded, e.deviceId)
+        case .sessionForegrounded(let e): (fact.action, fact.device) = (.foregrounded, e.deviceId)
+        case .sessionEnded(let e): (fact.action, fact.device) = (e.reason == .crash ? .crashed : .ended, e.deviceId)
+        case .usageRecorded(let u): (fact.used, fact.feature, fact.count) = (true, u.feature, u.count)
         case .subscriptionPurchased(let p):
             state.purchases.insertDated(Dated(at: at, position: event.position, value: Purchase(originalTransactionId: p.originalTransactionId, expiresAt: p.expiresAt)))
             return
@@ -197,30 +225,26 @@ public enum AccessModel: ReadModel {
              .securityFlagRaised, .securityFlagCleared, .notificationPreferencesChanged, .notificationSent:
             return
         }
-        guard inOrder(event, &state) else { return }
-        let zone = if case .sessionStarted(let s) = event.data { s.timeZone } else { "" }
-        AccessRules.fold(action, device: device, zone: zone, at: at, position: event.position, into: &state, w: access.resumeWithinSeconds * 1000)
-    }
-
-    /// Notes `event` as the latest session fact, or the state as disordered when a later one
-    /// was folded already; `false` when it is not to be folded.
-    private static func inOrder(_ event: RecordedEvent, _ state: inout State) -> Bool {
-        guard !state.disordered else { return false }
-        if let latest = state.latest, (event.occurredAt, event.position) < (latest, state.latestPosition) {
-            // Sessions after it were built without it: from now on the events answer.
+        guard !state.disordered else { return }
+        if let latest = state.latest, (at, event.position) < (latest, state.latestPosition) {
+            // Older than a settled fact: sessions after it were counted without it.
             state = State(disorderedFrom: state)
-            return false
+            return
         }
-        (state.latest, state.latestPosition) = (event.occurredAt, event.position)
-        return true
+        state.recent.insertDated(Dated(at: at, position: event.position, value: fact))
+        // Facts older than the newest by more than the window are settled.
+        guard let newest = state.recent.last?.at else { return }
+        var settled = 0
+        while settled < state.recent.count, newest.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
+            AccessRules.fold(state.recent[settled], into: &state, w: access.resumeWithinSeconds * 1000)
+            settled += 1
+        }
+        state.recent.removeFirst(settled)
     }
 
     public static func answersFrom(_ state: State) -> Timestamp? {
         if state.disordered { return Timestamp(milliseconds: .max) }
-        switch (state.latest, state.latestTampering) {
-        case let (a?, b?): return max(a, b)
-        case let (a, b): return a ?? b
-        }
+        return [state.recent.last?.at, state.latest, state.latestTampering].compactMap { $0 }.max()
     }
 
     /// `nil` under a policy without an `access` section: it has no daily limit (SPEC §4).

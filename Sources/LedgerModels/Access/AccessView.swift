@@ -137,6 +137,26 @@ public struct AccessView: ModelView, Hashable {
 public enum AccessRules {
     static let day: Int64 = 86_400_000
 
+    /// Settles one fact (the next in business-time order) into the state's sessions.
+    static func fold(_ fact: Dated<AccessModel.Fact>, into state: inout AccessModel.State, w: Int64) {
+        (state.latest, state.latestPosition) = (fact.at, fact.position)
+        let f = fact.value
+        if f.used {
+            use(f.feature, f.count, in: &state)
+        } else {
+            fold(f.action, device: f.device, zone: f.zone, at: fact.at, position: fact.position, into: &state, w: w)
+        }
+    }
+
+    /// The state with its recent facts settled too: the sessions as of its latest fact.
+    static func present(_ state: AccessModel.State, w: Int64) -> AccessModel.State {
+        guard !state.recent.isEmpty else { return state }
+        var present = state
+        present.recent = []
+        for fact in state.recent { fold(fact, into: &present, w: w) }
+        return present
+    }
+
     /// Folds one session event at `x` (in business-time order) into its device's session;
     /// `w` is resumeWithinSeconds in milliseconds.
     static func fold(_ action: AccessModel.SessionAction, device id: String, zone: String, at x: Timestamp, position: UInt64,
@@ -219,6 +239,7 @@ public enum AccessRules {
 
     static func view(of state: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
         let w = access.resumeWithinSeconds * 1000
+        let state = present(state, w: w)
         let paid = Plan.decide(facts, at: t, policy: policy.subscription).planState.isPaid
         var shortSessions = state.shortSessions
         let all = state.devices.map { stored -> AccessView.Device in
@@ -252,6 +273,7 @@ public enum AccessRules {
     /// next two local midnights after the latest session fact in each device's zone and UTC (a
     /// session begun east of the device's zone now can fall on its next day).
     static func changeTimes(of state: AccessModel.State, policy: Policy.Access) -> [Timestamp] {
+        let state = present(state, w: policy.resumeWithinSeconds * 1000)
         guard let latest = state.latest else { return [] }
         let zones = Set(state.devices.map(\.zone) + ["UTC"]).map(LocalTime.zone)
         var times: [Timestamp] = []
