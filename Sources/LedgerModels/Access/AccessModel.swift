@@ -132,30 +132,19 @@ public enum AccessModel: ReadModel {
         }
     }
 
-    public struct State: ModelState {
-        /// The settled sessions: by device id (UTF-8 bytes).
+    /// Every device's sessions, as the facts folded so far built them.
+    public struct Sessions: StateRecord, Equatable {
+        /// By device id (UTF-8 bytes).
         public var devices: [Device] = []
-        /// The device of the latest settled session event.
+        /// The device of the latest session event.
         public var current: String?
-        /// The latest settled fact: (occurredAt, position). A fact before it cannot be placed.
+        /// The latest fact folded: (occurredAt, position).
         public var latest: Timestamp?
         public var latestPosition: UInt64 = 0
-        /// The facts of the last `reorderWindow`, in business-time order, not settled yet.
-        public var recent: [Dated<Fact>] = []
-        /// A session or usage fact arrived after a later one: every view is replayed.
-        public var disordered = false
         /// Sessions that ended less than 60 s after they began, and sessions with more than 10
-        /// of one feature, counted once settled.
+        /// of one feature.
         public var shortSessions: Int64 = 0
         public var bulkUsage: Int64 = 0
-        /// Events that occurred more than maxClockSkewSeconds after they were recorded, and the
-        /// latest such occurredAt.
-        public var tampering: Int64 = 0
-        public var latestTampering: Timestamp?
-        /// Subscription purchases, and `auto_renew_changed(false)` by original transaction id:
-        /// a handful, kept with their times.
-        public var purchases: [Dated<Purchase>] = []
-        public var cancellations: [Dated<String>] = []
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
@@ -163,14 +152,8 @@ public enum AccessModel: ReadModel {
             try coder.code(&current)
             try coder.code(&latest)
             try coder.code(&latestPosition)
-            try coder.code(&recent)
-            try coder.code(&disordered)
             try coder.code(&shortSessions)
             try coder.code(&bulkUsage)
-            try coder.code(&tampering)
-            try coder.code(&latestTampering)
-            try coder.code(&purchases)
-            try coder.code(&cancellations)
         }
 
         /// The device with `id`, if it has had a session event.
@@ -183,6 +166,38 @@ public enum AccessModel: ReadModel {
                 let index = devices.firstIndex { !$0.id.utf8.lexicographicallyPrecedes(device.id.utf8) } ?? devices.endIndex
                 devices.insert(device, at: index)
             }
+        }
+    }
+
+    public struct State: ModelState {
+        /// The sessions of the facts older than the window: a fact before their latest cannot
+        /// be placed.
+        public var settled = Sessions()
+        /// The facts of the last `reorderWindow`, in business-time order, not settled yet.
+        public var recent: [Dated<Fact>] = []
+        /// The settled sessions with the recent facts folded in: what views read.
+        public var present = Sessions()
+        /// A session or usage fact arrived after a settled one: every view is replayed.
+        public var disordered = false
+        /// Events that occurred more than maxClockSkewSeconds after they were recorded, and the
+        /// latest such occurredAt.
+        public var tampering: Int64 = 0
+        public var latestTampering: Timestamp?
+        /// Subscription purchases, and `auto_renew_changed(false)` by original transaction id:
+        /// a handful, kept with their times.
+        public var purchases: [Dated<Purchase>] = []
+        public var cancellations: [Dated<String>] = []
+
+        public init() {}
+        public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&settled)
+            try coder.code(&recent)
+            try coder.code(&present)
+            try coder.code(&disordered)
+            try coder.code(&tampering)
+            try coder.code(&latestTampering)
+            try coder.code(&purchases)
+            try coder.code(&cancellations)
         }
     }
 
@@ -226,17 +241,26 @@ public enum AccessModel: ReadModel {
             return
         }
         guard !state.disordered else { return }
-        if let latest = state.latest, (at, event.position) < (latest, state.latestPosition) {
+        if let latest = state.settled.latest, (at, event.position) < (latest, state.settled.latestPosition) {
             // Older than a settled fact: sessions after it were counted without it.
             state = State(disorderedFrom: state)
             return
         }
-        state.recent.insertDated(Dated(at: at, position: event.position, value: fact))
+        let w = access.resumeWithinSeconds * 1000
+        let dated = Dated(at: at, position: event.position, value: fact)
+        if let last = state.recent.last, (last.at, last.position) > (at, event.position) {
+            // Late, inside the window: the recent facts are folded again, in order.
+            state.recent.insertDated(dated)
+            state.present = state.settled
+            for recent in state.recent { AccessRules.fold(recent, into: &state.present, w: w) }
+        } else {
+            state.recent.append(dated)
+            AccessRules.fold(dated, into: &state.present, w: w)
+        }
         // Facts older than the newest by more than the window are settled.
-        guard let newest = state.recent.last?.at else { return }
         var settled = 0
-        while settled < state.recent.count, newest.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
-            AccessRules.fold(state.recent[settled], into: &state, w: access.resumeWithinSeconds * 1000)
+        while settled < state.recent.count, at.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
+            AccessRules.fold(state.recent[settled], into: &state.settled, w: w)
             settled += 1
         }
         state.recent.removeFirst(settled)
@@ -244,7 +268,7 @@ public enum AccessModel: ReadModel {
 
     public static func answersFrom(_ state: State) -> Timestamp? {
         if state.disordered { return Timestamp(milliseconds: .max) }
-        return [state.recent.last?.at, state.latest, state.latestTampering].compactMap { $0 }.max()
+        return [state.present.latest, state.latestTampering].compactMap { $0 }.max()
     }
 
     /// `nil` under a policy without an `access` section: it has no daily limit (SPEC §4).

@@ -137,30 +137,21 @@ public struct AccessView: ModelView, Hashable {
 public enum AccessRules {
     static let day: Int64 = 86_400_000
 
-    /// Settles one fact (the next in business-time order) into the state's sessions.
-    static func fold(_ fact: Dated<AccessModel.Fact>, into state: inout AccessModel.State, w: Int64) {
-        (state.latest, state.latestPosition) = (fact.at, fact.position)
+    /// Folds one fact (the next in business-time order) into the sessions.
+    static func fold(_ fact: Dated<AccessModel.Fact>, into sessions: inout AccessModel.Sessions, w: Int64) {
+        (sessions.latest, sessions.latestPosition) = (fact.at, fact.position)
         let f = fact.value
         if f.used {
-            use(f.feature, f.count, in: &state)
+            use(f.feature, f.count, in: &sessions)
         } else {
-            fold(f.action, device: f.device, zone: f.zone, at: fact.at, position: fact.position, into: &state, w: w)
+            fold(f.action, device: f.device, zone: f.zone, at: fact.at, position: fact.position, into: &sessions, w: w)
         }
-    }
-
-    /// The state with its recent facts settled too: the sessions as of its latest fact.
-    static func present(_ state: AccessModel.State, w: Int64) -> AccessModel.State {
-        guard !state.recent.isEmpty else { return state }
-        var present = state
-        present.recent = []
-        for fact in state.recent { fold(fact, into: &present, w: w) }
-        return present
     }
 
     /// Folds one session event at `x` (in business-time order) into its device's session;
     /// `w` is resumeWithinSeconds in milliseconds.
     static func fold(_ action: AccessModel.SessionAction, device id: String, zone: String, at x: Timestamp, position: UInt64,
-                     into state: inout AccessModel.State, w: Int64) {
+                     into state: inout AccessModel.Sessions, w: Int64) {
         var device = state.device(id) ?? AccessModel.Device(id: id)
         settle(&device, at: x, w: w, state: &state)
         switch action {
@@ -194,7 +185,7 @@ public enum AccessRules {
     }
 
     /// A session paused at p and not resumed before p + w ended at p.
-    static func settle(_ device: inout AccessModel.Device, at x: Timestamp, w: Int64, state: inout AccessModel.State) {
+    static func settle(_ device: inout AccessModel.Device, at x: Timestamp, w: Int64, state: inout AccessModel.Sessions) {
         if device.status == .paused, x.milliseconds - device.pausedAt.milliseconds >= w { end(&device, at: device.pausedAt, state: &state) }
     }
 
@@ -209,7 +200,7 @@ public enum AccessRules {
         }
     }
 
-    static func end(_ device: inout AccessModel.Device, at e: Timestamp, state: inout AccessModel.State) {
+    static func end(_ device: inout AccessModel.Device, at e: Timestamp, state: inout AccessModel.Sessions) {
         if e.milliseconds - device.begin.milliseconds < 60_000 { state.shortSessions += 1 }
         (device.status, device.used) = (.ended, [])
     }
@@ -217,7 +208,7 @@ public enum AccessRules {
     /// Usage at u belongs to the session active then, the one begun last if several devices
     /// are active (the later in position at the same instant); more than 10 of one feature in a
     /// session is bulk usage, counted once.
-    static func use(_ feature: String, _ count: Int64, in state: inout AccessModel.State) {
+    static func use(_ feature: String, _ count: Int64, in state: inout AccessModel.Sessions) {
         var owner: Int?
         for (index, device) in state.devices.enumerated() where device.status == .active {
             if let o = owner, (state.devices[o].begin, state.devices[o].beginPosition) > (device.begin, device.beginPosition) { continue }
@@ -237,13 +228,13 @@ public enum AccessRules {
         state.devices[owner] = device
     }
 
-    static func view(of state: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
+    static func view(of stored: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
         let w = access.resumeWithinSeconds * 1000
-        let state = present(state, w: w)
+        let state = stored.present
         let paid = Plan.decide(facts, at: t, policy: policy.subscription).planState.isPaid
         var shortSessions = state.shortSessions
-        let all = state.devices.map { stored -> AccessView.Device in
-            var device = stored
+        let all = state.devices.map { kept -> AccessView.Device in
+            var device = kept
             var settled = state
             settle(&device, at: t, w: w, state: &settled)
             shortSessions += settled.shortSessions - state.shortSessions
@@ -258,14 +249,14 @@ public enum AccessRules {
                                      why: why, zone: device.zone, resumable: resumable)
         }
         let current = all.first { $0.deviceId == state.current } ?? .none
-        let cancellations = state.cancellations.known(at: t)
-        let cycles = state.purchases.known(at: t).count { purchase in
+        let cancellations = stored.cancellations.known(at: t)
+        let cycles = stored.purchases.known(at: t).count { purchase in
             cancellations.contains { c in
                 c.value == purchase.value.originalTransactionId && (c.at, c.position) > (purchase.at, purchase.position) && c.at < purchase.value.expiresAt
             }
         }
         let signals = AccessView.Signals(shortSessions: shortSessions, bulkUsage: state.bulkUsage, subscribeCancelCycles: Int64(cycles),
-                                         clockTampering: state.tampering)
+                                         clockTampering: stored.tampering)
         return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
     }
 
@@ -273,7 +264,7 @@ public enum AccessRules {
     /// next two local midnights after the latest session fact in each device's zone and UTC (a
     /// session begun east of the device's zone now can fall on its next day).
     static func changeTimes(of state: AccessModel.State, policy: Policy.Access) -> [Timestamp] {
-        let state = present(state, w: policy.resumeWithinSeconds * 1000)
+        let state = state.present
         guard let latest = state.latest else { return [] }
         let zones = Set(state.devices.map(\.zone) + ["UTC"]).map(LocalTime.zone)
         var times: [Timestamp] = []
