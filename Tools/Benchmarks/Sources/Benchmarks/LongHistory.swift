@@ -123,9 +123,9 @@ struct LongHistory {
             month += 1
         }
         let rest = count - events.count
-        let step = max(span / Int64(max(rest, 1)), 1) * 1_000   // ms
+        let step = max(span * 1_000 / Int64(max(rest, 1)), 1)   // ms: the rest spread over the five years
         for i in 0 ..< rest {
-            let at = Timestamp(milliseconds: start.milliseconds + 1_000 + Int64(i) * step / 1_000)
+            let at = Timestamp(milliseconds: start.milliseconds + 1_000 + Int64(i) * step)
             switch i % 4 {
             case 0:
                 var s = SessionStarted()
