@@ -114,6 +114,8 @@ public struct RandomHistory {
                     default: events.append(Make.used(subject, at: t, "export", count: Int64(random.int(1...8))))
                     }
                 }
+                // The burst's minutes are its own: the next event comes after them.
+                minute = max(minute, (t.milliseconds - start.milliseconds) / 60_000 + 1)
             case 18:
                 let message = "m\(random.int(0...3))"
                 events.append(random.bool() ? Make.delivered(subject, at: at, message: message) : Make.read(subject, at: at, message: message))

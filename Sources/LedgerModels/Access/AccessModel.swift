@@ -258,8 +258,9 @@ public enum AccessModel: ReadModel {
             AccessRules.fold(dated, into: &state.present, w: w)
         }
         // Facts older than the newest by more than the window are settled.
+        guard let newest = state.recent.last?.at else { return }
         var settled = 0
-        while settled < state.recent.count, at.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
+        while settled < state.recent.count, newest.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
             AccessRules.fold(state.recent[settled], into: &state.settled, w: w)
             settled += 1
         }

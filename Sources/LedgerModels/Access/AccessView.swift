@@ -216,7 +216,7 @@ public enum AccessRules {
         }
         guard let owner else { return }
         var device = state.devices[owner]
-        if let index = device.used.firstIndex(where: { $0.feature == feature }) {
+        if let index = device.used.firstIndex(where: { $0.feature.utf8.elementsEqual(feature.utf8) }) {
             device.used[index].count += count
         } else {
             device.used.append(AccessModel.Usage(feature: feature, count: count))
@@ -248,7 +248,7 @@ public enum AccessRules {
                                      nextAccessAt: can ? nil : LocalTime.start(ofDay: today + 1, in: zone),
                                      why: why, zone: device.zone, resumable: resumable)
         }
-        let current = all.first { $0.deviceId == state.current } ?? .none
+        let current = all.first { id in state.current.map { id.deviceId?.utf8.elementsEqual($0.utf8) ?? false } ?? false } ?? .none
         let cancellations = stored.cancellations.known(at: t)
         let cycles = stored.purchases.known(at: t).count { purchase in
             cancellations.contains { c in
@@ -260,9 +260,9 @@ public enum AccessRules {
         return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
     }
 
-    /// When a view may change with no event: a pause running past resumeWithinSeconds, and the
-    /// next two local midnights after the latest session fact in each device's zone and UTC (a
-    /// session begun east of the device's zone now can fall on its next day).
+    /// When a view may change with no event: a pause running past resumeWithinSeconds, the next
+    /// two local midnights after the latest session fact in each device's zone and UTC, and the
+    /// midnights around each day a device counts sessions on.
     static func changeTimes(of state: AccessModel.State, policy: Policy.Access) -> [Timestamp] {
         let state = state.present
         guard let latest = state.latest else { return [] }
@@ -272,6 +272,12 @@ public enum AccessRules {
         for zone in zones {
             let day = LocalTime.day(at: latest, in: zone)
             times += [LocalTime.start(ofDay: day + 1, in: zone), LocalTime.start(ofDay: day + 2, in: zone)]
+        }
+        // A session's day counted in a zone far east of the device's present one can lie
+        // further ahead: the days each device counts begin and end in its zone.
+        for device in state.devices {
+            let zone = LocalTime.zone(device.zone)
+            for counted in device.days { times += [LocalTime.start(ofDay: counted.day, in: zone), LocalTime.start(ofDay: counted.day + 1, in: zone)] }
         }
         return times
     }
