@@ -211,4 +211,23 @@ import Testing
     @Test func aTrialOnlyHistoryHasNoFlow() throws {
         #expect(try flow([trial(ends: days(7, after: mar1))]) == [])
     }
+
+    /// A paid month reported a month after it ended (an import): once known, the flow it
+    /// describes has day 0 at its expiry, and its later e-mails and tiers are listed — the
+    /// earlier ones were decided before anyone knew.
+    @Test func aPurchaseReportedLateStartsTheFlowItDescribes() throws {
+        var month = SubscriptionPurchased()
+        (month.productId, month.transactionId, month.originalTransactionId) = ("pro.monthly", "p1", "p1")
+        (month.purchasedAt, month.expiresAt) = (ts("2026-01-01T12:00:00Z"), ts("2026-02-01T12:00:00Z"))
+        let reported = LedgerEvent(subject: "u", occurredAt: ts("2026-03-01T12:00:00Z"), source: .appstore, data: month.eventData)
+        #expect(try flow([reported]) == [
+            #"2026-03-02T12:00:00.000Z retentionEmail {"day":29}"#,
+            #"2026-03-04T12:00:00.000Z retentionEmail {"day":31}"#,
+            #"2026-03-04T12:00:00.000Z tierChanged {"tier":"browseOnly"}"#,
+            #"2026-04-02T12:00:00.000Z retentionEmail {"day":60}"#,
+            #"2026-05-03T12:00:00.000Z tierChanged {"tier":"archived"}"#,
+            #"2027-01-17T12:00:00.000Z retentionEmail {"day":350}"#,
+            #"2027-02-01T12:00:00.000Z tierChanged {"tier":"pendingDeletion"}"#,
+        ])
+    }
 }

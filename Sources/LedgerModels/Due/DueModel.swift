@@ -13,7 +13,7 @@ import LedgerCore
 /// billing notification preference; the rest is the subject's facts.
 public enum DueModel: ReadModel {
     public static let name = "due"
-    public static let version: UInt32 = 2
+    public static let version: UInt32 = 3
 
     public struct State: ModelState {
         public var deletion = DeletionModel.State()

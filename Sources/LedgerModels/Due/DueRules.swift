@@ -29,29 +29,46 @@ public enum DueRules {
     static func retentionFlows(_ state: DueModel.State, _ facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
         let subject = RetentionSubject(own: state.retention, access: facts)
         var candidates = stretchEnds(facts, policy: policy.subscription)
+        // A transaction reported after its purchase covers from then once known: the flows
+        // everything known describes, as a status then looks back on them, are candidates too.
+        let reportedLate = facts.subscription.transactions.contains { $0.at > $0.value.purchasedAt }
+        if reportedLate { candidates += stretchEnds(facts, known: Timestamp(milliseconds: .max), policy: policy.subscription) }
         if retention.startsAt == .cancellation {
             candidates += facts.subscription.autoRenew.filter { !$0.value.enabled }.map(\.at)
         }
         var items: [IndexEntry] = []
         var flows: Set<Timestamp> = []
-        let day: Int64 = 86_400
         for candidate in candidates {
-            guard let zero = RetentionRules.place(subject, at: candidate, policy: policy).dayZero, flows.insert(zero).inserted else { continue }
-            if policy.notifications != nil {
-                for n in policy.notifications?.retentionEmailDays ?? [] {
-                    let at = zero.adding(seconds: n * day)
-                    guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
-                    items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)]))
-                }
+            let knowing = reportedLate ? [nil, Timestamp(milliseconds: .max)] : [nil]
+            for known in knowing {
+                guard let zero = RetentionRules.place(subject, at: candidate, known: known, policy: policy).dayZero, flows.insert(zero).inserted else { continue }
+                items += flowItems(subject, zero: zero, policy: policy, retention: retention)
             }
-            var entered: Set<Timestamp> = []
-            for family in [false, true] {
-                for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
-                    let at = zero.adding(seconds: from * day)
-                    let then = RetentionRules.place(subject, at: at, policy: policy)
-                    guard then.dayZero == zero, then.tier == tier, then.since == at, entered.insert(at).inserted else { continue }
-                    items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)]))
-                }
+        }
+        return items
+    }
+
+    /// One flow's e-mails and tier changes, each kept when the retention rules at its time put
+    /// the subject in the flow with day 0 `zero`.
+    static func flowItems(_ subject: RetentionSubject, zero: Timestamp, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
+        var items: [IndexEntry] = []
+        let day: Int64 = 86_400
+        if let notifications = policy.notifications {
+            for n in notifications.retentionEmailDays {
+                let at = zero.adding(seconds: n * day)
+                guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
+                items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)]))
+            }
+        }
+        var entered: Set<Timestamp> = []
+        for family in [false, true] {
+            for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
+                let at = zero.adding(seconds: from * day)
+                guard !entered.contains(at) else { continue }
+                let then = RetentionRules.place(subject, at: at, policy: policy)
+                guard then.dayZero == zero, then.tier == tier, then.since == at else { continue }
+                entered.insert(at)
+                items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)]))
             }
         }
         return items
@@ -59,15 +76,15 @@ public enum DueRules {
 
     /// The times a stretch of access (planState trial, pro or pro_grace) ended: each time the
     /// plan may change at which it is paid just before and not at.
-    static func stretchEnds(_ facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
+    static func stretchEnds(_ facts: SubjectFacts, known: Timestamp? = nil, policy: Policy.Subscription) -> [Timestamp] {
         var times = Plan.changeTimes(of: facts, policy: policy)
         times.sort()
         var ends: [Timestamp] = []
         var previous: Timestamp?
         for c in times where c != previous {
             previous = c
-            guard !Plan.decide(facts, at: c, policy: policy).isPaid,
-                  Plan.decide(facts, at: Timestamp(milliseconds: c.milliseconds - 1), policy: policy).isPaid else { continue }
+            guard !Plan.decide(facts, at: c, known: known, policy: policy).isPaid,
+                  Plan.decide(facts, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy).isPaid else { continue }
             ends.append(c)
         }
         return ends
