@@ -59,6 +59,28 @@ import Testing
         }
     }
 
+    /// resumeWithinSeconds is folded into the sessions: a rebuild under 60 s instead of 300
+    /// folds them again, and a pause of two minutes then ends the session — a second one today.
+    @Test func aRebuildUnderAShorterResumeFoldsTheSessionsAgain() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let noon = ts("2026-03-01T12:00:00Z")
+            try ledger.append([Make.created("u", at: jan1), Make.session("u", at: noon, zone: "UTC"),
+                               Make.device("u", at: noon.adding(seconds: 600), .backgrounded),
+                               Make.session("u", at: noon.adding(seconds: 720), zone: "UTC"),
+                               Make.device("u", at: noon.adding(seconds: 900), .ended)])
+            var short = Policy.reference
+            short.access?.resumeWithinSeconds = 60
+            let t = ts("2026-03-01T18:00:00Z")
+            let report = try ledger.rebuild(["access"], policy: short, dryRun: true, at: t)
+            #expect(report.changes.contains(ViewChange(subject: "u", model: "access", field: "sessionsToday", from: 1, to: 2)))
+            try ledger.rebuild(policy: short, at: t)
+            #expect(try ledger.view(AccessModel.self, of: "u", at: t)?.current.sessionsToday == 2)
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
     /// A dry run with a longer billing grace names exactly the subject whose view changes, with
     /// each changed field from → to and the summary of SPEC §5, and changes nothing served.
     @Test func aDryRunWithALongerBillingGraceNamesExactlyTheSubjectsThatChange() throws {
