@@ -58,10 +58,10 @@ import Testing
                 facts[recorded.subject, default: SubjectFacts()].apply(recorded)
                 if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
             }
-            let states = facts.map { subject, facts in (subject, RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts)) }
-            #expect(!states.isEmpty)
+            #expect(!facts.isEmpty)
             for policy in Self.policies {
-                for (subject, state) in states {
+                for (subject, facts) in facts {
+                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
                     let times = Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap { [$0, $0.adding(seconds: -1)] }
                     for t in times {
                         let placed = RetentionRules.place(state, at: t, policy: policy).tier == .active

@@ -27,7 +27,7 @@ public enum DueRules {
     /// auto-renew turned off: the retention rules (`RetentionRules.place`) say which, at each
     /// such time.
     static func retentionFlows(_ state: DueModel.State, _ facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
-        let subject = RetentionSubject(own: state.retention, access: facts)
+        let subject = RetentionSubject(own: state.retention, access: facts, policy: policy.subscription)
         var candidates = stretchEnds(facts, policy: policy.subscription)
         // A transaction reported after its purchase covers from then once known: the flows
         // everything known describes, as a status then looks back on them, are candidates too.

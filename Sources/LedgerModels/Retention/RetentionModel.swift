@@ -48,10 +48,10 @@ public enum RetentionModel: ReadModel {
     /// `nil` under a policy without a `retention` section: it has no retention flow (SPEC §4).
     public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> RetentionView? {
         guard policy.retention != nil else { return nil }
-        return RetentionRules.view(of: RetentionSubject(own: state, access: facts), at: t, policy: policy)
+        return RetentionRules.view(of: RetentionSubject(own: state, access: facts, policy: policy.subscription), at: t, policy: policy)
     }
 
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
-        RetentionRules.changeTimes(of: RetentionSubject(own: state, access: facts), policy: policy)
+        RetentionRules.changeTimes(of: RetentionSubject(own: state, access: facts, policy: policy.subscription), policy: policy)
     }
 }

@@ -124,6 +124,17 @@ extension Capabilities {
 struct RetentionSubject {
     let own: RetentionModel.State
     let access: SubjectFacts
+    /// The plan's change times under the policy, latest first: worked out once for every look
+    /// back at the subject's stretches of access (the due list asks a dozen per flow).
+    let descendingTimes: [Timestamp]
+
+    init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
+        (self.own, self.access) = (own, access)
+        var times = Plan.changeTimes(of: access, policy: policy)
+        times.sort(by: >)
+        descendingTimes = times
+    }
+
     var recoveryPasses: [Dated<String>] { own.recoveryPasses }
     var organizerCancellations: [Dated<String>] { own.organizerCancellations }
 }
@@ -250,10 +261,8 @@ enum RetentionRules {
     /// none just before it, being inside the gap that runs to `t`).
     static func accessEnd(_ state: RetentionSubject, at t: Timestamp, known: Timestamp,
                           policy: Policy) -> (at: Timestamp, rule: String, period: Coverage?)? {
-        var times = Plan.changeTimes(of: state.access, policy: policy.subscription)
-        times.sort(by: >)
         var previous: Timestamp?
-        for c in times where c <= t && c != previous {
+        for c in state.descendingTimes where c <= t && c != previous {
             previous = c
             let before = Plan.decide(state.access, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy.subscription)
             guard before.isPaid else { continue }
