@@ -16,7 +16,7 @@ import LedgerCore
 /// latest fact on; an earlier time is replayed too (`ReadModel.answersFrom`).
 public enum AccessModel: ReadModel {
     public static let name = "access"
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
 
     /// What one session event did, on its device.
     public enum SessionAction: UInt8, StateValue, Equatable, Sendable {
