@@ -100,6 +100,24 @@ import Testing
         }
     }
 
+    /// Under a policy whose deletion mode is soft, the demo's cancelled deletion requests are
+    /// honoured (under the reference policy, hard, they are ignored): fewer deletions stand.
+    @Test func aSoftDeletionPolicyHonoursTheDemosCancellations() throws {
+        try withDirectory { dir in
+            var text = try String(contentsOfFile: FileManager.default.currentDirectoryPath + "/Schemas/policies/reference.json", encoding: .utf8)
+            text = text.replacingOccurrences(of: #""mode": "hard""#, with: #""mode": "soft", "softGraceDays": 30"#)
+            let soft = dir + "/soft.json"
+            try text.write(toFile: soft, atomically: true, encoding: .utf8)
+            let hard = try demo(dir + "/hard.lmdb", extra: ["--json"]), softRun = try demo(dir + "/soft.lmdb", extra: ["--json", "--policy", soft])
+            #expect(softRun.status == 0, "\(softRun.stderr)")
+            let standing = { (run: Run) throws -> Int in try #require(run.json()["deletions"] as? [String: Int]).values.reduce(0, +) }
+            #expect(try standing(softRun) < standing(hard))
+            let stats = try Run(["stats", "--store", dir + "/soft.lmdb", "--json"]).json()
+            let hardStats = try Run(["stats", "--store", dir + "/hard.lmdb", "--json"]).json()
+            #expect((stats["policy"] as? [String: Any])?["hash"] as? String != (hardStats["policy"] as? [String: Any])?["hash"] as? String)
+        }
+    }
+
     @Test func statusAndAuditOfATellingCustomerAgree() throws {
         try withDirectory { dir in
             let store = dir + "/d.lmdb"

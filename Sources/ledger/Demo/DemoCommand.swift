@@ -14,19 +14,23 @@ struct DemoCommand: ParsableCommand {
             Generates --subjects customers' histories over the 18 months before --now: trials that convert \
             or lapse, monthly and yearly plans, cancellations, billing failures that recover or lapse, \
             refunds (some recorded days late, some reversed), upgrades, support grants, family members, \
-            devices that verify offline, recovery passes, sessions in seven time zones, inbox traffic, \
-            maintenance, security flags and deletion requests. Each event keeps a realistic recordedAt \
-            (seconds after it happened; hours for an offline app; days for a late refund), so the store \
-            is appended in recorded order, with the read models built as it goes.
+            devices that verify offline, recovery passes, daily sessions around local midnight in seven \
+            time zones, collections near the free limits, inbox traffic, maintenance, security flags, and \
+            deletion requests (some cancelled, some failing a step and retried). Each event keeps a \
+            realistic recordedAt (seconds after it happened; hours for an offline app; days for a late \
+            refund), so the store is appended in recorded order, with the read models built as it goes.
 
             Then it prints how many customers are in each plan state and retention tier at --now, the \
-            events by type, and the audit of three telling customers. The same --seed and --now always \
-            give the same store: running it again appends nothing. The store must be new or one this \
-            demo built with the same options.
+            limits, deletions, access and the next 24 hours of the due list, the events by type, and the \
+            audit of three telling customers. The same --seed and --now always give the same store: \
+            running it again appends nothing. The store must be new or one this demo built with the \
+            same options. --policy builds it under another policy: a `soft` deletion mode honours the \
+            cancellations, a --now before 2026-01-31 shows existing users inside the limits' grace.
 
             Examples:
               ledger demo --store demo.lmdb
               ledger demo --store big.lmdb --subjects 1000000 --seed 7 --now 2026-11-21T00:00:00Z
+              ledger demo --store soft.lmdb --policy soft-deletion.json
               ledger status customer-17 --store demo.lmdb
             """
     )
@@ -45,6 +49,9 @@ struct DemoCommand: ParsableCommand {
     @Option(help: "How many telling customers to audit at the end (0: none).")
     var audits = 3
 
+    @Option(help: "The policy to build a new store under: a file, or a built-in pack's name (default: reference).")
+    var policy: String?
+
     func validate() throws {
         guard subjects > 0 else { throw ValidationError("--subjects must be at least 1") }
         guard subjects <= Int(UInt32.max) else { throw ValidationError("--subjects must be at most \(UInt32.max)") }
@@ -57,7 +64,7 @@ struct DemoCommand: ParsableCommand {
         let clock = ContinuousClock()
         let started = clock.now
         let progress = ProgressBar(enabled: !global.json)
-        let ledger = try global.openLedger(create: true)
+        let ledger = try global.openLedger(create: true, policy: try policy.map(readPolicy))
         defer { ledger.close() }
 
         let generator = DemoGenerator(subjects: subjects, seed: seed, now: present.milliseconds)
