@@ -28,11 +28,11 @@ public enum DueRules {
     /// such time.
     static func retentionFlows(_ state: DueModel.State, _ facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
         let subject = RetentionSubject(own: state.retention, access: facts, policy: policy.subscription)
-        var candidates = stretchEnds(facts, policy: policy.subscription)
+        var candidates = stretchEnds(subject, policy: policy.subscription)
         // A transaction reported after its purchase covers from then once known: the flows
         // everything known describes, as a status then looks back on them, are candidates too.
         let reportedLate = facts.subscription.transactions.contains { $0.at > $0.value.purchasedAt }
-        if reportedLate { candidates += stretchEnds(facts, known: Timestamp(milliseconds: .max), policy: policy.subscription) }
+        if reportedLate { candidates += stretchEnds(subject, known: Timestamp(milliseconds: .max), policy: policy.subscription) }
         if retention.startsAt == .cancellation {
             candidates += facts.subscription.autoRenew.filter { !$0.value.enabled }.map(\.at)
         }
@@ -76,12 +76,11 @@ public enum DueRules {
 
     /// The times a stretch of access (planState trial, pro or pro_grace) ended: each time the
     /// plan may change at which it is paid just before and not at.
-    static func stretchEnds(_ facts: SubjectFacts, known: Timestamp? = nil, policy: Policy.Subscription) -> [Timestamp] {
-        var times = Plan.changeTimes(of: facts, policy: policy)
-        times.sort()
+    static func stretchEnds(_ subject: RetentionSubject, known: Timestamp? = nil, policy: Policy.Subscription) -> [Timestamp] {
+        let facts = subject.access
         var ends: [Timestamp] = []
         var previous: Timestamp?
-        for c in times where c != previous {
+        for c in subject.descendingTimes.reversed() where c != previous {
             previous = c
             guard !Plan.decide(facts, at: c, known: known, policy: policy).isPaid,
                   Plan.decide(facts, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy).isPaid else { continue }
