@@ -52,7 +52,7 @@ struct InitCommand: ParsableCommand {
 func readPolicy(_ file: String) throws -> Policy {
     guard let data = FileManager.default.contents(atPath: file) else {
         if let pack = Policy.pack(named: file) { return pack }
-        let names = Policy.packTexts.map(\.name).joined(separator: ", ")
+        let names = ([Policy.reference.name] + Policy.packTexts.map(\.name)).joined(separator: ", ")
         throw CommandFailure.input("cannot read the policy file \(file), nor is it a built-in pack (\(names))")
     }
     switch Policy.decode(Array(data)) {

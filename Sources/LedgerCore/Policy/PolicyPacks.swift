@@ -1,63 +1,9 @@
 /// The policy packs of `Schemas/policies/`, built into the binary so that `--policy NAME`
-/// works from anywhere (SPEC §5). Each is the file's text; a test checks that the two are equal.
+/// works from anywhere (SPEC §5). Each is the file's text (a test checks that the two are
+/// equal); the reference pack is `Policy.reference`, compiled in already.
 extension Policy {
-    /// The pack's name and its JSON text, in SPEC §3's order.
+    /// The source apps' packs: name and JSON text, in SPEC §3's order.
     public static let packTexts: [(name: String, text: String)] = [
-        ("reference", #"""
-{
-  "name": "reference",
-  "version": 1,
-  "description": "Every feature on, with SPEC §3's reference values. The default for `ledger init`.",
-  "subscription": {
-    "trialDays": 7,
-    "billingGraceDays": 3,
-    "billingGraceSource": "store",
-    "billingRetryDays": 60,
-    "offlineGraceHours": 24,
-    "verificationIntervalHours": 24
-  },
-  "retention": {
-    "startsAt": "accessEnd",
-    "graceDays": 30,
-    "browseOnlyUntilDay": 90,
-    "pendingDeletionFromDay": 365,
-    "reactivationFee": {
-      "amount": "19.99",
-      "currency": "USD"
-    },
-    "recoveryPassDays": 7,
-    "familyMemberGraceDays": 60
-  },
-  "limits": {
-    "free": {
-      "person": 25,
-      "tag": 5
-    },
-    "softLimitRatio": 0.8,
-    "effectiveAt": "2026-01-01T00:00:00.000Z",
-    "existingUserGraceDays": 30
-  },
-  "access": {
-    "freeSessionsPerDay": 1,
-    "resumeWithinSeconds": 300,
-    "maxClockSkewSeconds": 300
-  },
-  "notifications": {
-    "trialEndingLeadHours": 48,
-    "retentionEmailDays": [
-      7,
-      23,
-      29,
-      31,
-      60,
-      350
-    ]
-  },
-  "deletion": {
-    "mode": "hard"
-  }
-}
-"""#),
         ("handz", #"""
 {
   "name": "handz",
@@ -188,6 +134,7 @@ extension Policy {
 
     /// The built-in pack called `name`, or `nil`.
     public static func pack(named name: String) -> Policy? {
+        if name == reference.name { return reference }
         guard let text = packTexts.first(where: { $0.name == name })?.text else { return nil }
         return try? decode(Array(text.utf8)).get()
     }
