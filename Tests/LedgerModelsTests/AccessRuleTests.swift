@@ -159,6 +159,20 @@ import Testing
         #expect(try view(split, at: mar1.adding(seconds: 3)) == expected(d2, devices: [d1, d2]))
     }
 
+    /// Two sessions begun at the same instant: usage goes to the one begun later in position.
+    /// Six uses land on that session, six more on the other once it is alone: more than 10 in
+    /// one session only when both sixes went to the same one.
+    @Test func usageAtATieGoesToTheSessionBegunLaterInPosition() throws {
+        func bulk(first: String, second: String) throws -> Int64 {
+            let events = [start(mar1, device: first), start(mar1, device: second),
+                          Make.used("u", at: mar1.adding(seconds: 1), "export", count: 6), end(mar1.adding(seconds: 2), device: "d2"),
+                          Make.used("u", at: mar1.adding(seconds: 3), "export", count: 6)]
+            return try #require(try Folded(events).view(AccessModel.self, at: mar1.adding(seconds: 3))).signals.bulkUsage
+        }
+        #expect(try bulk(first: "d1", second: "d2") == 0)   // the first six went to d2, which ended
+        #expect(try bulk(first: "d2", second: "d1") == 1)   // both sixes went to d1
+    }
+
     /// A purchase whose auto-renew is turned off before its own expiresAt is a cycle; at the
     /// expiry, or for another subscription, it is not.
     @Test func aCancellationBeforeTheExpiryIsASubscribeCancelCycle() throws {
