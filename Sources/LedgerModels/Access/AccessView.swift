@@ -22,10 +22,9 @@ public struct AccessView: ModelView, Hashable {
         public var sessionsToday: Int64
         public var canStartSession: Bool
         public var nextAccessAt: Timestamp?
-        /// Not in the JSON: why `canStartSession`, the device's zone, and whether its session
-        /// is paused and resumable (for the card).
+        /// Not in the JSON: why `canStartSession`, and whether its session is paused and
+        /// resumable (for the card and the audit's words).
         public var why: Why
-        public var zone: String
         public var resumable: Bool
 
         enum CodingKeys: String, CodingKey { case deviceId, sessionActive, sessionsToday, canStartSession, nextAccessAt }
@@ -41,7 +40,7 @@ public struct AccessView: ModelView, Hashable {
 
         /// No device: nothing to count, nothing to block.
         public static let none = Device(deviceId: nil, sessionActive: false, sessionsToday: 0, canStartSession: true, nextAccessAt: nil,
-                                        why: .noDevice, zone: "UTC", resumable: false)
+                                        why: .noDevice, resumable: false)
     }
 
     public struct Signals: Sendable, Hashable, Encodable {
@@ -246,7 +245,7 @@ public enum AccessRules {
             let can = paid || active || resumable || count < access.freeSessionsPerDay
             return AccessView.Device(deviceId: device.id, sessionActive: active, sessionsToday: count, canStartSession: can,
                                      nextAccessAt: can ? nil : LocalTime.start(ofDay: today + 1, in: zone),
-                                     why: why, zone: device.zone, resumable: resumable)
+                                     why: why, resumable: resumable)
         }
         let current = all.first { id in state.current.map { id.deviceId?.utf8.elementsEqual($0.utf8) ?? false } ?? false } ?? .none
         let cancellations = stored.cancellations.known(at: t)
