@@ -175,6 +175,7 @@ public enum DemoHistory {
             default: subscriber()
             }
             ending()
+            later { $0.grandfathered() }
         }
 
         /// Sessions, usage, inbox, maintenance, flags, preferences: what every app sends.
@@ -253,6 +254,16 @@ public enum DemoHistory {
             let kind = UInt8(rng.below(2))
             let count = kind == 0 ? between(18, 27) : between(3, 7)
             for id in 0 ..< UInt8(count) { add(between(start + minute, now), .app, .resourceCreated(kind: kind, id: 10 + id)) }
+        }
+
+        /// A collector from before the free limits took effect (the reference policy's
+        /// `limits.effectiveAt`): over a limit on that day, so inside the existing users' grace,
+        /// and blocked from adding more once it ends.
+        mutating func grandfathered() {
+            guard let effective = Policy.reference.limits?.effectiveAt.milliseconds, start < effective - day, chance(10) else { return }
+            let kind = UInt8(rng.below(2))
+            let count = kind == 0 ? between(26, 36) : between(6, 10)
+            for id in 0 ..< UInt8(count) { add(between(start + minute, effective), .app, .resourceCreated(kind: kind, id: 40 + id)) }
         }
 
         /// Never subscribes; some try, one in twenty still waits for Ask to Buy.

@@ -24,7 +24,7 @@ struct InitCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .long, help: "A policy document, or a built-in pack by name: reference, handz, photolala, facerecall, careguide, stampbook (default: reference).")
+    @Option(name: .long, help: "A policy document, or a built-in pack by name: reference, handz, photolala, facerecall, careguide, stampbook, stampbook-soft (default: reference).")
     var policy: String?
 
     func run() throws {

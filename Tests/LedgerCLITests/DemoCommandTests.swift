@@ -59,9 +59,9 @@ import Testing
             let run = try demo(dir + "/d.lmdb", extra: ["--json"])
             #expect(run.status == 0, "\(run.stderr)")
             let json = try run.json()
-            #expect(Array(json.keys).sorted() == ["access", "appendSeconds", "appended", "badges", "deletions", "dueNext24h", "duplicates", "events",
-                                                 "eventsByType", "limits", "now", "planStates", "rules", "seconds", "seed", "store", "subjects", "telling",
-                                                 "tiers"])
+            #expect(Array(json.keys).sorted() == ["access", "appendSeconds", "appended", "badges", "cancellationsHonoured", "cancelledIfSoft", "deletions",
+                                                 "dueNext24h", "duplicates", "events", "eventsByType", "existingUserGrace", "limits", "now", "planStates",
+                                                 "rules", "seconds", "seed", "store", "subjects", "telling", "tiers"])
             // The access model's customers and signals, and the next day's due items by kind.
             let access = try #require(json["access"] as? [String: Int])
             for key in ["withADevice", "inASession", "cannotStartASession", "shortSessions", "bulkUsage"] {
@@ -73,6 +73,17 @@ import Testing
             // Collections near the free limits: some at the warning, some blocked.
             let limits = try #require(json["limits"] as? [String: Int])
             #expect(limits.keys.contains { $0.hasSuffix("warning") } && limits.keys.contains { $0.hasSuffix("blocked") })
+            // Collectors from before the limits took effect: inside the existing users' grace on
+            // its last day (the reference grace ends 2026-01-31), some of them over a free limit.
+            let grace = try #require(json["existingUserGrace"] as? [String: Any])
+            #expect(grace["ends"] as? String == "2026-01-31T00:00:00.000Z")
+            #expect(grace["at"] as? String == "2026-01-30T23:59:59.000Z")
+            let inside = try #require(grace["inside"] as? Int), over = try #require(grace["overAFreeLimit"] as? Int)
+            #expect(inside > over && over > 0)
+            // Deletion is hard under the reference policy: the cancellations are not honoured, and
+            // the dry rebuild under a soft mode names those it would cancel.
+            #expect(json["cancellationsHonoured"] as? Int == 0)
+            #expect((json["cancelledIfSoft"] as? Int ?? 0) > 0)
             let deletions = try #require(json["deletions"] as? [String: Int])
             for state in ["requested", "inProgress", "failed", "completed"] { #expect(deletions[state] != nil, "deletion state \(state) is not counted") }
             #expect((deletions["completed"] ?? 0) > 0 && (deletions["failed"] ?? 0) > 0)
@@ -101,17 +112,20 @@ import Testing
     }
 
     /// Under a policy whose deletion mode is soft, the demo's cancelled deletion requests are
-    /// honoured (under the reference policy, hard, they are ignored): fewer deletions stand.
+    /// honoured (under the reference policy, hard, they are ignored): fewer deletions stand, and
+    /// as many as the hard store's dry rebuild said.
     @Test func aSoftDeletionPolicyHonoursTheDemosCancellations() throws {
         try withDirectory { dir in
-            var text = try String(contentsOfFile: FileManager.default.currentDirectoryPath + "/Schemas/policies/reference.json", encoding: .utf8)
-            text = text.replacingOccurrences(of: #""mode": "hard""#, with: #""mode": "soft", "softGraceDays": 30"#)
-            let soft = dir + "/soft.json"
-            try text.write(toFile: soft, atomically: true, encoding: .utf8)
-            let hard = try demo(dir + "/hard.lmdb", extra: ["--json"]), softRun = try demo(dir + "/soft.lmdb", extra: ["--json", "--policy", soft])
+            let hard = try demo(dir + "/hard.lmdb", extra: ["--json"]), softRun = try demo(dir + "/soft.lmdb", extra: ["--json", "--policy", "stampbook-soft"])
             #expect(softRun.status == 0, "\(softRun.stderr)")
             let standing = { (run: Run) throws -> Int in try #require(run.json()["deletions"] as? [String: Int]).values.reduce(0, +) }
             #expect(try standing(softRun) < standing(hard))
+            let honoured = try #require(try softRun.json()["cancellationsHonoured"] as? Int)
+            let ifSoft = try hard.json()["cancelledIfSoft"] as? Int
+            #expect(honoured > 0 && honoured == ifSoft)
+            #expect(try softRun.json()["cancelledIfSoft"] is NSNull)
+            // stampbook-soft has no limits section: no grace to count.
+            #expect(try softRun.json()["existingUserGrace"] is NSNull)
             let stats = try Run(["stats", "--store", dir + "/soft.lmdb", "--json"]).json()
             let hardStats = try Run(["stats", "--store", dir + "/hard.lmdb", "--json"]).json()
             #expect((stats["policy"] as? [String: Any])?["hash"] as? String != (hardStats["policy"] as? [String: Any])?["hash"] as? String)

@@ -2,7 +2,8 @@
 /// works from anywhere (SPEC §5). Each is the file's text (a test checks that the two are
 /// equal); the reference pack is `Policy.reference`, compiled in already.
 extension Policy {
-    /// The source apps' packs: name and JSON text, in SPEC §3's order.
+    /// The source apps' packs: name and JSON text, in SPEC §3's order, then the soft
+    /// variant of stampbook's deletion that seed 003 plans.
     public static let packTexts: [(name: String, text: String)] = [
         ("handz", #"""
 {
@@ -127,6 +128,25 @@ extension Policy {
   },
   "deletion": {
     "mode": "hard"
+  }
+}
+"""#),
+        ("stampbook-soft", #"""
+{
+  "name": "stampbook-soft",
+  "version": 1,
+  "description": "Seed 003 (Stampbook account deletion), the planned soft delete: a deletion waits 30 days and can be cancelled until then.",
+  "subscription": {
+    "trialDays": 7,
+    "billingGraceDays": 3,
+    "billingGraceSource": "store",
+    "billingRetryDays": 60,
+    "offlineGraceHours": 24,
+    "verificationIntervalHours": 24
+  },
+  "deletion": {
+    "mode": "soft",
+    "softGraceDays": 30
   }
 }
 """#),

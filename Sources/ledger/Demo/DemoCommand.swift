@@ -24,13 +24,13 @@ struct DemoCommand: ParsableCommand {
             limits, deletions, access and the next 24 hours of the due list, the events by type, and the \
             audit of three telling customers. The same --seed and --now always give the same store: \
             running it again appends nothing. The store must be new or one this demo built with the \
-            same options. --policy builds it under another policy: a `soft` deletion mode honours the \
-            cancellations, a --now before 2026-01-31 shows existing users inside the limits' grace.
+            same options. --policy builds it under another policy (`--policy stampbook-soft`: a soft \
+            deletion mode honours the cancellations).
 
             Examples:
               ledger demo --store demo.lmdb
               ledger demo --store big.lmdb --subjects 1000000 --seed 7 --now 2026-11-21T00:00:00Z
-              ledger demo --store soft.lmdb --policy soft-deletion.json
+              ledger demo --store soft.lmdb --policy stampbook-soft
               ledger status customer-17 --store demo.lmdb
             """
     )
@@ -107,6 +107,12 @@ struct DemoCommand: ParsableCommand {
                 ("access", summary.json(summary.access)),
                 ("limits", summary.json(summary.limits)),
                 ("deletions", summary.json(summary.deletions)),
+                ("cancellationsHonoured", .int(summary.cancellationsHonoured)),
+                ("cancelledIfSoft", summary.cancelledIfSoft.map { .int($0) } ?? .null),
+                ("existingUserGrace", summary.graceEnds.milliseconds > 0
+                    ? .object([("ends", .time(summary.graceEnds)), ("at", .time(summary.graceSeenAt)),
+                               ("inside", .int(summary.insideGrace)), ("overAFreeLimit", .int(summary.overLimitsInsideGrace))])
+                    : .null),
                 ("dueNext24h", summary.json(summary.dueNext24h)),
                 ("eventsByType", summary.json(DemoSummary.mostFirst(appended.types))),
                 ("telling", .array(telling.map { .object([("subject", .string(DemoHistory.subject($0.index))), ("why", .string($0.why))]) })),
@@ -163,6 +169,16 @@ struct DemoSummary {
     private(set) var access: [(String, Int)] = []
     /// Due kind → items in the 24 hours from the present.
     private(set) var dueNext24h: [(String, Int)] = []
+    /// Deletions the customer cancelled that the policy honoured, and (under a hard mode) how
+    /// many a soft mode would cancel: a dry rebuild under `stampbook-soft`'s deletion section.
+    private(set) var cancellationsHonoured = 0
+    private(set) var cancelledIfSoft: Int?
+    /// The existing users' limits grace: when it ends, the moment counted (the present, or the
+    /// grace's last second once it is over), customers inside it, and those of them over a free limit.
+    private(set) var graceEnds = Timestamp(milliseconds: 0)
+    private(set) var graceSeenAt = Timestamp(milliseconds: 0)
+    private(set) var insideGrace = 0
+    private(set) var overLimitsInsideGrace = 0
     static let deletionOrder = ["requested", "inProgress", "failed", "completed"]
 
     /// Customers per plan state, in the plans' order.
@@ -202,6 +218,25 @@ struct DemoSummary {
         var deletions: [String: Int] = [:]
         try ledger.forEachView(of: DeletionModel.self, at: t) { _, view in
             if view.state != .none { deletions[view.state.rawValue, default: 0] += 1 }
+            if view.rule == "deletion.softGraceDays" { cancellationsHonoured += 1 }
+        }
+        let policy = try ledger.policy()
+        if policy.deletion?.mode == .hard, let soft = Policy.pack(named: "stampbook-soft")?.deletion {
+            // What a soft mode would change: the rebuild a user would run, dry.
+            var variant = policy
+            variant.deletion = soft
+            let report = try ledger.rebuild([DeletionModel.name], policy: variant, dryRun: true, at: t)
+            cancelledIfSoft = Set(report.changes.filter { $0.field == "state" && $0.to == .string("none") }.map(\.subject)).count
+        }
+        if let limits = policy.limits {
+            // The existing users' grace: now, or at its last moment when it is over.
+            graceEnds = limits.effectiveAt.adding(seconds: limits.existingUserGraceDays * 86_400)
+            graceSeenAt = min(t, graceEnds.adding(seconds: -1))
+            try ledger.forEachView(of: LimitsModel.self, at: graceSeenAt) { _, view in
+                guard view.unlimited == .existingUserGrace else { return }
+                insideGrace += 1
+                if view.kinds.contains(where: { kind, entry in limits.free[kind].map { entry.count > $0 } ?? false }) { overLimitsInsideGrace += 1 }
+            }
         }
         var access: [String: Int] = [:]
         try ledger.forEachView(of: AccessModel.self, at: t) { _, view in
@@ -259,7 +294,16 @@ struct DemoSummary {
         lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
         lines.append(Terminal.paint("Free-tier limits", .bold) + "  "
                      + (limits.isEmpty ? "everyone within them" : limits.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")))
-        lines.append(Terminal.paint("Deletions", .bold) + "  " + deletions.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
+        if graceEnds.milliseconds > 0 {
+            lines.append(Terminal.paint("Existing-user grace", .bold) + "  until \(graceEnds.date): \(formatCount(insideGrace)) customers inside it "
+                         + (graceSeenAt < t ? "on its last day" : "now") + ", \(formatCount(overLimitsInsideGrace)) of them over a free limit")
+        }
+        lines.append(Terminal.paint("Deletions", .bold) + "  " + deletions.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")
+                     + (cancelledIfSoft == nil ? "   cancelled (honoured): \(formatCount(cancellationsHonoured))" : ""))
+        if let cancelledIfSoft {
+            lines.append("  \(formatCount(cancelledIfSoft)) cancelled requests not honoured (deletion.mode hard); a soft mode would: "
+                         + "`ledger rebuild deletion --policy stampbook-soft --dry-run --at \(t)`")
+        }
         let devices = Dictionary(access, uniquingKeysWith: +)
         lines.append(Terminal.paint("Access", .bold) + "  \(formatCount(devices["withADevice"] ?? 0)) with a device, \(formatCount(devices["inASession"] ?? 0)) in a session, "
                      + "\(formatCount(devices["cannotStartASession"] ?? 0)) used today's free session; signals: short sessions \(formatCount(devices["shortSessions"] ?? 0)), "
