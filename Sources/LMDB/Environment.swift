@@ -121,6 +121,14 @@ public final class Environment: @unchecked Sendable {
             throw LMDBError(code: .alreadyOpen, operation: "mdb_env_open", context: path)
         }
 
+        // LMDB takes an empty data.mdb for a new store and writes fresh meta pages into it; but
+        // LMDB writes those pages as it creates the file, so an empty one is a cut file.
+        var data = stat()
+        if stat(path + "/data.mdb", &data) == 0 && data.st_size == 0 {
+            Self.release(identity)
+            throw LMDBError(code: .truncated, operation: "mdb_env_open", context: "\(path)/data.mdb is empty")
+        }
+
         var env: OpaquePointer?
         do throws(LMDBError) {
             try check(mdb_env_create(&env), "mdb_env_create")
@@ -139,6 +147,7 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_mapsize(env, size), "mdb_env_set_mapsize")
             let flags = configuration.flags.rawValue | UInt32(MDB_NOTLS)
             try check(mdb_env_open(env, path, flags, configuration.fileMode), "mdb_env_open", path)
+            try Self.checkLength(env, path: path)
         } catch {
             mdb_env_close(env)
             Self.release(identity)
@@ -147,6 +156,23 @@ public final class Environment: @unchecked Sendable {
         self.handle = env
         self.identity = identity
         _ = try? checkReaders()
+    }
+
+    /// Refuses a data file shorter than the last page its meta page records: LMDB maps the file
+    /// and would touch the missing pages, which the OS answers with SIGBUS.
+    private static func checkLength(_ env: OpaquePointer, path: String) throws(LMDBError) {
+        var info = MDB_envinfo()
+        var stats = MDB_stat()
+        try check(mdb_env_info(env, &info), "mdb_env_info", path)
+        try check(mdb_env_stat(env, &stats), "mdb_env_stat", path)
+        var data = stat()
+        guard stat(path + "/data.mdb", &data) == 0 else { throw LMDBError(errno, "stat", path + "/data.mdb") }
+        let (pages, overflow) = (info.me_last_pgno + 1).multipliedReportingOverflow(by: Int(stats.ms_psize))
+        guard !overflow, Int(data.st_size) >= pages else {
+            let needed = overflow ? "beyond any file size" : "at byte \(pages)"
+            throw LMDBError(code: .truncated, operation: "mdb_env_open",
+                            context: "\(path)/data.mdb is \(data.st_size) bytes, but its last page ends \(needed)")
+        }
     }
 
     deinit {

@@ -55,6 +55,9 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let nestedWrite = Code(rawValue: EDEADLK)
         /// `ENOSPC`: the disk is full.
         public static let noSpace = Code(rawValue: ENOSPC)
+        /// The wrapper's own: `data.mdb` is shorter than the pages its meta page records (or
+        /// empty), so reading it would fault.
+        public static let truncated = Code(rawValue: -30_600)
     }
 
     /// The return code, by name where the wrapper knows one.
@@ -79,7 +82,9 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
     public var returnCode: Int32 { code.rawValue }
 
     /// LMDB's own text for the code (`mdb_strerror`).
-    public var lmdbMessage: String { String(cString: mdb_strerror(code.rawValue)) }
+    public var lmdbMessage: String {
+        code == .truncated ? "the store is truncated" : String(cString: mdb_strerror(code.rawValue))
+    }
 
     /// What to do about it.
     public var advice: String {
@@ -90,6 +95,8 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
             return "too many open read transactions; raise maxReaders, or reopen so that stale slots of dead processes are freed"
         case .databasesFull:
             return "raise maxDatabases when opening the environment"
+        case .truncated:
+            return "the file was cut short (a full disk, an interrupted copy, a truncate); keep a copy, and restore the store from an export or a backup"
         case .corrupted, .panic:
             return "the store is damaged; stop writing to it, keep a copy, and restore it from an export or a backup"
         case .versionMismatch, .invalid:

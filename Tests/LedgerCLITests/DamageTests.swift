@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+
+/// A damaged store, or a careless operator, gets a clear refusal: never a crash, never a
+/// write lost.
+@Suite struct DamageTests {
+    /// A store holding the example corpus, at `dir/s.lmdb`.
+    func store(in dir: String) throws -> String {
+        let store = dir + "/s.lmdb"
+        let run = try Run(["append", "--store", store, validExamples])
+        #expect(run.status == 0, "\(run.stderr)")
+        return store
+    }
+
+    func truncate(_ file: String, to size: off_t) { #expect(Glibc.truncate(file, size) == 0) }
+
+    /// `truncate -s 8192 data.mdb` used to crash every command with SIGBUS inside liblmdb.
+    @Test func aTruncatedDataFileIsRefusedByEveryCommand() throws {
+        try withDirectory { dir in
+            let store = try store(in: dir)
+            truncate(store + "/data.mdb", to: 8192)
+            for command in [["verify"], ["stats"], ["status", "user-1"], ["export"], ["append", validExamples]] {
+                let run = try Run([command[0], "--store", store] + command.dropFirst())
+                #expect(run.status == 1, "\(command): \(run.stderr)")
+                #expect(run.stderr.contains("the store is truncated"), "\(command): \(run.stderr)")
+                #expect(run.stderr.contains("data.mdb is 8192 bytes, but its last page ends at byte "), "\(command): \(run.stderr)")
+            }
+        }
+    }
+
+    /// An empty data.mdb beside a lock.mdb is a cut file, not a fresh store to fill.
+    @Test func anEmptyDataFileIsDamageNotANewStore() throws {
+        try withDirectory { dir in
+            let store = try store(in: dir)
+            truncate(store + "/data.mdb", to: 0)
+            for command in [["stats"], ["append", validExamples]] {
+                let run = try Run([command[0], "--store", store] + command.dropFirst())
+                #expect(run.status == 1, "\(command): \(run.stderr)")
+                #expect(run.stderr.contains("the store is truncated") && run.stderr.contains("data.mdb is empty"), "\(command): \(run.stderr)")
+            }
+            #expect((try FileManager.default.attributesOfItem(atPath: store + "/data.mdb")[.size] as? Int) == 0)
+        }
+    }
+}
