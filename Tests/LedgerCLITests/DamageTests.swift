@@ -41,4 +41,36 @@ import Testing
             #expect((try FileManager.default.attributesOfItem(atPath: store + "/data.mdb")[.size] as? Int) == 0)
         }
     }
+
+    /// The append spools the checked events to a temporary file before writing; killed, it used
+    /// to leave that file (with every event's data) behind. The spool has no name at any time.
+    @Test func aKilledAppendLeavesNoSpoolFileBehind() throws {
+        try withDirectory { dir in
+            let temporary = dir + "/tmp"
+            try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
+            process.arguments = ["append", "--store", dir + "/s.lmdb", "-"]
+            process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary]) { $1 }
+            let input = Pipe()
+            process.standardInput = input
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Half the input is checked and spooled; the append waits for the rest.
+            let lines = try String(contentsOfFile: validExamples, encoding: .utf8)
+            input.fileHandleForWriting.write(Data(lines.utf8))
+            var spooled: [String] = []
+            for _ in 0..<50 {
+                spooled = try FileManager.default.contentsOfDirectory(atPath: temporary)
+                if !spooled.isEmpty { break }
+                usleep(10_000)
+            }
+            #expect(spooled == [], "the spool has a name while the append runs")
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [])
+        }
+    }
 }

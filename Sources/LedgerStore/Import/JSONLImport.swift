@@ -37,7 +37,7 @@ public enum JSONLImport {
         /// The input as named (`-` for standard input).
         public var name: String
         /// The spool the second pass reads: the checked events, encoded.
-        public var spoolPath: String
+        public var spool: Spool
         /// Problems, up to the limit.
         public var problems: [InputProblem] = []
         /// All problems found.
@@ -61,16 +61,14 @@ public enum JSONLImport {
     }
 
     /// Reads and checks one input without appending anything, spooling its encoded events
-    /// until the first problem. The caller removes the spool (`spoolPath`).
+    /// until the first problem. The spool has no name: it goes when the check does.
     /// - Throws: `LedgerError` when the input cannot be read or the spool cannot be written.
     public static func check(_ name: String, restoring: Bool, limit: Int = problemLimit,
                              progress: (_ bytesRead: Int) -> Void = { _ in }) throws(LedgerError) -> Check {
         var bytesRead = 0
         var reader = try LineReader(path: name, keepBytes: EnvelopeDecoder.maxEventBytes + 1)
         var spool = try SpoolWriter()
-        var check = Check(name: name, spoolPath: spool.path)
-        var finished = false
-        defer { if !finished { unlink(spool.path) } }
+        var check = Check(name: name, spool: spool.spool)
         var lastPosition: (line: Int, position: UInt64)?
         while let line = try reader.next() {
             bytesRead += line.length + 1
@@ -106,8 +104,7 @@ public enum JSONLImport {
             check.problemCount += problems.count
             check.problems.append(contentsOf: problems.prefix(max(0, limit - check.problems.count)))
         }
-        try spool.finish()
-        finished = true
+        try spool.flush()
         return check
     }
 
@@ -124,7 +121,6 @@ public enum JSONLImport {
     public static func append(_ names: [String], to log: EventLog, restoring: Bool = false,
                               progress: (Progress) -> Void = { _ in }) throws(ImportError) -> StreamSummary {
         var checks: [Check] = []
-        defer { for check in checks { unlink(check.spoolPath) } }
         var problems: [InputProblem] = []
         var total = 0
         do {
@@ -157,7 +153,7 @@ public enum JSONLImport {
                 // The reader lives only inside this call, so the closure does not really escape.
                 let batch = try withoutActuallyEscaping(progress) { report throws(LedgerError) in
                     try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
-                        try SpoolReader(path: check.spoolPath, name: check.name) { read in
+                        try SpoolReader(check.spool, name: check.name) { read in
                             report(Progress(phase: .appending, done: before + read, total: events))
                         }
                     }
@@ -176,13 +172,12 @@ public enum JSONLImport {
     }
 }
 
-/// The spool of one checked input: each event as
-/// `u64 line ‖ u64 position (0: none) ‖ u8 has recordedAt ‖ u32 length ‖ record`, the record in
-/// the log's own format (version and hash zero, recordedAt the one to restore), all little-endian.
-private struct SpoolWriter {
-    let path: String
-    private let fd: Int32
-    private var buffer: [UInt8] = []
+/// The checked events of one input, in a temporary file that is unlinked as soon as it is
+/// created: it lives as long as its descriptor, so a killed append leaves nothing behind.
+public final class Spool: Sendable {
+    let descriptor: Int32
+    /// Where it was created, for messages (the name is gone).
+    let directory: String
 
     init() throws(LedgerError) {
         let directory = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
@@ -191,9 +186,22 @@ private struct SpoolWriter {
         guard fd >= 0 else {
             throw LedgerError(.storage, "cannot create a temporary file in \(directory) for the checked events: \(String(cString: strerror(errno))); set TMPDIR")
         }
-        self.fd = fd
-        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        template.withUnsafeBufferPointer { buffer in _ = buffer.baseAddress.map { unlink($0) } }
+        (self.descriptor, self.directory) = (fd, directory)
     }
+
+    deinit { close(descriptor) }
+}
+
+/// Writes a spool: each event as
+/// `u64 line ‖ u64 position (0: none) ‖ u8 has recordedAt ‖ u32 length ‖ record`, the record in
+/// the log's own format (version and hash zero, recordedAt the one to restore), all little-endian.
+private struct SpoolWriter {
+    let spool: Spool
+    private var fd: Int32 { spool.descriptor }
+    private var buffer: [UInt8] = []
+
+    init() throws(LedgerError) { spool = try Spool() }
 
     mutating func write(_ event: StreamedEvent) throws(LedgerError) {
         let record = EventRecord.encode(event.draft, version: 0, recordedAt: event.recordedAt ?? Timestamp(milliseconds: 0))
@@ -205,17 +213,12 @@ private struct SpoolWriter {
         if buffer.count >= 1 << 20 { try flush() }
     }
 
-    mutating func finish() throws(LedgerError) {
-        try flush()
-        close(fd)
-    }
-
-    private mutating func flush() throws(LedgerError) {
+    mutating func flush() throws(LedgerError) {
         var offset = 0
         while offset < buffer.count {
             let written = buffer[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             guard written > 0 else {
-                throw LedgerError(.storage, "cannot write the checked events to \(path): \(String(cString: strerror(errno)))")
+                throw LedgerError(.storage, "cannot write the checked events to a temporary file in \(spool.directory): \(String(cString: strerror(errno)))")
             }
             offset += written
         }
@@ -223,10 +226,12 @@ private struct SpoolWriter {
     }
 }
 
-/// Reads a spool back, one event at a time, in bounded memory.
+/// Reads a spool back from its start, one event at a time, in bounded memory.
 private final class SpoolReader: StreamedEvents {
-    private let fd: Int32
-    private let path: String
+    private let spool: Spool
+    private var fd: Int32 { spool.descriptor }
+    private var offset: off_t = 0
+    private var path: String { "a temporary file in \(spool.directory)" }
     private let name: String
     private var buffer: [UInt8] = []
     private var start = 0
@@ -234,15 +239,9 @@ private final class SpoolReader: StreamedEvents {
     private var read = 0
     private let progress: (Int) -> Void
 
-    init(path: String, name: String, progress: @escaping (Int) -> Void) throws(LedgerError) {
-        self.progress = progress
-        fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw LedgerError(.storage, "cannot read the checked events in \(path): \(String(cString: strerror(errno)))") }
-        self.path = path
-        self.name = name
+    init(_ spool: Spool, name: String, progress: @escaping (Int) -> Void) throws(LedgerError) {
+        (self.spool, self.name, self.progress) = (spool, name, progress)
     }
-
-    deinit { close(fd) }
 
     /// Makes at least `count` unread bytes available; `false` at the end of the file.
     private func fill(_ count: Int) throws(LedgerError) -> Bool {
@@ -253,7 +252,8 @@ private final class SpoolReader: StreamedEvents {
                 start = 0
             }
             var chunk = [UInt8](repeating: 0, count: max(1 << 20, count))
-            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            let got = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            offset += off_t(max(got, 0))
             guard got >= 0 else { throw LedgerError(.storage, "cannot read the checked events in \(path): \(String(cString: strerror(errno)))") }
             if got == 0 { atEnd = true } else { buffer.append(contentsOf: chunk[..<got]) }
         }
