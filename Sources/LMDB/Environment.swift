@@ -207,6 +207,8 @@ public final class Environment: @unchecked Sendable {
     /// - Throws: what `body` throws, or `LMDBError`.
     public func write<R>(_ body: (borrowing Transaction) throws -> R) throws -> R {
         if isWritingOnThisThread() { throw LMDBError(code: .nestedWrite, operation: "mdb_txn_begin", context: path) }
+        let writers = try lockWriters()
+        defer { close(writers) }
         let me = pthread_self()
         while true {
             let state = WriteState()
@@ -235,6 +237,27 @@ public final class Environment: @unchecked Sendable {
                 try grow()
             }
         }
+    }
+
+    /// Takes the store's writer lock: an exclusive `flock` on its directory, held until the
+    /// returned descriptor is closed, waiting for another writer's.
+    ///
+    /// LMDB's own writer mutex lives in `lock.mdb`; deleted while a writer runs, the next process
+    /// makes a new one and two writers commit over each other (one of them loses a write that
+    /// reported success). The directory cannot go while the store is there. Each write opens its
+    /// own descriptor, so threads of one process exclude each other too (a `flock` belongs to
+    /// the open file, not the process).
+    private func lockWriters() throws(LMDBError) -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw LMDBError(errno, "open", path) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                let error = LMDBError(errno, "flock", path)
+                close(fd)
+                throw error
+            }
+        }
+        return fd
     }
 
     /// Whether the calling thread is inside a write transaction of this environment.

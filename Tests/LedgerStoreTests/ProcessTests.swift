@@ -11,6 +11,32 @@ import Testing
 @Suite(.serialized) struct ProcessTests {
     static let batchSize = 20
 
+    /// `lock.mdb` deleted while a writer is inside its transaction: the next process makes a new
+    /// lock file, so LMDB's writer mutex no longer keeps it out. It used to commit at once, and
+    /// the first writer's commit then wrote over it: a write that reported success was lost.
+    /// The writers' `flock` on the store makes the second wait for the first.
+    @Test func aSecondWriterWaitsForTheFirstEvenWithoutLockMdb() throws {
+        try withStorePath { path in
+            try writeStore(path, [draft("before")])
+            let holder = try Child(["hold-writer", path])
+            #expect(holder.waitFor(lineStartingWith: "ready") != nil)
+            #expect(unlink(path + "/lock.mdb") == 0)
+
+            let second = try Child(["append-many", path, "3"])
+            usleep(300_000)
+            #expect(second.process.isRunning, "the second writer committed while the first was in its transaction")
+            holder.send("commit")
+            #expect(holder.finish().lines.contains("committed"))
+            #expect(second.finish().lines.contains("done"))
+
+            let log = try EventLog(path: path)
+            defer { log.close() }
+            #expect(try log.stats().events == 4)
+            #expect(try log.events().collect().map(\.id.high) == [log.events().collect()[0].id.high, 0, 0, 0])
+            #expect(try log.verify().isValid)
+        }
+    }
+
     /// A child appends batches in a loop and is SIGKILLed at a random moment, 25 times over
     /// one store. After each kill the store must open, verify, hold every batch whose append
     /// returned (the child said "acked"), and hold no batch in part.

@@ -3,6 +3,7 @@
 //   ledger-test-child append-loop STORE FIRST_BATCH BATCH_SIZE   append batches forever; print "acked N" after each returns
 //   ledger-test-child append-many STORE COUNT                    append COUNT events in batches of 100, print "done"
 //   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
+//   ledger-test-child hold-writer STORE                          write in a transaction, print "ready", commit on a line of stdin
 //   ledger-test-child rebuild STORE                              rebuild every read model; print "phase P" as each phase starts, "done" at the end
 import Glibc
 import LMDB
@@ -83,6 +84,21 @@ case "hold-reader":
             say("ready")
             while true { sleep(60) }
         }
+    } catch {
+        fail("\(error)")
+    }
+
+case "hold-writer":
+    // A writer in the middle of its transaction: it commits when the parent writes a line.
+    do {
+        let env = try Environment(path: store)
+        let db = try env.openDatabase("held")
+        try env.write { txn in
+            try txn.put(db, key: [1], value: [1])
+            say("ready")
+            _ = readLine()
+        }
+        say("committed")
     } catch {
         fail("\(error)")
     }

@@ -26,13 +26,20 @@ public func childExecutable() -> URL {
 public final class Child {
     public let process = Process()
     private let output = Pipe()
+    private let input = Pipe()
     private var buffer = Data()
 
     public init(_ arguments: [String]) throws {
         process.executableURL = childExecutable()
         process.arguments = arguments
         process.standardOutput = output
+        process.standardInput = input
         try process.run()
+    }
+
+    /// Writes `line` to the child's standard input.
+    public func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
     /// Reads until a line equal to `line` (or starting with it) arrives, or the child exits.
