@@ -98,7 +98,8 @@ public final class Environment: @unchecked Sendable {
 
     /// Opens (and, unless read-only, creates) the environment in the directory `path`.
     ///
-    /// A new directory is created with mode 0700 and its files with `configuration.fileMode`.
+    /// A new directory is created with mode 0700 (an existing one without a store is tightened to
+    /// 0700) and its files with `configuration.fileMode`.
     /// Reader slots left behind by processes that died holding them are freed on open.
     /// - Throws: `LMDBError` if the directory cannot be created or the environment opened.
     public init(path: String, configuration: Configuration = Configuration()) throws(LMDBError) {
@@ -115,6 +116,12 @@ public final class Environment: @unchecked Sendable {
 
         var st = stat()
         guard stat(path, &st) == 0 else { throw LMDBError(errno, "stat", path) }
+        // A store made in a directory that already existed gets the mode a new one has: the
+        // files hold customers' data, and a world-writable directory lets anyone swap them.
+        var data = stat()
+        if !readOnly && stat(path + "/data.mdb", &data) != 0 && st.st_mode & 0o077 != 0 {
+            guard chmod(path, 0o700) == 0 else { throw LMDBError(errno, "chmod 0700", path) }
+        }
         let identity = FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         let claimed = Self.openInProcess.withLock { $0.insert(identity).inserted }
         guard claimed else {
@@ -123,7 +130,6 @@ public final class Environment: @unchecked Sendable {
 
         // LMDB takes an empty data.mdb for a new store and writes fresh meta pages into it; but
         // LMDB writes those pages as it creates the file, so an empty one is a cut file.
-        var data = stat()
         if stat(path + "/data.mdb", &data) == 0 && data.st_size == 0 {
             Self.release(identity)
             throw LMDBError(code: .truncated, operation: "mdb_env_open", context: "\(path)/data.mdb is empty")

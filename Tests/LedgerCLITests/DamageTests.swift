@@ -73,4 +73,20 @@ import Testing
             #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [])
         }
     }
+
+    /// `init` into an existing world-writable directory used to leave it 0777.
+    @Test func aStoreMadeInAnOpenDirectoryIsTightenedTo0700() throws {
+        try withDirectory { dir in
+            let store = dir + "/open"
+            try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+            #expect(chmod(store, 0o777) == 0)
+            let run = try Run(["init", "--store", store])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect((try FileManager.default.attributesOfItem(atPath: store)[.posixPermissions] as? Int) == 0o700)
+            // An existing store is left as its operator set it.
+            #expect(chmod(store, 0o750) == 0)
+            #expect(try Run(["stats", "--store", store]).status == 0)
+            #expect((try FileManager.default.attributesOfItem(atPath: store)[.posixPermissions] as? Int) == 0o750)
+        }
+    }
 }
