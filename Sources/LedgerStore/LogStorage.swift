@@ -96,15 +96,35 @@ struct LogStorage: Sendable {
 
     /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
     /// processes are seen.
-    func head(_ txn: borrowing Transaction) throws -> Head {
+    ///
+    /// For a writer (`checkingChain`), the chain's last link is checked on the way (the record
+    /// before is one cursor step off): an append never extends a chain whose end is broken.
+    func head(_ txn: borrowing Transaction, checkingChain: Bool = false) throws -> Head {
         try txn.withCursor(events) { cursor in
             guard let last = try cursor.last() else {
                 return Head(position: 0, hash: Self.genesisHash, recordedAt: Timestamp(milliseconds: 0))
             }
             guard let position = LogSchema.integer(last.key), let hash = EventRecord.hash(ofRecord: last.value),
+                  let hashed = EventRecord.hashedBytes(ofRecord: last.value),
                   let recordedAt = EventRecord.recordedAt(ofRecord: last.value)
             else {
                 throw LedgerError(.corruptRecord, "the last record of the log is damaged; run `ledger verify`")
+            }
+            guard checkingChain else { return Head(position: position, hash: Array(hash), recordedAt: recordedAt) }
+            var before = Self.genesisHash
+            if position > 1 {
+                guard let previous = try cursor.previous(), LogSchema.integer(previous.key) == position - 1,
+                      let previousHash = EventRecord.hash(ofRecord: previous.value) else {
+                    throw LedgerError(.corruptRecord, "the log has no sound record before its last, \(position); run `ledger verify`")
+                }
+                before = Array(previousHash)
+            }
+            var hasher = SHA256()
+            hasher.update(data: before)
+            hasher.update(bufferPointer: hashed)
+            guard hasher.finalize().elementsEqual(hash) else {
+                throw LedgerError(.corruptRecord, "the log's hash chain is broken at its last event, position \(position): "
+                                  + "appending would extend a damaged chain; run `ledger verify`, and restore the store from an export or a backup")
             }
             return Head(position: position, hash: Array(hash), recordedAt: recordedAt)
         }
@@ -127,7 +147,7 @@ struct LogStorage: Sendable {
         let (result, last) = try env.write { txn in
             try tails.withExclusive { try syncTail(txn) }
             return try tails.withShared {
-                var head = try head(txn)
+                var head = try head(txn, checkingChain: true)
                 head.subjects = try subjectCount(txn)
                 head.pending = IndexTail(base: head.position)
                 let subjectsBefore = head.subjects

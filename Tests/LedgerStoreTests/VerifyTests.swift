@@ -45,6 +45,46 @@ import Testing
         }
     }
 
+    /// A broken chain used to be noticed only by `verify`: appends kept extending it. The last
+    /// link is checked before every append; nothing is appended to a broken one.
+    @Test func anAppendRefusesToExtendABrokenChain() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.events) { txn, db in
+                var record = try #require(try txn.get(db, key: LogSchema.key(20)).map { Array($0) })
+                record[record.count - EventRecord.trailerSize - 1] ^= 0x01
+                try txn.put(db, key: LogSchema.key(20), value: record)
+            }
+            let log = try EventLog(path: path)
+            defer { log.close() }
+            do throws(LedgerError) {
+                _ = try log.append([draft("user-9", 99)])
+                Issue.record("appended to a broken chain")
+            } catch {
+                #expect(error.code == .corruptRecord)
+                #expect(error.message == "the log's hash chain is broken at its last event, position 20: appending would extend a damaged chain; "
+                        + "run `ledger verify`, and restore the store from an export or a backup")
+            }
+            #expect(try log.stats().events == 20)
+        }
+    }
+
+    /// The last link is checked against the record before it: a damaged hash there breaks it too.
+    @Test func anAppendRefusesWhenTheRecordBeforeTheLastIsDamaged() throws {
+        try withStorePath { path in
+            try store(path)
+            try tamper(path, LogSchema.events) { txn, db in
+                var record = try #require(try txn.get(db, key: LogSchema.key(19)).map { Array($0) })
+                record[record.count - 1] ^= 0x80   // its hash's last byte
+                try txn.put(db, key: LogSchema.key(19), value: record)
+            }
+            let log = try EventLog(path: path)
+            defer { log.close() }
+            #expect(throws: LedgerError.self) { try log.append([draft("user-9", 99)]) }
+            #expect(try log.stats().events == 20)
+        }
+    }
+
     @Test func aFlippedByteThatBreaksTheEncodingIsABadRecord() throws {
         try withStorePath { path in
             try store(path)
