@@ -343,12 +343,17 @@ struct LogStorage: Sendable {
 
     // MARK: Streamed batches (the calling thread)
 
+    /// How far a restored event's recordedAt may lie ahead of this machine's clock (the clocks of
+    /// the machine that exported and this one differ a little).
+    static let restoreClockSkewMilliseconds: Int64 = 5 * 60_000
+
     /// Appends every event `makeEvents` yields in one write transaction, pulling them one at
     /// a time so that a batch of any size takes bounded memory. `makeEvents` is called again
     /// (and must start over) if the map fills and the transaction is retried.
     func commitStream(restoring: Bool, _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
         try writeAppends { txn, head, session in
-            let now = max(clock(), head.recordedAt)
+            let clock = clock()
+            let now = max(clock, head.recordedAt)
             var summary = StreamSummary()
             var source = try makeEvents()
             while let item = try source.next() {
@@ -382,6 +387,10 @@ struct LogStorage: Sendable {
                     }
                     guard stamped >= head.recordedAt else {
                         throw item.locate(LedgerError(.invalidEvent, "recordedAt \(stamped) is before the previous event's \(head.recordedAt); recorded times never go back", field: "/recordedAt"))
+                    }
+                    guard stamped.milliseconds <= clock.milliseconds + Self.restoreClockSkewMilliseconds else {
+                        throw item.locate(LedgerError(.invalidEvent, "recordedAt \(stamped) is later than this machine's clock (\(clock)) by more than \(Self.restoreClockSkewMilliseconds / 60_000) minutes; "
+                                                      + "recorded times never go back, so every later append would be stamped with it: check the file, or this machine's clock", field: "/recordedAt"))
                     }
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerCore
 import Testing
 
 /// A damaged store, or a careless operator, gets a clear refusal: never a crash, never a
@@ -87,6 +88,25 @@ import Testing
             #expect(chmod(store, 0o750) == 0)
             #expect(try Run(["stats", "--store", store]).status == 0)
             #expect((try FileManager.default.attributesOfItem(atPath: store)[.posixPermissions] as? Int) == 0o750)
+        }
+    }
+
+    /// A restore with recordedAt in 9999 used to poison the store's clock for good: recorded
+    /// times never go back, so every later append was stamped 9999.
+    @Test func aRestoreRecordedFarInTheFutureIsRefused() throws {
+        try withDirectory { dir in
+            let future = #"{"position":1,"recordedAt":"9999-01-01T00:00:00.000Z","type":"account.created","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#
+            let file = dir + "/future.jsonl"
+            try Data((future + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", dir + "/s.lmdb", "--restore", file])
+            #expect(run.status == 2, "\(run.stderr)")
+            #expect(run.stderr.hasPrefix("\(file):1: /recordedAt: recordedAt 9999-01-01T00:00:00.000Z is later than this machine's clock ("))
+            #expect(run.stderr.contains("by more than 5 minutes"))
+            #expect(try Run(["export", "--store", dir + "/s.lmdb"]).stdout == "")
+            // Within a few minutes of the clock (another machine's) is a restore like any other.
+            let soon = Timestamp.now().adding(seconds: 120)
+            try Data((future.replacingOccurrences(of: "9999-01-01T00:00:00.000Z", with: soon.description) + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            #expect(try Run(["append", "--store", dir + "/s.lmdb", "--restore", file]).status == 0)
         }
     }
 }
