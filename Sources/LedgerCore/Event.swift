@@ -34,8 +34,9 @@ public enum EventLimits {
     public static let maxSubjectBytes = 256
     /// A type name is 1…128 bytes of `a-z A-Z 0-9 . _ -`.
     public static let maxTypeBytes = 128
-    /// A payload is at most 64 KiB.
-    public static let maxPayloadBytes = 65_536
+    /// A whole event, encoded (`EventRecord.eventSize`), is at most 64 KiB: the same figure
+    /// however its JSON line is spelt, so an export always appends back.
+    public static let maxEventBytes = 65_536
     /// Meta, encoded (keys, values and their lengths), is at most 4 KiB.
     public static let maxMetaBytes = 4_096
 
@@ -139,12 +140,12 @@ public struct EventDraft: Sendable, Hashable {
         if schemaVersion == 0 {
             throw LedgerError(.invalidEvent, "schemaVersion starts at 1", field: "/schemaVersion", subject: subject)
         }
-        if payload.count > EventLimits.maxPayloadBytes {
-            throw LedgerError(.invalidEvent, "payload is \(payload.count) bytes, over the \(EventLimits.maxPayloadBytes)-byte limit",
-                              field: "/data", subject: subject)
-        }
         if let problem = EventLimits.metaProblem(meta) {
             throw LedgerError(.invalidEvent, "meta " + problem.message, field: problem.pointer, subject: subject)
+        }
+        let size = EventRecord.eventSize(of: self)
+        if size > EventLimits.maxEventBytes {
+            throw LedgerError(.invalidEvent, "event is \(size) bytes, over the \(EventLimits.maxEventBytes)-byte limit", field: "/", subject: subject)
         }
         return try EventCatalog.check(self)
     }

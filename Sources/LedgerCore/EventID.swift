@@ -64,6 +64,9 @@ public struct EventID: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// A new random (version 4) id.
     public static func random() -> EventID { EventID(UUID()) }
 
+    /// How many bytes an id is.
+    public static let byteCount = 16
+
     /// The 16 bytes, most significant first.
     public var bytes: [UInt8] {
         [UInt8](unsafeUninitializedCapacity: 16) { buffer, count in

@@ -203,6 +203,22 @@ public enum EventRecord {
         out.appendBytes(draft.payload)
     }
 
+    /// The size of an event encoded, the figure `EventLimits.maxEventBytes` applies to: the
+    /// format byte and the content `encode` writes, without what the ledger stamps (version,
+    /// recordedAt, hash). The same for every spelling of the event as a JSON line.
+    public static func eventSize(type: String, subject: String, schemaVersion: UInt16, meta: [String: String], payloadBytes: Int) -> Int {
+        func bytes(_ count: Int) -> Int { varintSize(UInt64(count)) + count }
+        var size = 1 + EventID.byteCount + 1 + varintSize(UInt64(schemaVersion)) + 8 + bytes(type.utf8.count) + bytes(subject.utf8.count)
+        size += varintSize(UInt64(meta.count))
+        for (key, value) in meta { size += bytes(key.utf8.count) + bytes(value.utf8.count) }
+        return size + bytes(payloadBytes)
+    }
+
+    /// `eventSize` of a draft.
+    public static func eventSize(of draft: EventDraft) -> Int {
+        eventSize(type: draft.type, subject: draft.subject, schemaVersion: draft.schemaVersion, meta: draft.meta, payloadBytes: draft.payload.count)
+    }
+
     static func varintSize(_ value: UInt64) -> Int {
         var v = value, n = 1
         while v >= 0x80 { v >>= 7; n += 1 }

@@ -58,9 +58,28 @@ import Testing
         #expect(problems("[1, 2]") == ["events.jsonl:3: /: expected a JSON object, got [1,2]"])
     }
 
-    @Test func anOversizedEventSaysHowBig() {
-        let result = EnvelopeDecoder.decode(Array(valid.utf8), length: 70_000, file: "big.jsonl", line: 1)
-        #expect(result == .failure(InputProblems([InputProblem(file: "big.jsonl", line: 1, pointer: "/", message: "event is 70000 bytes, over the 65536-byte limit")])))
+    /// A line is read up to 8 × 64 KiB (memory stays bounded); the event's own limit is on it encoded.
+    @Test func anOverlongLineSaysHowLong() {
+        let result = EnvelopeDecoder.decode(Array(valid.utf8), length: 600_000, file: "big.jsonl", line: 1)
+        #expect(result == .failure(InputProblems([InputProblem(file: "big.jsonl", line: 1, pointer: "/",
+                                                                message: "line is 600000 bytes, over the 524288-byte limit of a line (an event is at most 65536 bytes encoded)")])))
+    }
+
+    @Test func anOversizedEventSaysHowBigEncoded() {
+        let text = String(repeating: "n", count: 70_000)
+        let line = #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"support","data":{"text":"\#(text)","agent":"a"}}"#
+        let result = EnvelopeDecoder.decode(Array(line.utf8), file: "big.jsonl", line: 1)
+        guard case .failure(let problems) = result else { Issue.record("accepted"); return }
+        #expect(problems.problems.map(\.message) == ["event is 70057 bytes, over the 65536-byte limit"])
+    }
+
+    /// An event of exactly 64 KiB whose line is longer (here, escapes spell its text) is accepted:
+    /// the export of such an event (position and recordedAt added) always appends back.
+    @Test func anEventWithinTheLimitIsAcceptedHoweverLongItsLine() {
+        let text = String(repeating: #"\u006e"#, count: 20_000)
+        let line = #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"support","data":{"text":"\#(text)","agent":"a"}}"#
+        #expect(line.utf8.count > 65_536)
+        guard case .success = EnvelopeDecoder.decode(Array(line.utf8), file: "e.jsonl", line: 1) else { Issue.record("refused"); return }
     }
 
     @Test func anUnknownKeyIsNamed() {

@@ -169,20 +169,25 @@ let draftGenerator = zip(
         #expect(failure(draft)?.message == "subject is 257 bytes, over the 256-byte limit")
     }
 
-    @Test func aPayloadOver64KiBIsRejected() {
-        // A note whose payload is exactly 64 KiB: 3-byte length + 65,531 bytes of text + "a" with its length.
-        var note = SupportNoteAdded()
-        note.text = String(repeating: "n", count: 65_531)
-        note.agent = "a"
-        var draft = base
-        draft.type = SupportNoteAdded.type
-        draft.payload = EventCatalog.encode(note.eventData)
-        #expect(draft.payload.count == 65_536)
-        #expect(failure(draft) == nil)
-        note.text += "n"
-        draft.payload = EventCatalog.encode(note.eventData)
-        #expect(failure(draft)?.field == "/data")
-        #expect(failure(draft)?.message == "payload is 65537 bytes, over the 65536-byte limit")
+    /// The limit is on the whole event encoded (SPEC §2: "whole event ≤ 64 KiB encoded"),
+    /// which no spelling of its JSON line changes.
+    @Test func anEventOver64KiBEncodedIsRejected() {
+        func note(_ length: Int) -> EventDraft {
+            var note = SupportNoteAdded()
+            note.text = String(repeating: "n", count: length)
+            note.agent = "a"
+            var draft = base
+            draft.type = SupportNoteAdded.type
+            draft.payload = EventCatalog.encode(note.eventData)
+            return draft
+        }
+        var length = 65_536 - EventRecord.eventSize(of: note(0))
+        while EventRecord.eventSize(of: note(length)) > 65_536 { length -= 1 }
+        #expect(EventRecord.eventSize(of: note(length)) == 65_536)
+        #expect(EventRecord.encode(note(length), version: 1, recordedAt: Timestamp(milliseconds: 0)).count == 65_536 + EventRecord.stampSize)
+        #expect(failure(note(length)) == nil)
+        #expect(failure(note(length + 1))?.field == "/")
+        #expect(failure(note(length + 1))?.message == "event is 65537 bytes, over the 65536-byte limit")
     }
 
     @Test func anUnknownTypeOrAPayloadThatIsNotItsLayoutIsRejected() {

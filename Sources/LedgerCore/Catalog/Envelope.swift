@@ -73,8 +73,10 @@ public struct InputProblems: Error, Sendable, Hashable, CustomStringConvertible 
 /// Reads JSONL lines into envelopes, strictly: no unknown or missing keys, no wrong JSON types,
 /// times with a zone, known types and sources. Every problem of a line is reported.
 public enum EnvelopeDecoder {
-    /// The largest event line accepted, in bytes.
-    public static let maxEventBytes = 65_536
+    /// The longest line read, in bytes: room for any event within `EventLimits.maxEventBytes`
+    /// however it is spelt (a control character in a string takes six bytes as `\u0001`), and
+    /// a bound on the memory one line takes. The limit itself is on the event, encoded.
+    public static let maxLineBytes = 8 * EventLimits.maxEventBytes
 
     /// The top-level keys an event line may have. `position` and `recordedAt` appear in
     /// exported lines; plain append ignores them.
@@ -86,8 +88,8 @@ public enum EnvelopeDecoder {
             InputProblem(file: file, line: line, pointer: pointer, message: message)
         }
         let size = length ?? bytes.count
-        guard size <= maxEventBytes else {
-            return .failure(InputProblems([problem("/", "event is \(size) bytes, over the \(maxEventBytes)-byte limit")]))
+        guard size <= maxLineBytes else {
+            return .failure(InputProblems([problem("/", "line is \(size) bytes, over the \(maxLineBytes)-byte limit of a line (an event is at most \(EventLimits.maxEventBytes) bytes encoded)")]))
         }
         let json: JSON
         do {
@@ -216,8 +218,13 @@ public enum EnvelopeDecoder {
         let recordedAt = object["recordedAt"].flatMap { time("recordedAt", $0) }
 
         guard problems.isEmpty, let type, let subject, let occurredAt, let source else { return .failure(InputProblems(problems)) }
+        let version = schemaVersion ?? EventCatalog.currentVersions[type] ?? 1
+        let encoded = EventRecord.eventSize(type: type, subject: subject, schemaVersion: version, meta: meta, payloadBytes: payload.count)
+        guard encoded <= EventLimits.maxEventBytes else {
+            return .failure(InputProblems([problem("/", "event is \(encoded) bytes, over the \(EventLimits.maxEventBytes)-byte limit")]))
+        }
         return .success(Envelope(id: id, type: type, subject: subject, occurredAt: occurredAt, source: source,
-                                 schemaVersion: schemaVersion ?? EventCatalog.currentVersions[type] ?? 1, payload: payload, meta: meta,
+                                 schemaVersion: version, payload: payload, meta: meta,
                                  position: position, recordedAt: recordedAt))
     }
 

@@ -66,7 +66,7 @@ public enum JSONLImport {
     public static func check(_ name: String, restoring: Bool, limit: Int = problemLimit,
                              progress: (_ bytesRead: Int) -> Void = { _ in }) throws(LedgerError) -> Check {
         var bytesRead = 0
-        var reader = try LineReader(path: name, keepBytes: EnvelopeDecoder.maxEventBytes + 1)
+        var reader = try LineReader(path: name, keepBytes: EnvelopeDecoder.maxLineBytes + 1)
         var spool = try SpoolWriter()
         var check = Check(name: name, spool: spool.spool)
         var lastPosition: (line: Int, position: UInt64)?
