@@ -354,6 +354,7 @@ struct LogStorage: Sendable {
         try writeAppends { txn, head, session in
             let clock = clock()
             let now = max(clock, head.recordedAt)
+            let before = head.position
             var summary = StreamSummary()
             var source = try makeEvents()
             while let item = try source.next() {
@@ -404,6 +405,15 @@ struct LogStorage: Sendable {
                     }
                     summary.duplicates += 1
                     continue
+                case .different(let position) where position > before:
+                    // Its first line is in this very batch (not stored, so no position to name):
+                    // read the batch again from its start to name that line.
+                    var again = try makeEvents()
+                    var earlier: StreamedEvent?
+                    while let other = try again.next(), earlier == nil { if other.draft.id == draft.id { earlier = other } }
+                    let place = earlier?.line.map { "line \($0)" } ?? "an earlier line"
+                    throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is also on \(place) of this batch, with other content; an id names one fact, so give a new fact a new id",
+                                                  field: "/id", subject: draft.subject))
                 case .different(let position):
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))

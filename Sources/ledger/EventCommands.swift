@@ -54,33 +54,48 @@ struct AppendCommand: ParsableCommand {
             progress.clear()
             report(problems.problems, total: total)
             throw ExitCode(2)
-        } catch .ledger(let error) {
+        } catch .ledger(let error, let appended) {
             progress.clear()
-            guard let file = error.file, let line = error.line else { throw error }
+            let before = appended.appended + appended.duplicates > 0 ? appended : nil
+            guard let file = error.file, let line = error.line else {
+                // Each file is a batch: the files before this one stay appended; say so.
+                if let before { FileHandle.standardError.write(Data("ledger: \(Self.sentence(before)) from the files before the one that failed.\n".utf8)) }
+                throw error
+            }
             // A batch the log refused because of one of its lines (an id conflict): report it
-            // like an input problem, naming the line.
-            report([InputProblem(file: file, line: line, pointer: error.field ?? "/", message: error.message)], total: 1)
+            // like an input problem, naming the line, with what the files before it appended.
+            report([InputProblem(file: file, line: line, pointer: error.field ?? "/", message: error.message)], total: 1, appended: before)
+            if let before, !global.json {
+                print("\(Self.sentence(before)) from the files before \(file); \(file) and the files after it were not appended.")
+            }
             throw ExitCode(error.code == .storage ? 1 : 2)
         }
         if global.json {
-            print(JSON.object([
-                ("appended", .int(summary.appended)),
-                ("duplicates", .int(summary.duplicates)),
-                ("firstPosition", .uint(summary.firstPosition)),
-                ("lastPosition", .uint(summary.lastPosition)),
-            ]).text)
+            print(JSON.object(Self.shape(summary)).text)
         } else {
-            var text = "Appended \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
-            if let first = summary.firstPosition, let last = summary.lastPosition {
-                text += first == last ? " at position \(first)" : " at positions \(first)…\(last)"
-            }
-            if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
-            print(text + ".")
+            print(Self.sentence(summary) + ".")
         }
     }
 
-    /// Problems one per line on stderr (SPEC §5) and, with --json, as a list on stdout.
-    private func report(_ problems: [InputProblem], total: Int) {
+    /// SPEC §5's `append` shape.
+    static func shape(_ summary: StreamSummary) -> [(String, JSON)] {
+        [("appended", .int(summary.appended)), ("duplicates", .int(summary.duplicates)),
+         ("firstPosition", .uint(summary.firstPosition)), ("lastPosition", .uint(summary.lastPosition))]
+    }
+
+    /// "Appended 3 events at positions 7…9; 1 duplicate was already stored".
+    static func sentence(_ summary: StreamSummary) -> String {
+        var text = "Appended \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
+        if let first = summary.firstPosition, let last = summary.lastPosition {
+            text += first == last ? " at position \(first)" : " at positions \(first)…\(last)"
+        }
+        if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
+        return text
+    }
+
+    /// Problems one per line on stderr (SPEC §5) and, with --json, as a list on stdout: with the
+    /// `append` shape of what earlier files appended, when they did.
+    private func report(_ problems: [InputProblem], total: Int, appended: StreamSummary? = nil) {
         var text = problems.map { $0.description + "\n" }.joined()
         if total > problems.count { text += "… and \(total - problems.count) more problems (the first \(problems.count) are shown); nothing was appended\n" }
         FileHandle.standardError.write(Data(text.utf8))
@@ -88,7 +103,7 @@ struct AppendCommand: ParsableCommand {
             let errors = problems.map { p in
                 JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
             }
-            print(JSON.object([("errors", .array(errors))]).text)
+            print(JSON.object((appended.map(Self.shape) ?? []) + [("errors", .array(errors))]).text)
         }
     }
 }

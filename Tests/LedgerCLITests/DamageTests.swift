@@ -139,4 +139,50 @@ import Testing
             #expect(try Run(["export", "--store", dir + "/restored.lmdb"]).stdout == exported)
         }
     }
+
+    /// `append good.jsonl conflict.jsonl` exited 2 naming only the conflict, though good.jsonl
+    /// (a batch of its own) was appended: it now says what was.
+    @Test func aFailedSecondFileSaysWhatTheFirstAppended() throws {
+        try withDirectory { dir in
+            let store = try store(in: dir)   // the 56 example events
+            let conflict = dir + "/conflict.jsonl"
+            let good = dir + "/good.jsonl"
+            try Data(#"{"type":"account.created","subject":"new","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#.utf8 + [10])
+                .write(to: URL(fileURLWithPath: good))
+            // The first example's id, with other content.
+            let first = try #require(try String(contentsOfFile: validExamples, encoding: .utf8).split(separator: "\n").first)
+            try Data(first.replacingOccurrences(of: "user-42", with: "user-43").utf8 + [10]).write(to: URL(fileURLWithPath: conflict))
+
+            let text = try Run(["append", "--store", store, good, conflict])
+            #expect(text.status == 2)
+            #expect(text.stderr.hasPrefix("\(conflict):1: /id: event id "))
+            #expect(text.stdout == "Appended 1 event at position 57 from the files before \(conflict); \(conflict) and the files after it were not appended.\n")
+
+            try Data(#"{"type":"account.created","subject":"newer","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#.utf8 + [10])
+                .write(to: URL(fileURLWithPath: good))
+            let json = try Run(["append", "--store", store, "--json", good, conflict])
+            #expect(json.status == 2)
+            let shape = try json.json()
+            #expect(shape["appended"] as? Int == 1 && shape["firstPosition"] as? Int == 58 && shape["lastPosition"] as? Int == 58)
+            #expect((shape["errors"] as? [[String: Any]])?.first?["line"] as? Int == 1)
+        }
+    }
+
+    /// A repeated id inside one file named a position that does not exist (the batch was never
+    /// stored): it names the earlier line.
+    @Test func aRepeatedIdInOneFileNamesTheEarlierLine() throws {
+        try withDirectory { dir in
+            let file = dir + "/dup.jsonl"
+            let event = { (subject: String, day: Int) in
+                #"{"id":"0b6d2f4e-8a1c-4c3b-9f00-000000000001","type":"account.created","subject":"\#(subject)","occurredAt":"2026-03-0\#(day)T09:00:00Z","source":"app","data":{"signedIn":true}}"#
+            }
+            let other = #"{"type":"account.created","subject":"v","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#
+            try Data([event("u", 1), other, event("u", 2)].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", dir + "/s.lmdb", file])
+            #expect(run.status == 2)
+            #expect(run.stderr == "\(file):3: /id: event id 0b6d2f4e-8a1c-4c3b-9f00-000000000001 is also on line 1 of this batch, with other content; "
+                    + "an id names one fact, so give a new fact a new id\n")
+            #expect(try Run(["export", "--store", dir + "/s.lmdb"]).stdout == "")
+        }
+    }
 }

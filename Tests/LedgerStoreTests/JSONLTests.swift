@@ -90,7 +90,7 @@ func validLines(_ n: Int) -> [String] {
             try withJSONL([stored]) { file in _ = try JSONLImport.append([file], to: log) }
             try withJSONL(validLines(3) + [clash]) { file in
                 let error = #expect(throws: ImportError.self) { try JSONLImport.append([file], to: log) }
-                guard case .ledger(let ledgerError)? = error else { Issue.record("expected a ledger error"); return }
+                guard case .ledger(let ledgerError, _)? = error else { Issue.record("expected a ledger error"); return }
                 #expect(ledgerError.code == .idConflict)
                 #expect(ledgerError.file == file && ledgerError.line == 4 && ledgerError.field == "/id")
             }
@@ -147,7 +147,7 @@ func validLines(_ n: Int) -> [String] {
                 try withJSONL([accountCreated.replacingOccurrences(of: "user-1", with: "someone")]) { file in _ = try JSONLImport.append([file], to: target) }
                 try withJSONL(exported) { file in
                     let error = #expect(throws: ImportError.self) { try JSONLImport.append([file], to: target, restoring: true) }
-                    guard case .ledger(let ledgerError)? = error else { Issue.record("expected a ledger error"); return }
+                    guard case .ledger(let ledgerError, _)? = error else { Issue.record("expected a ledger error"); return }
                     #expect(ledgerError.field == "/position" && ledgerError.line == 1)
                 }
                 #expect(try target.lastPosition() == 1)

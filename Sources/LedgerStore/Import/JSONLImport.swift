@@ -6,15 +6,16 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
     /// Lines that break the event format: every one found up to the report limit, and how many
     /// there were in all.
     case input(InputProblems, total: Int)
-    /// The input could not be read, or the log refused the batch (an id conflict, storage).
-    case ledger(LedgerError)
+    /// The input could not be read, or the log refused a batch (an id conflict, storage):
+    /// `appended` says what the inputs before it appended (each input is a batch of its own).
+    case ledger(LedgerError, appended: StreamSummary = StreamSummary())
 
     public var description: String {
         switch self {
         case .input(let problems, let total):
             let more = total - problems.problems.count
             return problems.description + (more > 0 ? "\n… and \(more) more problem\(more == 1 ? "" : "s")" : "")
-        case .ledger(let error):
+        case .ledger(let error, _):
             return error.description
         }
     }
@@ -111,7 +112,8 @@ public enum JSONLImport {
     /// Checks every input, then appends each as one atomic batch.
     /// - Throws: `ImportError.input` with every problem of every input when any has one
     ///   (nothing appended); `ImportError.ledger` when an input cannot be read or a batch is
-    ///   refused (earlier inputs stay appended; that batch and later ones are not).
+    ///   refused (earlier inputs stay appended, and the error says what they appended; that
+    ///   batch and later ones are not).
     /// - Parameters:
     ///   - names: the JSONL files, each one batch, in order (`-` is standard input).
     ///   - log: the log to append to.
@@ -161,7 +163,7 @@ public enum JSONLImport {
                 appended += check.events
                 summary = summary.merged(with: batch)
             } catch {
-                throw .ledger(error)
+                throw .ledger(error, appended: summary)
             }
         }
         return summary
