@@ -62,6 +62,9 @@ public final class Environment: @unchecked Sendable {
         public static let readOnly = Flags(rawValue: UInt32(MDB_RDONLY))
         /// Do not read ahead: better for random reads over a store larger than memory.
         public static let noReadahead = Flags(rawValue: UInt32(MDB_NORDAHEAD))
+        /// Take no locks. Only for a store nothing can write: with `readOnly` on a read-only
+        /// file system (where LMDB could not write its lock file), which `init` chooses by itself.
+        public static let noLock = Flags(rawValue: UInt32(MDB_NOLOCK))
     }
 
     /// Facts about the map, from `mdb_env_info` and `mdb_env_stat`.
@@ -151,7 +154,10 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_maxdbs(env, configuration.maxDatabases), "mdb_env_set_maxdbs")
             let size = Self.round(configuration.mapSize, to: pageSize)
             try check(mdb_env_set_mapsize(env, size), "mdb_env_set_mapsize")
-            let flags = configuration.flags.rawValue | UInt32(MDB_NOTLS)
+            var flags = configuration.flags.rawValue | UInt32(MDB_NOTLS)
+            // On a read-only file system LMDB cannot write its lock file, and nothing can write
+            // the store: a reader needs no lock.
+            if readOnly && Self.onReadOnlyFileSystem(path) { flags |= UInt32(MDB_NOLOCK) }
             try check(mdb_env_open(env, path, flags, configuration.fileMode), "mdb_env_open", path)
             try Self.checkLength(env, path: path)
         } catch {
@@ -162,6 +168,20 @@ public final class Environment: @unchecked Sendable {
         self.handle = env
         self.identity = identity
         _ = try? checkReaders()
+    }
+
+    /// Whether `path` lies on a file system mounted read-only.
+    public static func onReadOnlyFileSystem(_ path: String) -> Bool {
+        var info = statvfs()
+        return statvfs(path, &info) == 0 && info.f_flag & UInt(ST_RDONLY) != 0
+    }
+
+    /// Bytes free to this user on the file system holding `path`, if it can be told.
+    public static func availableBytes(_ path: String) -> Int? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        let (bytes, overflow) = Int(info.f_bavail).multipliedReportingOverflow(by: Int(info.f_frsize))
+        return overflow ? Int.max : bytes
     }
 
     /// Refuses a data file shorter than the last page its meta page records: LMDB maps the file
@@ -233,6 +253,10 @@ public final class Environment: @unchecked Sendable {
                     }
                     let rc = mdb_txn_commit(txn)
                     if rc == MDB_MAP_FULL { state.sawMapFull = true }
+                    if (rc == EIO || rc == ENOSPC), let free = Self.availableBytes(path), free < Self.fullDiskBytes {
+                        // LMDB reports a write cut short by a full disk as EIO.
+                        throw LMDBError(code: .noSpace, operation: "mdb_txn_commit", context: "\(path): \(free) bytes free")
+                    }
                     try check(rc, "mdb_txn_commit")
                     return result
                 }
@@ -265,6 +289,9 @@ public final class Environment: @unchecked Sendable {
         }
         return fd
     }
+
+    /// Below this many free bytes, a failed write is put down to a full disk.
+    static let fullDiskBytes = 1 << 20
 
     /// Whether the calling thread is inside a write transaction of this environment.
     private func isWritingOnThisThread() -> Bool {

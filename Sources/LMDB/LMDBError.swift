@@ -55,6 +55,8 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let nestedWrite = Code(rawValue: EDEADLK)
         /// `ENOSPC`: the disk is full.
         public static let noSpace = Code(rawValue: ENOSPC)
+        /// `EROFS`: the store is on a read-only file system and was opened for writing.
+        public static let readOnlyFileSystem = Code(rawValue: EROFS)
         /// The wrapper's own: `data.mdb` is shorter than the pages its meta page records (or
         /// empty), so reading it would fault.
         public static let truncated = Code(rawValue: -30_600)
@@ -116,7 +118,9 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         case .nestedWrite:
             return "this thread is already inside a write transaction, and LMDB allows one writer at a time; do the work inside that transaction (open databases before writing)"
         case .noSpace:
-            return "free disk space, then retry"
+            return "the disk holding the store is full; nothing of this write was kept: free disk space (or move the store to a larger disk), then retry"
+        case .readOnlyFileSystem:
+            return "the store is on a read-only file system: reading commands work; to write, remount it read-write or copy the store elsewhere"
         case .keyExists:
             return "the key is already stored (or, for an ordered append, is not after the last key)"
         default:

@@ -3,6 +3,7 @@ import Foundation
 import LedgerCore
 import LedgerModels
 import LedgerProjections
+import LMDB
 import LedgerStore
 
 /// `ledger`: the command line over the EntitlementLedger library.
@@ -90,7 +91,11 @@ struct GlobalOptions: ParsableArguments {
     /// (default: the reference policy) when `create` allows; errors say what to do.
     func openLedger(create: Bool = false, policy: Policy? = nil) throws -> Ledger {
         try requireStore(unless: create)
-        return try Ledger(path: storePath, policy: policy)
+        var options = EventLog.Options()
+        // A store on a read-only mount is read as it is (its read models are not caught up);
+        // a command that writes is refused when it tries.
+        options.readOnly = !create && Environment.onReadOnlyFileSystem(storePath)
+        return try Ledger(path: storePath, policy: policy, options: options)
     }
 
     /// Opens only the store's log, for reading (export needs no read models).

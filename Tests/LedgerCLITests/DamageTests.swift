@@ -185,4 +185,55 @@ import Testing
             #expect(try Run(["export", "--store", dir + "/s.lmdb"]).stdout == "")
         }
     }
+
+    /// Runs `script` with `ledger` on PATH in a mount namespace of its own, where it may mount
+    /// a small tmpfs at `mountPoint` (util-linux's unshare: no privilege needed).
+    func inOwnMounts(_ script: String, in dir: String) throws -> Run {
+        let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
+        return try Run(["--user", "--map-root-user", "--mount", "sh", "-c", "cd \(dir) && PATH=\(binary):$PATH && " + script],
+                       executable: "/usr/bin/unshare")
+    }
+
+    /// A full disk said "Input/output error [code 5]" (LMDB's word for a write cut short).
+    @Test func aFullDiskSaysSoAndKeepsNothingOfTheBatch() throws {
+        try withDirectory { dir in
+            let lines = (0..<30_000).map { #"{"type":"account.created","subject":"customer-\#($0)","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"# }
+            try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: dir + "/many.jsonl"))
+            try FileManager.default.createDirectory(atPath: dir + "/small", withIntermediateDirectories: false)
+            let run = try inOwnMounts("""
+                mount -t tmpfs -o size=2m tmpfs small && ledger append --store small/s.lmdb \(validExamples) > /dev/null \
+                && ledger append --store small/s.lmdb many.jsonl; echo "exit $?"; ledger stats --store small/s.lmdb --json
+                """, in: dir)
+            #expect(run.stdout.hasPrefix("exit 1\n"), "\(run.stdout) \(run.stderr)")
+            #expect(run.stderr.contains("No space left on device"), "\(run.stderr)")
+            #expect(run.stderr.contains("the disk holding the store is full; nothing of this write was kept: free disk space"), "\(run.stderr)")
+            // The store holds what it held before, and still reads.
+            #expect(run.stdout.contains(#""events":56"#), "\(run.stdout)")
+        }
+    }
+
+    /// Reading commands work on a store whose file system is mounted read-only; writing ones
+    /// say why they cannot.
+    @Test func aStoreOnAReadOnlyMountCanBeRead() throws {
+        try withDirectory { dir in
+            try FileManager.default.createDirectory(atPath: dir + "/ro", withIntermediateDirectories: false)
+            let run = try inOwnMounts("""
+                mount -t tmpfs -o size=8m tmpfs ro && ledger append --store ro/s.lmdb \(validExamples) > /dev/null && mount -o remount,ro ro \
+                && for command in stats verify export "status user-42" "audit user-42" "due --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z"; do
+                     ledger $command --store ro/s.lmdb > /dev/null 2>> errors; echo "$command: $?"; done
+                ledger append --store ro/s.lmdb \(validExamples) > /dev/null; echo "append: $?"
+                """, in: dir)
+            #expect(run.stdout == """
+                stats: 0
+                verify: 0
+                export: 0
+                status user-42: 0
+                audit user-42: 0
+                due --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z: 0
+                append: 1
+
+                """, "\(run.stderr)")
+            #expect(run.stderr.contains("Read-only file system") && run.stderr.contains("reading commands work; to write, remount it read-write"), "\(run.stderr)")
+        }
+    }
 }
