@@ -36,6 +36,8 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case versionGap
         /// The stored subject count disagrees with the streams.
         case subjectCount
+        /// A page of the file is not what the B-tree above it says: liblmdb would fault on it.
+        case damagedPage
     }
 
     /// Which check failed.
@@ -57,9 +59,33 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension VerifyProblem {
+    /// A damaged page, as a problem of the log.
+    init(_ damage: PageDamage) {
+        self.init(kind: .damagedPage, position: nil,
+                  message: "\(damage); the store is damaged: stop writing to it, keep a copy, and restore it from an export or a backup")
+    }
+}
+
 extension EventLog {
-    /// Walks the log and checks positions (gap-free from 1), every record's encoding and hash
-    /// chain, both indexes in both directions, subject versions and the subjects table.
+    /// Checks the pages of the store at `path` (see `Environment.checkPages`) before anything
+    /// opens it through liblmdb: what `verify` and `export` run first. The store must not be
+    /// open in this process.
+    /// - Returns: the problem, `nil` when every page is sound.
+    public static func checkPages(path: String) throws(LedgerError) -> VerifyProblem? {
+        var config = Environment.Configuration()
+        config.flags = [.readOnly]
+        do {
+            let env = try Environment(path: path, configuration: config)
+            return try env.checkPages().damage.map(VerifyProblem.init)
+        } catch {
+            throw LedgerError.storage(error, doing: "checking the pages of the store at \(path)")
+        }
+    }
+
+    /// Checks every page of the file (`Environment.checkPages`), then walks the log and checks
+    /// positions (gap-free from 1), every record's encoding and hash chain, both indexes in both
+    /// directions, subject versions and the subjects table.
     ///
     /// Reads in chunks of short transactions, so it can run beside appends; events appended
     /// while it runs are checked if it reaches them. Stops at the first problem.
@@ -68,6 +94,12 @@ extension EventLog {
     ///   - progress: called after each chunk with the events checked so far.
     /// - Throws: `LedgerError.storage` if the store cannot be read at all.
     public func verify(chunkSize: Int = 4096, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
+        // The pages first: the walks below go through liblmdb, which trusts them.
+        do {
+            if let damage = try storage.env.checkPages().damage { return VerifyReport(eventsChecked: 0, problem: VerifyProblem(damage)) }
+        } catch {
+            throw LedgerError.storage(error, doing: "checking the store's pages")
+        }
         var state = VerifyState()
         while true {
             let (count, problem) = try storage.readIndexed("verifying") { txn in try state.checkChunk(storage, txn, limit: chunkSize) }

@@ -138,6 +138,11 @@ struct ExportCommand: ParsableCommand {
     }
 
     func run() throws {
+        try global.requireStore()
+        // A damaged page would make liblmdb fault half-way through the export: look first.
+        if let problem = try EventLog.checkPages(path: global.storePath) {
+            throw CommandFailure.failure("the store cannot be exported: \(problem)")
+        }
         let log = try global.openLogForReading()
         defer { log.close() }
         let events = subject.map { log.events(subject: $0) } ?? log.events(from: from)

@@ -106,7 +106,7 @@ struct GlobalOptions: ParsableArguments {
         return try EventLog(path: storePath, options: options)
     }
 
-    private func requireStore(unless create: Bool) throws {
+    func requireStore(unless create: Bool = false) throws {
         if !create && !FileManager.default.fileExists(atPath: storePath + "/data.mdb") {
             throw CommandFailure.failure("no store at \(storePath); create one with `ledger init --store \(storePath)` or pass --store")
         }

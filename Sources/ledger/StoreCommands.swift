@@ -134,6 +134,13 @@ struct VerifyCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
+        try global.requireStore()
+        // Opening the ledger reads pages through liblmdb: a damaged one is found first.
+        if let problem = try EventLog.checkPages(path: global.storePath) {
+            print(global.json ? Self.json(VerifyReport(eventsChecked: 0, problem: problem), models: []).text
+                              : Terminal.paint("FAILED", .red) + ": \(problem)")
+            throw ExitCode(1)
+        }
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let progress = ProgressBar(enabled: !global.json)
@@ -144,16 +151,7 @@ struct VerifyCommand: ParsableCommand {
         progress.clear()
         let (report, models, ok) = (result.log, result.models, result.isValid)
         if global.json {
-            print(JSON.object([
-                ("ok", .bool(ok)),
-                ("eventsChecked", .uint(report.eventsChecked)),
-                ("problem", report.problem.map { p in
-                    .object([("kind", .string(p.kind.rawValue)), ("position", .uint(p.position)), ("message", .string(p.message))])
-                } ?? .null),
-                ("models", .array(models.map { p in
-                    .object([("model", .string(p.model)), ("key", p.key.map(JSON.string) ?? .null), ("message", .string(p.message))])
-                })),
-            ]).text)
+            print(Self.json(report, models: models).text)
         } else if let problem = report.problem {
             print(Terminal.paint("FAILED", .red) + " after \(report.eventsChecked) good events: \(problem)")
         } else if !models.isEmpty {
@@ -163,6 +161,19 @@ struct VerifyCommand: ParsableCommand {
             print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
         }
         if !ok { throw ExitCode(1) }
+    }
+
+    static func json(_ report: VerifyReport, models: [ModelProblem]) -> JSON {
+        JSON.object([
+            ("ok", .bool(report.isValid && models.isEmpty)),
+            ("eventsChecked", .uint(report.eventsChecked)),
+            ("problem", report.problem.map { p in
+                .object([("kind", .string(p.kind.rawValue)), ("position", .uint(p.position)), ("message", .string(p.message))])
+            } ?? .null),
+            ("models", .array(models.map { p in
+                .object([("model", .string(p.model)), ("key", p.key.map(JSON.string) ?? .null), ("message", .string(p.message))])
+            })),
+        ])
     }
 }
 

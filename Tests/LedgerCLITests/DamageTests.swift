@@ -236,4 +236,38 @@ import Testing
             #expect(run.stderr.contains("Read-only file system") && run.stderr.contains("reading commands work; to write, remount it read-write"), "\(run.stderr)")
         }
     }
+
+    /// A damaged page made liblmdb abort or fault (SIGSEGV, SIGBUS) in `verify` and `export`.
+    /// Both check the pages first and report the damaged one.
+    @Test func aDamagedPageIsReportedNotACrash() throws {
+        try withDirectory { dir in
+            let store = try store(in: dir)
+            let file = store + "/data.mdb"
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+            func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+            // The events tree's second leaf (the first whose first key is a position after 1):
+            // flagged a branch page, liblmdb read its records as child pointers and aborted or
+            // faulted in both commands.
+            func firstPosition(_ page: Int) -> UInt64? {
+                let base = page * 4096
+                guard u16(base + 10) == 0x02, u16(base + 12) > 16 else { return nil }
+                let node = base + u16(base + 16)
+                guard u16(node + 6) == 8 else { return nil }
+                return bytes[(node + 8) ..< (node + 16)].reduce(0) { $0 << 8 | UInt64($1) }
+            }
+            let page = try #require((2 ..< bytes.count / 4096).filter { (firstPosition($0) ?? 0) > 1 }.min { (firstPosition($0) ?? 0) < (firstPosition($1) ?? 0) })
+            bytes[page * 4096 + 10] = 0x01
+            try Data(bytes).write(to: URL(fileURLWithPath: file))
+
+            let verify = try Run(["verify", "--store", store])
+            #expect(verify.status == 1, "\(verify.stderr)")
+            #expect(verify.stdout.contains("damagedPage: page \(page) of data.mdb (events): its flags 0x1 say it is not the leaf page level 2 of 2 must be"), "\(verify.stdout)")
+            #expect(verify.stdout.contains("the store is damaged: stop writing to it, keep a copy, and restore it from an export or a backup"))
+            let json = try Run(["verify", "--store", store, "--json"]).json()
+            #expect((json["problem"] as? [String: Any])?["kind"] as? String == "damagedPage")
+            let export = try Run(["export", "--store", store])
+            #expect(export.status == 1, "\(export.stderr)")
+            #expect(export.stderr.hasPrefix("ledger: the store cannot be exported: damagedPage: page \(page) of data.mdb (events)"), "\(export.stderr)")
+        }
+    }
 }

@@ -309,8 +309,8 @@ import Testing
         try rejects(draft(String(repeating: "s", count: 257)), field: "/subject")
     }
 
-    @Test func aPayloadOver64KiBRejectsTheBatch() throws {
-        try rejects(draft("big", payload: [UInt8](repeating: 1, count: 65_537)), field: "/data")
+    @Test func anEventOver64KiBEncodedRejectsTheBatch() throws {
+        try rejects(draft("big", payload: [UInt8](repeating: 1, count: 65_537)), field: "/")
     }
 
     @Test func anUnknownTypeNeverReachesTheLog() throws {
