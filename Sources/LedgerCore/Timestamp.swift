@@ -22,8 +22,31 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
 
-    /// This time plus `seconds` (may be negative).
-    public func adding(seconds: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds + seconds * 1000) }
+    /// This time plus `seconds` (may be negative), saturating at the ends of `Int64` rather
+    /// than trapping: a policy built in code is not bounded by the decoder, and a rule that adds
+    /// its days to a time must not bring down `status`, `audit` or the rebuild that would
+    /// replace it.
+    public func adding(seconds: Int64) -> Timestamp { adding(seconds, times: 1000) }
+
+    /// This time plus `milliseconds`, saturating as `adding(seconds:)` does.
+    public func adding(milliseconds: Int64) -> Timestamp { adding(milliseconds, times: 1) }
+
+    /// This time plus `hours`, saturating as `adding(seconds:)` does.
+    public func adding(hours: Int64) -> Timestamp { adding(hours, times: 3_600_000) }
+
+    /// This time plus `days` of 24 hours, saturating as `adding(seconds:)` does.
+    public func adding(days: Int64) -> Timestamp { adding(days, times: 86_400_000) }
+
+    /// Milliseconds from `earlier` to this time (negative when `earlier` is later), clamped to
+    /// Int64's range: a saturated time is as far from any other as Int64 can say.
+    public func milliseconds(since earlier: Timestamp) -> Int64 {
+        Int64(clamping: Int128(milliseconds) - Int128(earlier.milliseconds))
+    }
+
+    private func adding(_ count: Int64, times unit: Int64) -> Timestamp {
+        // Exact in 128 bits (|count × unit| < 2^91), then clamped to Int64.
+        Timestamp(milliseconds: Int64(clamping: Int128(milliseconds) + Int128(count) * Int128(unit)))
+    }
 
     /// `YYYY-MM-DDTHH:MM:SS.sssZ`, always UTC with three fractional digits.
     public var description: String {
@@ -116,6 +139,10 @@ private func pad(_ value: Int, _ width: Int) -> String {
 }
 
 extension Int64 {
+    /// `self × factor`, clamped to Int64's range rather than trapping (a policy's seconds in
+    /// milliseconds, say).
+    public func multipliedClamping(by factor: Int64) -> Int64 { Int64(clamping: Int128(self) * Int128(factor)) }
+
     /// Division rounding towards negative infinity, with a non-negative remainder.
     public func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let q = self / divisor, r = self % divisor

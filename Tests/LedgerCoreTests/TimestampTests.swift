@@ -38,6 +38,21 @@ import Testing
         #expect(Timestamp(rfc3339: text) == nil)
     }
 
+    /// Time arithmetic saturates at the ends of Int64 instead of trapping: a policy built in
+    /// code, unbounded by the decoder, cannot bring down status, audit or a rebuild.
+    @Test func addingSaturatesAtTheEndsOfInt64() {
+        let latest = Timestamp(milliseconds: .max), earliest = Timestamp(milliseconds: .min), epoch = Timestamp(milliseconds: 0)
+        #expect(latest.adding(seconds: 1) == latest)
+        #expect(earliest.adding(seconds: -1) == earliest)
+        #expect(epoch.adding(seconds: .max) == latest)
+        #expect(epoch.adding(seconds: .min) == earliest)
+        #expect(earliest.adding(seconds: .max) == latest)
+        // A span past Int64 still lands inside it from the other end: exactly, not saturated.
+        #expect(earliest.adding(seconds: Int64.max / 1000 + 1) == Timestamp(milliseconds: 192))
+        #expect(latest.adding(seconds: -1) == Timestamp(milliseconds: .max - 1000))
+        #expect(Timestamp(milliseconds: 5).adding(seconds: -2) == Timestamp(milliseconds: -1995))
+    }
+
     @Test func formattingThenParsingIsTheIdentity() async {
         // Year 0001 to 9999: what four-digit years can say.
         await checkProperty(count: 500, input: Gen.int64(in: -62_135_596_800_000 ... 253_402_300_799_999)) { ms in
