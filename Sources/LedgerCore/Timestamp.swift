@@ -74,9 +74,50 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         }
     }
 
+    /// The instants of years 0000–9999 in UTC: the times the ledger writes as
+    /// `YYYY-MM-DDTHH:MM:SS.sssZ`, and so the only ones it takes as input (a time outside them
+    /// would be exported with five digits or a sign, which append refuses).
+    public static let fourDigitYears = Timestamp(milliseconds: -62_167_219_200_000) ... Timestamp(milliseconds: 253_402_300_799_999)
+
     /// Parses an RFC 3339 date-time with a zone (`Z` or `±HH:MM`), with or without a fraction
-    /// (any number of digits; precision past milliseconds is truncated). `nil` if it is not one.
+    /// (any number of digits; precision past milliseconds is truncated). `nil` if it is not one,
+    /// or if it falls outside years 0000–9999 once in UTC (`reason(rfc3339:)` says why).
     public init?(rfc3339 text: some StringProtocol) {
+        guard case .time(let ms)? = Self.parse(text), Self.fourDigitYears.contains(Timestamp(milliseconds: ms)) else { return nil }
+        self.init(milliseconds: ms)
+    }
+
+    /// Why text shaped like an RFC 3339 time is not one the ledger takes, as a predicate to
+    /// follow the quoted text ("is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)");
+    /// `nil` for a time it takes and for text that is not shaped like one.
+    public static func reason(rfc3339 text: some StringProtocol) -> String? {
+        guard case .time(let ms)? = parse(text) else { return nil }
+        let t = Timestamp(milliseconds: ms)
+        return fourDigitYears.contains(t) ? nil : "is outside years 0000–9999 once in UTC (\(t))"
+    }
+
+    /// The message for a JSON value given where a time belongs and refused by
+    /// `init?(rfc3339:)`: why, when the text is shaped like a time; else what was expected,
+    /// with the advice to add a zone when that is all it lacks.
+    public static func inputProblem(_ value: JSON) -> String {
+        if case .string(let s) = value, let reason = reason(rfc3339: s) { return "\(EnvelopeDecoder.describe(value)) \(reason)" }
+        let message = "expected an RFC 3339 time, got \(EnvelopeDecoder.describe(value))"
+        return zoneHint(value).map { "\(message) (\($0))" } ?? message
+    }
+
+    /// Why a typed time (a library caller's, not parsed from text) is not one the ledger takes:
+    /// outside years 0000–9999. `nil` when it is inside them.
+    public static func rangeProblem(_ t: Timestamp) -> String? {
+        fourDigitYears.contains(t) ? nil : "\"\(t)\" is outside years 0000–9999 once in UTC"
+    }
+
+    /// What RFC 3339 text says, before the ledger's own limits.
+    private enum Parsed {
+        /// UTC milliseconds since 1970, which may lie outside years 0000–9999.
+        case time(Int64)
+    }
+
+    private static func parse(_ text: some StringProtocol) -> Parsed? {
         let c = Array(text.utf8)
         var i = 0
         func number(_ width: Int) -> Int? {
@@ -127,13 +168,16 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             return nil
         }
         guard i == c.count else { return nil }
+        // Four-digit years and offsets under a day: no overflow here, whatever the text.
         let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
-        self.init(milliseconds: seconds * 1000 + Int64(millis))
+        return .time(seconds * 1000 + Int64(millis))
     }
 }
 
 private func pad(_ value: Int, _ width: Int) -> String {
+    // A year before 0000 keeps its sign in front of the padding: -0001, never 00-1.
+    if value < 0 { return "-" + pad(-value, width) }
     let digits = String(value)
     return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
 }

@@ -105,6 +105,21 @@ import Testing
         #expect(problems(with("occurredAt", #""2026-03-01T09:30:00""#)) == [#"events.jsonl:3: /occurredAt: expected an RFC 3339 time, got "2026-03-01T09:30:00" (add a zone: Z or ±HH:MM)"#])
     }
 
+    /// A time outside years 0000–9999 once in UTC would be exported with five digits or a sign,
+    /// which append refuses: it is refused on the way in, wherever it stands, by its pointer.
+    @Test func aTimeOutsideFourDigitYearsOnceInUTCIsRefusedByPointer() {
+        #expect(problems(with("occurredAt", #""9999-12-31T23:59:59-00:01""#)) == [
+            #"events.jsonl:3: /occurredAt: "9999-12-31T23:59:59-00:01" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)"#,
+        ])
+        #expect(problems(with("recordedAt", #""0000-01-01T00:00:00+00:01""#)) == [
+            #"events.jsonl:3: /recordedAt: "0000-01-01T00:00:00+00:01" is outside years 0000–9999 once in UTC (-0001-12-31T23:59:00.000Z)"#,
+        ])
+        #expect(problems(valid.replacingOccurrences(of: "2026-03-08T09:30:00Z", with: "9999-12-31T23:59:59-00:01")) == [
+            #"events.jsonl:3: /data/expiresAt: "9999-12-31T23:59:59-00:01" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)"#,
+        ])
+        #expect(problems(with("occurredAt", #""9999-12-31T23:59:59+00:01""#)) == [])
+    }
+
     @Test func anUnknownSourceListsTheKnownOnes() {
         #expect(problems(with("source", #""email""#)) == [#"events.jsonl:3: /source: expected one of appstore, app, support, system, import, got "email""#])
     }

@@ -69,6 +69,12 @@ import Testing
         #expect(problems(#"{"name":"x","version":1}"#) == ["/subscription: missing; every policy has it"])
     }
 
+    /// limits.effectiveAt is read by the same parser as events' times: years 0000–9999 in UTC.
+    @Test func anEffectiveTimeOutsideFourDigitYearsIsRefusedByPointer() throws {
+        let text = try schemaFile("policies/reference.json").replacingOccurrences(of: "2026-01-01T00:00:00.000Z", with: "9999-12-31T23:59:59-00:01")
+        #expect(problems(text) == [#"/limits/effectiveAt: "9999-12-31T23:59:59-00:01" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)"#])
+    }
+
     @Test func wrongValuesSayWhatWasExpected() throws {
         var text = try schemaFile("policies/reference.json")
         text = text.replacingOccurrences(of: #""graceDays": 30"#, with: #""graceDays": 30.0"#)

@@ -6,8 +6,13 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
     public let schema: JSONObject
     /// What a valid value is, for messages: "expected <this>, got 42".
     public let expected: String
-    /// A hint for a near miss ("add a zone"), or `nil`.
-    let hint: @Sendable (JSON) -> String?
+    /// The whole message for a value `fromJSON` refuses, when the codec has a better one than
+    /// "expected …, got …" (a time outside years 0000–9999, a missing zone), or `nil`.
+    let problem: @Sendable (JSON) -> String?
+    /// A rule every value appended must keep beyond its form (a time within years 0000–9999):
+    /// the message when it breaks it, else `nil`. Checked on input, JSON or typed, never on
+    /// read: events already stored are read as they are.
+    let rule: @Sendable (Value) -> String?
     let fromJSON: @Sendable (JSON) -> Value?
     let toJSON: @Sendable (Value) -> JSON
     let write: @Sendable (Value, inout [UInt8]) -> Void
@@ -15,8 +20,10 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
 
     init(schema: JSONObject, expected: String, fromJSON: @escaping @Sendable (JSON) -> Value?,
          toJSON: @escaping @Sendable (Value) -> JSON, write: @escaping @Sendable (Value, inout [UInt8]) -> Void,
-         read: @escaping @Sendable (inout PayloadReader) -> Value?, hint: @escaping @Sendable (JSON) -> String? = { _ in nil }) {
-        self.hint = hint
+         read: @escaping @Sendable (inout PayloadReader) -> Value?, problem: @escaping @Sendable (JSON) -> String? = { _ in nil },
+         rule: @escaping @Sendable (Value) -> String? = { _ in nil }) {
+        self.problem = problem
+        self.rule = rule
         self.schema = schema
         self.expected = expected
         self.fromJSON = fromJSON
@@ -71,7 +78,8 @@ extension ValueCodec where Value == String {
 }
 
 extension ValueCodec where Value == Timestamp {
-    /// An RFC 3339 time with a zone; JSON out is always UTC with milliseconds; binary is i64 ms.
+    /// An RFC 3339 time with a zone, within years 0000–9999 once in UTC; JSON out is always
+    /// UTC with milliseconds; binary is i64 ms.
     public static let time = ValueCodec(
         schema: ["type": "string", "pattern": .string(Patterns.time)],
         expected: "an RFC 3339 time",
@@ -82,7 +90,8 @@ extension ValueCodec where Value == Timestamp {
         toJSON: { .string($0.description) },
         write: { value, out in out.appendFixed(UInt64(bitPattern: value.milliseconds)) },
         read: { reader in reader.fixed().map { Timestamp(milliseconds: Int64(bitPattern: $0)) } },
-        hint: Timestamp.zoneHint)
+        problem: Timestamp.inputProblem,
+        rule: Timestamp.rangeProblem)
 }
 
 extension ValueCodec where Value == Bool {

@@ -230,7 +230,7 @@ private struct Section {
     mutating func time(_ key: String) -> Timestamp? {
         guard let value = object[key] else { return nil }
         guard case .string(let s) = value, let t = Timestamp(rfc3339: s) else {
-            wrong(key, "an RFC 3339 time", value)
+            problems.append(FieldViolation(field: JSONPointer.make(path + [key]), message: Timestamp.inputProblem(value)))
             return nil
         }
         return t
