@@ -88,12 +88,19 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Why text shaped like an RFC 3339 time is not one the ledger takes, as a predicate to
-    /// follow the quoted text ("is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)");
-    /// `nil` for a time it takes and for text that is not shaped like one.
+    /// follow the quoted text ("is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)",
+    /// "is not a calendar date: February 2026 has 28 days"); `nil` for a time it takes and for
+    /// text that is not shaped like one.
     public static func reason(rfc3339 text: some StringProtocol) -> String? {
-        guard case .time(let ms)? = parse(text) else { return nil }
-        let t = Timestamp(milliseconds: ms)
-        return fourDigitYears.contains(t) ? nil : "is outside years 0000–9999 once in UTC (\(t))"
+        switch parse(text) {
+        case .time(let ms)?:
+            let t = Timestamp(milliseconds: ms)
+            return fourDigitYears.contains(t) ? nil : "is outside years 0000–9999 once in UTC (\(t))"
+        case .notACalendarDate(let year, let month)?:
+            return CivilDate.monthLengthProblem(year: year, month: month)
+        case nil:
+            return nil
+        }
     }
 
     /// The message for a JSON value given where a time belongs and refused by
@@ -115,6 +122,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     private enum Parsed {
         /// UTC milliseconds since 1970, which may lie outside years 0000–9999.
         case time(Int64)
+        /// A day past the end of its month (30 February), otherwise well formed.
+        case notACalendarDate(year: Int, month: Int)
     }
 
     private static func parse(_ text: some StringProtocol) -> Parsed? {
@@ -140,9 +149,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
               expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
               let second = number(2)
         else { return nil }
-        guard (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day),
-              hour < 24, minute < 60, second < 60
-        else { return nil }
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 60 else { return nil }
         var millis = 0
         if i < c.count, c[i] == UInt8(ascii: ".") {
             i += 1
@@ -168,6 +175,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             return nil
         }
         guard i == c.count else { return nil }
+        guard day <= CivilDate.daysIn(month: month, year: year) else { return .notACalendarDate(year: year, month: month) }
         // Four-digit years and offsets under a day: no overflow here, whatever the text.
         let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
@@ -219,6 +227,14 @@ public enum CivilDate {
         let m = mp < 10 ? mp + 3 : mp - 9
         let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
         return (Int(y), Int(m), Int(d))
+    }
+
+    /// For a day past the end of its month, why the date is not one, as a predicate to follow
+    /// the quoted date: "is not a calendar date: February 2026 has 28 days".
+    public static func monthLengthProblem(year: Int, month: Int) -> String {
+        let names = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+        let name = (1...12).contains(month) ? names[month - 1] : "month \(month)"
+        return "is not a calendar date: \(name) \(pad(year, 4)) has \(daysIn(month: month, year: year)) days"
     }
 
     /// Days in a month of a year.

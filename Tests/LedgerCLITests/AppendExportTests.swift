@@ -80,6 +80,21 @@ let validExamples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().
         }
     }
 
+    /// A task due on a day the calendar does not have is an input error naming /data/dueDate,
+    /// and nothing of the file is appended.
+    @Test func aDueDateThatIsNotACalendarDateIsRefused() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let file = dir + "/tasks.jsonl"
+            let task = #"{"type":"maintenance.scheduled","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"system","data":{"taskId":"t","dueDate":"2026-02-31"}}"#
+            try Data([good, task].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", store, file])
+            #expect(run.status == 2)
+            #expect(run.stderr == "\(file):2: /data/dueDate: \"2026-02-31\" is not a calendar date: February 2026 has 28 days\n")
+            #expect(try Run(["export", "--store", store]).stdout == "")
+        }
+    }
+
     @Test func badLinesAreReportedOnePerLineWithExitTwoAndNothingAppended() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"

@@ -35,7 +35,8 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
 
 extension ValueCodec where Value == String {
     /// A string whose value is checked by `isValid`; stored as length-prefixed UTF-8.
-    static func string(schema: JSONObject, expected: String, isValid: @escaping @Sendable (String) -> Bool) -> Self {
+    static func string(schema: JSONObject, expected: String, isValid: @escaping @Sendable (String) -> Bool,
+                       rule: @escaping @Sendable (String) -> String? = { _ in nil }) -> Self {
         Self(schema: schema, expected: expected,
              fromJSON: { json in
                  guard case .string(let s) = json, isValid(s) else { return nil }
@@ -43,7 +44,8 @@ extension ValueCodec where Value == String {
              },
              toJSON: { .string($0) },
              write: { value, out in out.appendBytes(value.utf8) },
-             read: { reader in reader.string().flatMap { isValid($0) ? $0 : nil } })
+             read: { reader in reader.string().flatMap { isValid($0) ? $0 : nil } },
+             rule: rule)
     }
 
     /// Any string, including the empty one (free text: notes, reasons).
@@ -68,13 +70,20 @@ extension ValueCodec where Value == String {
     public static let period = string(schema: ["type": "string", "pattern": .string(Patterns.period)],
                                       expected: "an ISO 8601 period such as \"P1M\" or \"P1Y\"", isValid: Patterns.isPeriod)
 
-    /// A local calendar date, `YYYY-MM-DD`.
+    /// A local calendar date, `YYYY-MM-DD`, that the calendar has (no 31 February). The pattern
+    /// cannot know month lengths: the calendar is an input rule, so a date already stored is
+    /// read as it is.
     public static let localDate = string(schema: ["type": "string", "pattern": .string(Patterns.localDate)],
-                                         expected: "a local date YYYY-MM-DD", isValid: Patterns.isLocalDate)
+                                         expected: "a local date YYYY-MM-DD", isValid: Patterns.isLocalDate, rule: Patterns.calendarProblem)
 
-    /// An IANA time-zone name such as `Europe/Berlin` or `UTC`.
+    /// An IANA time-zone name such as `Europe/Berlin` or `UTC`. A name that is not one would
+    /// count the device's days in UTC without a word: every field of this codec refuses, on
+    /// input, a name missing from the catalog's own list (`Patterns.timeZoneNames`, not the
+    /// machine's database, so the same event is accepted everywhere); events already stored are
+    /// read as they are.
     public static let timeZone = string(schema: ["type": "string", "pattern": .string(Patterns.timeZone)],
-                                        expected: "an IANA time-zone name such as \"Europe/Berlin\"", isValid: Patterns.isTimeZone)
+                                        expected: "an IANA time-zone name such as \"Europe/Berlin\"", isValid: Patterns.isTimeZone,
+                                        rule: Patterns.timeZoneProblem)
 }
 
 extension ValueCodec where Value == Timestamp {
@@ -255,6 +264,22 @@ public enum Patterns {
         else { return false }
         let month = Int(c[5] - 48) * 10 + Int(c[6] - 48), day = Int(c[8] - 48) * 10 + Int(c[9] - 48)
         return (1...12).contains(month) && (1...31).contains(day)
+    }
+
+    /// For a `YYYY-MM-DD` the pattern takes, why the calendar does not have it ("\"2026-02-31\"
+    /// is not a calendar date: February 2026 has 28 days"), else `nil`.
+    static func calendarProblem(_ s: String) -> String? {
+        let c = Array(s.utf8)
+        guard isLocalDate(s) else { return nil }
+        func number(_ range: Range<Int>) -> Int { c[range].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) } }
+        let (year, month, day) = (number(0..<4), number(5..<7), number(8..<10))
+        guard day > CivilDate.daysIn(month: month, year: year) else { return nil }
+        return "\"\(s)\" " + CivilDate.monthLengthProblem(year: year, month: month)
+    }
+
+    /// For a zone name the pattern takes, the message when the catalog's list does not hold it.
+    static func timeZoneProblem(_ s: String) -> String? {
+        timeZoneNames.contains(s) ? nil : "unknown time zone \"\(s)\"; expected an IANA name such as \"Europe/Berlin\""
     }
 
     static func isTimeZone(_ s: String) -> Bool {
