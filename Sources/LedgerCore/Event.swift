@@ -122,9 +122,9 @@ public struct EventDraft: Sendable, Hashable {
         return text
     }
 
-    /// Checks the envelope's limits, then that the type and schema version are in the event
-    /// catalog and the payload decodes under that layout (`EventCatalog.check`): what the log
-    /// runs on every event it appends.
+    /// Checks the envelope's limits (occurredAt within years 0000–9999 among them), then that
+    /// the type and schema version are in the event catalog and the payload decodes under that
+    /// layout (`EventCatalog.check`): what the log runs on every event it appends.
     /// - Returns: the typed data, decoded and upcast (see `EventCatalog.check`).
     /// - Throws: `LedgerError.invalidEvent` naming the first field that breaks a rule.
     @discardableResult
@@ -136,6 +136,9 @@ public struct EventDraft: Sendable, Hashable {
         if typeBytes.isEmpty || typeBytes.count > EventLimits.maxTypeBytes || !typeBytes.allSatisfy(Self.isTypeCharacter) {
             throw LedgerError(.invalidEvent, "type must be 1…\(EventLimits.maxTypeBytes) characters of a-z, A-Z, 0-9, '.', '_', '-'",
                               field: "/type", subject: subject)
+        }
+        if let problem = Timestamp.rangeProblem(occurredAt) {
+            throw LedgerError(.invalidEvent, problem, field: "/occurredAt", subject: subject)
         }
         if schemaVersion == 0 {
             throw LedgerError(.invalidEvent, "schemaVersion starts at 1", field: "/schemaVersion", subject: subject)

@@ -22,8 +22,31 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
 
-    /// This time plus `seconds` (may be negative).
-    public func adding(seconds: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds + seconds * 1000) }
+    /// This time plus `seconds` (may be negative), saturating at the ends of `Int64` rather
+    /// than trapping: a policy built in code is not bounded by the decoder, and a rule that adds
+    /// its days to a time must not bring down `status`, `audit` or the rebuild that would
+    /// replace it.
+    public func adding(seconds: Int64) -> Timestamp { adding(seconds, times: 1000) }
+
+    /// This time plus `milliseconds`, saturating as `adding(seconds:)` does.
+    public func adding(milliseconds: Int64) -> Timestamp { adding(milliseconds, times: 1) }
+
+    /// This time plus `hours`, saturating as `adding(seconds:)` does.
+    public func adding(hours: Int64) -> Timestamp { adding(hours, times: 3_600_000) }
+
+    /// This time plus `days` of 24 hours, saturating as `adding(seconds:)` does.
+    public func adding(days: Int64) -> Timestamp { adding(days, times: 86_400_000) }
+
+    /// Milliseconds from `earlier` to this time (negative when `earlier` is later), clamped to
+    /// Int64's range: a saturated time is as far from any other as Int64 can say.
+    public func milliseconds(since earlier: Timestamp) -> Int64 {
+        Int64(clamping: Int128(milliseconds) - Int128(earlier.milliseconds))
+    }
+
+    private func adding(_ count: Int64, times unit: Int64) -> Timestamp {
+        // Exact in 128 bits (|count × unit| < 2^91), then clamped to Int64.
+        Timestamp(milliseconds: Int64(clamping: Int128(milliseconds) + Int128(count) * Int128(unit)))
+    }
 
     /// `YYYY-MM-DDTHH:MM:SS.sssZ`, always UTC with three fractional digits.
     public var description: String {
@@ -51,9 +74,59 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         }
     }
 
+    /// The instants of years 0000–9999 in UTC: the times the ledger writes as
+    /// `YYYY-MM-DDTHH:MM:SS.sssZ`, and so the only ones it takes as input (a time outside them
+    /// would be exported with five digits or a sign, which append refuses).
+    public static let fourDigitYears = Timestamp(milliseconds: -62_167_219_200_000) ... Timestamp(milliseconds: 253_402_300_799_999)
+
     /// Parses an RFC 3339 date-time with a zone (`Z` or `±HH:MM`), with or without a fraction
-    /// (any number of digits; precision past milliseconds is truncated). `nil` if it is not one.
+    /// (any number of digits; precision past milliseconds is truncated). `nil` if it is not one,
+    /// or if it falls outside years 0000–9999 once in UTC (`reason(rfc3339:)` says why).
     public init?(rfc3339 text: some StringProtocol) {
+        guard case .time(let ms)? = Self.parse(text), Self.fourDigitYears.contains(Timestamp(milliseconds: ms)) else { return nil }
+        self.init(milliseconds: ms)
+    }
+
+    /// Why text shaped like an RFC 3339 time is not one the ledger takes, as a predicate to
+    /// follow the quoted text ("is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)",
+    /// "is not a calendar date: February 2026 has 28 days"); `nil` for a time it takes and for
+    /// text that is not shaped like one.
+    public static func reason(rfc3339 text: some StringProtocol) -> String? {
+        switch parse(text) {
+        case .time(let ms)?:
+            let t = Timestamp(milliseconds: ms)
+            return fourDigitYears.contains(t) ? nil : "is outside years 0000–9999 once in UTC (\(t))"
+        case .notACalendarDate(let year, let month)?:
+            return CivilDate.monthLengthProblem(year: year, month: month)
+        case nil:
+            return nil
+        }
+    }
+
+    /// The message for a JSON value given where a time belongs and refused by
+    /// `init?(rfc3339:)`: why, when the text is shaped like a time; else what was expected,
+    /// with the advice to add a zone when that is all it lacks.
+    public static func inputProblem(_ value: JSON) -> String {
+        if case .string(let s) = value, let reason = reason(rfc3339: s) { return "\(EnvelopeDecoder.describe(value)) \(reason)" }
+        let message = "expected an RFC 3339 time, got \(EnvelopeDecoder.describe(value))"
+        return zoneHint(value).map { "\(message) (\($0))" } ?? message
+    }
+
+    /// Why a typed time (a library caller's, not parsed from text) is not one the ledger takes:
+    /// outside years 0000–9999. `nil` when it is inside them.
+    public static func rangeProblem(_ t: Timestamp) -> String? {
+        fourDigitYears.contains(t) ? nil : "\"\(t)\" is outside years 0000–9999 once in UTC"
+    }
+
+    /// What RFC 3339 text says, before the ledger's own limits.
+    private enum Parsed {
+        /// UTC milliseconds since 1970, which may lie outside years 0000–9999.
+        case time(Int64)
+        /// A day past the end of its month (30 February), otherwise well formed.
+        case notACalendarDate(year: Int, month: Int)
+    }
+
+    private static func parse(_ text: some StringProtocol) -> Parsed? {
         let c = Array(text.utf8)
         var i = 0
         func number(_ width: Int) -> Int? {
@@ -76,9 +149,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
               expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
               let second = number(2)
         else { return nil }
-        guard (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day),
-              hour < 24, minute < 60, second < 60
-        else { return nil }
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 60 else { return nil }
         var millis = 0
         if i < c.count, c[i] == UInt8(ascii: ".") {
             i += 1
@@ -104,18 +175,26 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             return nil
         }
         guard i == c.count else { return nil }
+        guard day <= CivilDate.daysIn(month: month, year: year) else { return .notACalendarDate(year: year, month: month) }
+        // Four-digit years and offsets under a day: no overflow here, whatever the text.
         let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
-        self.init(milliseconds: seconds * 1000 + Int64(millis))
+        return .time(seconds * 1000 + Int64(millis))
     }
 }
 
 private func pad(_ value: Int, _ width: Int) -> String {
+    // A year before 0000 keeps its sign in front of the padding: -0001, never 00-1.
+    if value < 0 { return "-" + pad(-value, width) }
     let digits = String(value)
     return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
 }
 
 extension Int64 {
+    /// `self × factor`, clamped to Int64's range rather than trapping (a policy's seconds in
+    /// milliseconds, say).
+    public func multipliedClamping(by factor: Int64) -> Int64 { Int64(clamping: Int128(self) * Int128(factor)) }
+
     /// Division rounding towards negative infinity, with a non-negative remainder.
     public func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let q = self / divisor, r = self % divisor
@@ -148,6 +227,14 @@ public enum CivilDate {
         let m = mp < 10 ? mp + 3 : mp - 9
         let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
         return (Int(y), Int(m), Int(d))
+    }
+
+    /// For a day past the end of its month, why the date is not one, as a predicate to follow
+    /// the quoted date: "is not a calendar date: February 2026 has 28 days".
+    public static func monthLengthProblem(year: Int, month: Int) -> String {
+        let names = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
+        let name = (1...12).contains(month) ? names[month - 1] : "month \(month)"
+        return "is not a calendar date: \(name) \(pad(year, 4)) has \(daysIn(month: month, year: year)) days"
     }
 
     /// Days in a month of a year.

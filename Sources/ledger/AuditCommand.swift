@@ -43,10 +43,7 @@ struct AuditCommand: ParsableCommand {
 
     func parseKnownAt(_ text: String) throws -> KnownAt {
         if let position = UInt64(text) { return .position(position) }
-        guard let t = Timestamp(rfc3339: text) else {
-            throw ValidationError("--known-at: expected an RFC 3339 time with a zone or a log position, got \(text)")
-        }
-        return .time(t)
+        return .time(try parseTime(text, option: "--known-at", orElse: "an RFC 3339 time with a zone or a log position"))
     }
 
     func run() throws {

@@ -5,10 +5,12 @@ import LedgerModels
 import LedgerProjections
 import LedgerStore
 
-/// Parses a command-line time (`--at`, `--now`…): any RFC 3339 time with a zone.
-func parseTime(_ text: String, option: String) throws -> Timestamp {
+/// Parses a command-line time (`--at`, `--now`…): any RFC 3339 time with a zone that events
+/// could carry (years 0000–9999 once in UTC), by the parser events' times go through.
+func parseTime(_ text: String, option: String, orElse expected: String = "an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z)") throws -> Timestamp {
     guard let t = Timestamp(rfc3339: text) else {
-        throw ValidationError("\(option): expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got \(text)")
+        if let reason = Timestamp.reason(rfc3339: text) { throw ValidationError("\(option): \(text) \(reason)") }
+        throw ValidationError("\(option): expected \(expected), got \(text)")
     }
     return t
 }

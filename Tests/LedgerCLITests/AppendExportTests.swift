@@ -39,6 +39,62 @@ let validExamples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().
         }
     }
 
+    /// One time outside years 0000–9999 once in UTC made a whole export unrestorable (exported
+    /// as 10000-01-01…, which append refuses): it is refused on input, by file, line and
+    /// pointer, and nothing of the file is appended.
+    @Test func aTimeOutsideFourDigitYearsOnceInUTCIsRefusedAndNothingAppended() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let file = dir + "/events.jsonl"
+            let late = good.replacingOccurrences(of: "2026-03-01T09:00:00Z", with: "9999-12-31T23:59:59-00:01")
+            try Data([good, late].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", store, file])
+            #expect(run.status == 2)
+            #expect(run.stderr == "\(file):2: /occurredAt: \"9999-12-31T23:59:59-00:01\" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)\n")
+            #expect(try Run(["export", "--store", store]).stdout == "")
+        }
+    }
+
+    /// The command line's times (`--at`, `--now`, `--known-at`, `--from`, `--to`) go through
+    /// the same parser: out of years 0000–9999 once in UTC is a usage error saying so.
+    @Test func aCommandLineTimeOutsideFourDigitYearsIsAUsageError() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            #expect(try Run(["init", "--store", store]).status == 0)
+            let late = "9999-12-31T23:59:59-00:01", early = "0000-01-01T00:00:00+00:01"
+            let runs: [(arguments: [String], option: String, time: String)] = [
+                (["status", "u", "--at", late], "--at", late),
+                (["audit", "u", "--at", early], "--at", early),
+                (["audit", "u", "--known-at", late], "--known-at", late),
+                (["rebuild", "--at", late], "--at", late),
+                (["due", "--from", early, "--to", "2026-01-01T00:00:00Z"], "--from", early),
+                (["due", "--from", "2026-01-01T00:00:00Z", "--to", late], "--to", late),
+                (["demo", "--now", late], "--now", late),
+            ]
+            for (arguments, option, time) in runs {
+                let run = try Run(arguments + ["--store", store])
+                #expect(run.status == 2, "\(arguments)")
+                let utc = time == late ? "10000-01-01T00:00:59.000Z" : "-0001-12-31T23:59:00.000Z"
+                #expect(run.stderr.contains("\(option): \(time) is outside years 0000–9999 once in UTC (\(utc))"), "\(arguments): \(run.stderr)")
+            }
+        }
+    }
+
+    /// A task due on a day the calendar does not have is an input error naming /data/dueDate,
+    /// and nothing of the file is appended.
+    @Test func aDueDateThatIsNotACalendarDateIsRefused() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let file = dir + "/tasks.jsonl"
+            let task = #"{"type":"maintenance.scheduled","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"system","data":{"taskId":"t","dueDate":"2026-02-31"}}"#
+            try Data([good, task].joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let run = try Run(["append", "--store", store, file])
+            #expect(run.status == 2)
+            #expect(run.stderr == "\(file):2: /data/dueDate: \"2026-02-31\" is not a calendar date: February 2026 has 28 days\n")
+            #expect(try Run(["export", "--store", store]).stdout == "")
+        }
+    }
+
     @Test func badLinesAreReportedOnePerLineWithExitTwoAndNothingAppended() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"

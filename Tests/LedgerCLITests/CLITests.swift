@@ -93,7 +93,7 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
             try Data(#"{"name":"x","version":1,"subscription":{"trialDays":"seven"}}"#.utf8).write(to: URL(fileURLWithPath: bad))
             let refused = try Run(["init", "--store", dir + "/other.lmdb", "--policy", bad])
             #expect(refused.status == 2)
-            #expect(refused.stderr.contains("ledger: \(bad): /subscription/trialDays: expected a whole number from 1 to 1000000, got \"seven\"\n"))
+            #expect(refused.stderr.contains("ledger: \(bad): /subscription/trialDays: expected a whole number of days from 1 to 36500 (100 years), got \"seven\"\n"))
             #expect(refused.stderr.contains("ledger: \(bad): /subscription/billingGraceDays: missing; every key of a present section is required\n"))
             #expect(!FileManager.default.fileExists(atPath: dir + "/other.lmdb"))
         }

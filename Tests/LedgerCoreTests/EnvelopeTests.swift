@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 @Suite struct EnvelopeDecoderTests {
@@ -105,6 +106,44 @@ import Testing
         #expect(problems(with("occurredAt", #""2026-03-01T09:30:00""#)) == [#"events.jsonl:3: /occurredAt: expected an RFC 3339 time, got "2026-03-01T09:30:00" (add a zone: Z or ±HH:MM)"#])
     }
 
+    /// A time outside years 0000–9999 once in UTC would be exported with five digits or a sign,
+    /// which append refuses: it is refused on the way in, wherever it stands, by its pointer.
+    @Test func aTimeOutsideFourDigitYearsOnceInUTCIsRefusedByPointer() {
+        #expect(problems(with("occurredAt", #""9999-12-31T23:59:59-00:01""#)) == [
+            #"events.jsonl:3: /occurredAt: "9999-12-31T23:59:59-00:01" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)"#,
+        ])
+        #expect(problems(with("recordedAt", #""0000-01-01T00:00:00+00:01""#)) == [
+            #"events.jsonl:3: /recordedAt: "0000-01-01T00:00:00+00:01" is outside years 0000–9999 once in UTC (-0001-12-31T23:59:00.000Z)"#,
+        ])
+        #expect(problems(valid.replacingOccurrences(of: "2026-03-08T09:30:00Z", with: "9999-12-31T23:59:59-00:01")) == [
+            #"events.jsonl:3: /data/expiresAt: "9999-12-31T23:59:59-00:01" is outside years 0000–9999 once in UTC (10000-01-01T00:00:59.000Z)"#,
+        ])
+        #expect(problems(with("occurredAt", #""9999-12-31T23:59:59+00:01""#)) == [])
+    }
+
+    /// A maintenance task due on 2026-02-31 was taken (the pattern allows day 31 in any month)
+    /// and never fell due: a date-only field must be a calendar date.
+    @Test func aLocalDateMustBeACalendarDate() {
+        func scheduled(_ date: String) -> String {
+            #"{"type":"maintenance.scheduled","subject":"u","occurredAt":"2026-03-01T09:00:00Z","source":"system","data":{"taskId":"t","dueDate":"\#(date)"}}"#
+        }
+        #expect(problems(scheduled("2026-02-31")) == [#"events.jsonl:3: /data/dueDate: "2026-02-31" is not a calendar date: February 2026 has 28 days"#])
+        #expect(problems(scheduled("2026-04-31")) == [#"events.jsonl:3: /data/dueDate: "2026-04-31" is not a calendar date: April 2026 has 30 days"#])
+        #expect(problems(scheduled("2100-02-29")) == [#"events.jsonl:3: /data/dueDate: "2100-02-29" is not a calendar date: February 2100 has 28 days"#])
+        #expect(problems(scheduled("2024-02-29")) == [])
+        #expect(problems(scheduled("2026-12-31")) == [])
+    }
+
+    /// A full time's date part is held to the calendar too, and the message says why.
+    @Test func aTimesDateMustBeACalendarDate() {
+        #expect(problems(with("occurredAt", #""2026-02-30T09:00:00Z""#)) == [
+            #"events.jsonl:3: /occurredAt: "2026-02-30T09:00:00Z" is not a calendar date: February 2026 has 28 days"#,
+        ])
+        #expect(problems(valid.replacingOccurrences(of: "2026-03-08T09:30:00Z", with: "2026-06-31T09:30:00Z")) == [
+            #"events.jsonl:3: /data/expiresAt: "2026-06-31T09:30:00Z" is not a calendar date: June 2026 has 30 days"#,
+        ])
+    }
+
     @Test func anUnknownSourceListsTheKnownOnes() {
         #expect(problems(with("source", #""email""#)) == [#"events.jsonl:3: /source: expected one of appstore, app, support, system, import, got "email""#])
     }
@@ -206,6 +245,45 @@ import Testing
     @Test func everyTypeOfTheSpecIsKnownOnce() {
         #expect(EventCatalog.typeNames.count == 50)
         #expect(Set(EventCatalog.typeNames).count == EventCatalog.typeNames.count)
+    }
+
+    /// A typed task due on a day the calendar does not have is refused at /data/dueDate, as
+    /// JSON input is.
+    @Test func aTypedTaskDueOnADayThatDoesNotExistIsRefused() throws {
+        var m = MaintenanceScheduled()
+        (m.taskId, m.dueDate) = ("t", "2026-02-31")
+        let draft = EventDraft(subject: "u", type: MaintenanceScheduled.type, occurredAt: Timestamp(milliseconds: 0), source: .system,
+                               payload: EventCatalog.encode(m.eventData))
+        do {
+            _ = try EventCatalog.check(draft)
+            Issue.record("2026-02-31 was accepted")
+        } catch {
+            #expect(error.field == "/data/dueDate")
+            #expect(error.message == #""2026-02-31" is not a calendar date: February 2026 has 28 days"#)
+        }
+    }
+
+    /// Every zone-bearing field of every layout (any field of the time-zone codec) refuses a
+    /// name the zone list does not hold, by its pointer: none quietly counts days in UTC.
+    @Test func everyTimeZoneFieldRefusesAnUnknownZone() throws {
+        var checked = 0
+        for type in EventCatalog.typeNames {
+            for version in EventCatalog.versions(of: type) {
+                let layout = try #require(EventCatalog.layout(of: type, version: version))
+                for field in layout.fields where field.schema["pattern"] == .string(Patterns.timeZone) {
+                    var generator = DataGenerator(state: 1)
+                    var data = generator.data(for: layout)
+                    data[field.name] = .string("Not/AZone")
+                    guard case .failure(let failure) = layout.decode(data) else {
+                        Issue.record("\(type).\(field.name) took Not/AZone")
+                        continue
+                    }
+                    #expect(failure.violations == [FieldViolation(field: field.name, message: #"unknown time zone "Not/AZone"; expected an IANA name such as "Europe/Berlin""#)])
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked >= 1)
     }
 
     /// A typed session in a zone the database does not know is refused at /data/timeZone, as

@@ -153,6 +153,31 @@ let draftGenerator = zip(
         #expect(failure(base) == nil)
     }
 
+    /// A typed event is held to the same years as JSON input: 0000–9999 in UTC, for
+    /// occurredAt and for every time of its data.
+    @Test func aTimeOutsideFourDigitYearsIsRejectedByPointer() throws {
+        var draft = base
+        draft.occurredAt = Timestamp(milliseconds: 253_402_300_800_000)
+        #expect(failure(draft)?.field == "/occurredAt")
+        #expect(failure(draft)?.message == #""10000-01-01T00:00:00.000Z" is outside years 0000–9999 once in UTC"#)
+        draft.occurredAt = Timestamp(milliseconds: 253_402_300_799_999)
+        #expect(failure(draft) == nil)
+
+        var grant = SupportEntitlementGranted()
+        (grant.until, grant.reason, grant.agent) = (Timestamp(milliseconds: -62_167_219_200_001), "goodwill", "ana")
+        let granted = EventDraft(subject: "user-42", type: SupportEntitlementGranted.type, occurredAt: Timestamp(milliseconds: 0), source: .support,
+                                 payload: EventCatalog.encode(grant.eventData))
+        #expect(failure(granted)?.field == "/data/until")
+        #expect(failure(granted)?.message == #""-0001-12-31T23:59:59.999Z" is outside years 0000–9999 once in UTC"#)
+        // The library's typed path says the same.
+        let typed = LedgerEvent(subject: "user-42", occurredAt: Timestamp(milliseconds: 0), source: .support, data: grant.eventData)
+        #expect(throws: LedgerError.self) { try typed.draft() }
+        do { _ = try typed.draft() } catch {
+            #expect(error.field == "/data/until")
+            #expect(error.message == #""-0001-12-31T23:59:59.999Z" is outside years 0000–9999 once in UTC"#)
+        }
+    }
+
     @Test func anEmptySubjectIsRejected() {
         var draft = base
         draft.subject = ""

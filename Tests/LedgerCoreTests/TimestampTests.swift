@@ -38,6 +38,53 @@ import Testing
         #expect(Timestamp(rfc3339: text) == nil)
     }
 
+    /// The defect: a time whose UTC form falls outside years 0000–9999 was taken, then exported
+    /// as 10000-01-01… (or with a sign), which append refuses: one such event made the whole
+    /// export unrestorable. The parser refuses it and says why; the ends themselves pass.
+    @Test(arguments: [
+        ("9999-12-31T23:59:59-00:01", "10000-01-01T00:00:59.000Z"),
+        ("0000-01-01T00:00:00+00:01", "-0001-12-31T23:59:00.000Z"),
+        ("9999-12-31T23:59:59.999-23:59", "10000-01-01T23:58:59.999Z"),
+    ])
+    func refusesTimesOutsideFourDigitYearsOnceInUTC(text: String, utc: String) {
+        #expect(Timestamp(rfc3339: text) == nil)
+        #expect(Timestamp.reason(rfc3339: text) == "is outside years 0000–9999 once in UTC (\(utc))")
+        #expect(Timestamp.inputProblem(.string(text)) == "\"\(text)\" is outside years 0000–9999 once in UTC (\(utc))")
+    }
+
+    @Test(arguments: [
+        ("9999-12-31T23:59:59.999Z", Int64(253_402_300_799_999)),
+        ("9999-12-31T23:59:59+00:01", 253_402_300_739_000),
+        ("0000-01-01T00:00:00Z", -62_167_219_200_000),
+        ("0000-01-01T00:00:00-00:01", -62_167_219_140_000),
+    ])
+    func acceptsTheEndsOfFourDigitYearsOnceInUTC(text: String, milliseconds: Int64) {
+        #expect(Timestamp(rfc3339: text)?.milliseconds == milliseconds)
+        #expect(Timestamp.reason(rfc3339: text) == nil)
+        #expect(Timestamp.fourDigitYears.contains(Timestamp(milliseconds: milliseconds)))
+    }
+
+    /// A year before 0000 is written with its sign and four digits, never as "00-1".
+    @Test func formatsAYearBeforeZeroWithItsSign() {
+        #expect(Timestamp(milliseconds: -62_167_219_200_001).description == "-0001-12-31T23:59:59.999Z")
+        #expect(Timestamp(milliseconds: 253_402_300_800_000).description == "10000-01-01T00:00:00.000Z")
+    }
+
+    /// Time arithmetic saturates at the ends of Int64 instead of trapping: a policy built in
+    /// code, unbounded by the decoder, cannot bring down status, audit or a rebuild.
+    @Test func addingSaturatesAtTheEndsOfInt64() {
+        let latest = Timestamp(milliseconds: .max), earliest = Timestamp(milliseconds: .min), epoch = Timestamp(milliseconds: 0)
+        #expect(latest.adding(seconds: 1) == latest)
+        #expect(earliest.adding(seconds: -1) == earliest)
+        #expect(epoch.adding(seconds: .max) == latest)
+        #expect(epoch.adding(seconds: .min) == earliest)
+        #expect(earliest.adding(seconds: .max) == latest)
+        // A span past Int64 still lands inside it from the other end: exactly, not saturated.
+        #expect(earliest.adding(seconds: Int64.max / 1000 + 1) == Timestamp(milliseconds: 192))
+        #expect(latest.adding(seconds: -1) == Timestamp(milliseconds: .max - 1000))
+        #expect(Timestamp(milliseconds: 5).adding(seconds: -2) == Timestamp(milliseconds: -1995))
+    }
+
     @Test func formattingThenParsingIsTheIdentity() async {
         // Year 0001 to 9999: what four-digit years can say.
         await checkProperty(count: 500, input: Gen.int64(in: -62_135_596_800_000 ... 253_402_300_799_999)) { ms in

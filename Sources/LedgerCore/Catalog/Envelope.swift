@@ -122,9 +122,7 @@ public enum EnvelopeDecoder {
         }
         func time(_ key: String, _ value: JSON) -> Timestamp? {
             guard case .string(let s) = value, let t = Timestamp(rfc3339: s) else {
-                var message = "expected an RFC 3339 time, got \(describe(value))"
-                if case .string(let s) = value, Timestamp(rfc3339: s + "Z") != nil { message += " (add a zone: Z or ±HH:MM)" }
-                problems.append(problem("/" + key, message))
+                problems.append(problem("/" + key, Timestamp.inputProblem(value)))
                 return nil
             }
             return t

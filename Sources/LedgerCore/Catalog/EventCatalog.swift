@@ -145,6 +145,7 @@ public struct Layout: Sendable {
     public let isCurrent: Bool
 
     let decodeJSONData: @Sendable (JSONObject) -> Result<any PayloadLayout, FieldViolations>
+    let checkRules: @Sendable (any PayloadLayout) -> [FieldViolation]
     let encodeJSON: @Sendable (any PayloadLayout) -> JSONObject
     let encodeBinary: @Sendable (any PayloadLayout) -> [UInt8]
     let decodeBinary: @Sendable (UnsafeRawBufferPointer) -> (any PayloadLayout)?
@@ -176,13 +177,18 @@ public struct Layout: Sendable {
                     continue
                 }
                 if !field.decode(json, &value) {
-                    var message = "expected \(field.expected), got \(EnvelopeDecoder.describe(json))"
-                    if let hint = field.hint(json) { message += " (\(hint))" }
+                    let message = field.problem(json) ?? "expected \(field.expected), got \(EnvelopeDecoder.describe(json))"
+                    problems.append(FieldViolation(field: field.name, message: message))
+                } else if let message = field.rule(value) {
                     problems.append(FieldViolation(field: field.name, message: message))
                 }
             }
             if problems.isEmpty { problems = value.violations() }
             return problems.isEmpty ? .success(value) : .failure(FieldViolations(problems))
+        }
+        checkRules = { erased in
+            guard let value = erased as? T else { return [] }
+            return fields.compactMap { field in field.rule(value).map { FieldViolation(field: field.name, message: $0) } }
         }
         encodeJSON = { erased in
             guard let value = erased as? T else { return JSONObject() }
@@ -242,6 +248,10 @@ public struct Layout: Sendable {
     /// - Returns: the value, or every violation (field keys relative to `data`).
     public func decode(_ data: JSONObject) -> Result<any PayloadLayout, FieldViolations> { decodeJSONData(data) }
 
+    /// The input rules a typed value of this layout breaks (`ValueCodec.rule` of each field:
+    /// a time outside years 0000–9999…), field keys relative to `data`; empty when it keeps them.
+    public func ruleViolations(_ value: any PayloadLayout) -> [FieldViolation] { checkRules(value) }
+
     /// The JSON `data` object of a value of this layout (absent optionals omitted).
     public func json(_ value: any PayloadLayout) -> JSONObject { encodeJSON(value) }
 
@@ -274,8 +284,11 @@ extension EventCatalog {
             throw LedgerError(.invalidEvent, "the payload is not a \(draft.type) version \(draft.schemaVersion) payload; encode data with EventCatalog.encode or LedgerEvent.draft()",
                               field: "/data", subject: draft.subject)
         }
-        // Rules across fields hold for binary payloads as they do for JSON.
-        if let violation = data.payload.violations().first {
+        // The fields' input rules and the rules across fields hold for binary payloads as they
+        // do for JSON.
+        let payload = data.payload
+        let current = layout(of: draft.type, version: Swift.type(of: payload).schemaVersion)
+        if let violation = (current?.ruleViolations(payload) ?? []).first ?? payload.violations().first {
             throw LedgerError(.invalidEvent, violation.message, field: JSONPointer.make(["data", violation.field]), subject: draft.subject)
         }
         return data

@@ -75,8 +75,11 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     public let expected: String
     /// The value's JSON Schema.
     public let valueSchema: JSONObject
-    /// A hint added to the message for a wrong value, when the codec has one.
-    let hint: @Sendable (JSON) -> String?
+    /// The codec's own message for a value it refuses, when it has one.
+    let problem: @Sendable (JSON) -> String?
+    /// The codec's input rule applied to the property (`ValueCodec.rule`): the message when the
+    /// value breaks it, else `nil`.
+    let rule: (Root) -> String?
     /// Whether `read` writes at the property's offset (its key path names a stored property)
     /// rather than applying the key path.
     let readsInPlace: Bool
@@ -93,7 +96,8 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     public static func required<V>(_ name: String, _ path: WritableKeyPath<Root, V>, _ codec: ValueCodec<V>,
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
-        return Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+        return Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, problem: codec.problem,
+              rule: { root in codec.rule(root[keyPath: path]) },
               readsInPlace: property.offset != nil,
               decode: { json, root in
                   guard let value = codec.fromJSON(json) else { return false }
@@ -113,7 +117,8 @@ public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     public static func optional<V>(_ name: String, _ path: WritableKeyPath<Root, V?>, _ codec: ValueCodec<V>,
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
-        return Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, hint: codec.hint,
+        return Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, problem: codec.problem,
+              rule: { root in root[keyPath: path].flatMap(codec.rule) },
               readsInPlace: property.offset != nil,
               decode: { json, root in
                   if case .null = json {

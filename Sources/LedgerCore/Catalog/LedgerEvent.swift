@@ -46,6 +46,11 @@ public struct LedgerEvent: Sendable, Hashable {
         guard let layout = EventCatalog.layout(of: type, version: version) else {
             throw LedgerError(.invalidEvent, "unknown event type \(type)", field: "/type", subject: subject)
         }
+        // The fields' input rules first: a time outside years 0000–9999 would otherwise be
+        // reported as the text its JSON form makes ("expected an RFC 3339 time, got 10000-…").
+        if let first = layout.ruleViolations(payload).first {
+            throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
+        }
         if case .failure(let failure) = layout.decode(layout.json(payload)), let first = failure.violations.first {
             throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
         }

@@ -6,8 +6,13 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
     public let schema: JSONObject
     /// What a valid value is, for messages: "expected <this>, got 42".
     public let expected: String
-    /// A hint for a near miss ("add a zone"), or `nil`.
-    let hint: @Sendable (JSON) -> String?
+    /// The whole message for a value `fromJSON` refuses, when the codec has a better one than
+    /// "expected …, got …" (a time outside years 0000–9999, a missing zone), or `nil`.
+    let problem: @Sendable (JSON) -> String?
+    /// A rule every value appended must keep beyond its form (a time within years 0000–9999):
+    /// the message when it breaks it, else `nil`. Checked on input, JSON or typed, never on
+    /// read: events already stored are read as they are.
+    let rule: @Sendable (Value) -> String?
     let fromJSON: @Sendable (JSON) -> Value?
     let toJSON: @Sendable (Value) -> JSON
     let write: @Sendable (Value, inout [UInt8]) -> Void
@@ -15,8 +20,10 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
 
     init(schema: JSONObject, expected: String, fromJSON: @escaping @Sendable (JSON) -> Value?,
          toJSON: @escaping @Sendable (Value) -> JSON, write: @escaping @Sendable (Value, inout [UInt8]) -> Void,
-         read: @escaping @Sendable (inout PayloadReader) -> Value?, hint: @escaping @Sendable (JSON) -> String? = { _ in nil }) {
-        self.hint = hint
+         read: @escaping @Sendable (inout PayloadReader) -> Value?, problem: @escaping @Sendable (JSON) -> String? = { _ in nil },
+         rule: @escaping @Sendable (Value) -> String? = { _ in nil }) {
+        self.problem = problem
+        self.rule = rule
         self.schema = schema
         self.expected = expected
         self.fromJSON = fromJSON
@@ -28,7 +35,8 @@ public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
 
 extension ValueCodec where Value == String {
     /// A string whose value is checked by `isValid`; stored as length-prefixed UTF-8.
-    static func string(schema: JSONObject, expected: String, isValid: @escaping @Sendable (String) -> Bool) -> Self {
+    static func string(schema: JSONObject, expected: String, isValid: @escaping @Sendable (String) -> Bool,
+                       rule: @escaping @Sendable (String) -> String? = { _ in nil }) -> Self {
         Self(schema: schema, expected: expected,
              fromJSON: { json in
                  guard case .string(let s) = json, isValid(s) else { return nil }
@@ -36,7 +44,8 @@ extension ValueCodec where Value == String {
              },
              toJSON: { .string($0) },
              write: { value, out in out.appendBytes(value.utf8) },
-             read: { reader in reader.string().flatMap { isValid($0) ? $0 : nil } })
+             read: { reader in reader.string().flatMap { isValid($0) ? $0 : nil } },
+             rule: rule)
     }
 
     /// Any string, including the empty one (free text: notes, reasons).
@@ -61,17 +70,25 @@ extension ValueCodec where Value == String {
     public static let period = string(schema: ["type": "string", "pattern": .string(Patterns.period)],
                                       expected: "an ISO 8601 period such as \"P1M\" or \"P1Y\"", isValid: Patterns.isPeriod)
 
-    /// A local calendar date, `YYYY-MM-DD`.
+    /// A local calendar date, `YYYY-MM-DD`, that the calendar has (no 31 February). The pattern
+    /// cannot know month lengths: the calendar is an input rule, so a date already stored is
+    /// read as it is.
     public static let localDate = string(schema: ["type": "string", "pattern": .string(Patterns.localDate)],
-                                         expected: "a local date YYYY-MM-DD", isValid: Patterns.isLocalDate)
+                                         expected: "a local date YYYY-MM-DD", isValid: Patterns.isLocalDate, rule: Patterns.calendarProblem)
 
-    /// An IANA time-zone name such as `Europe/Berlin` or `UTC`.
+    /// An IANA time-zone name such as `Europe/Berlin` or `UTC`. A name that is not one would
+    /// count the device's days in UTC without a word: every field of this codec refuses, on
+    /// input, a name missing from the catalog's own list (`Patterns.timeZoneNames`, not the
+    /// machine's database, so the same event is accepted everywhere); events already stored are
+    /// read as they are.
     public static let timeZone = string(schema: ["type": "string", "pattern": .string(Patterns.timeZone)],
-                                        expected: "an IANA time-zone name such as \"Europe/Berlin\"", isValid: Patterns.isTimeZone)
+                                        expected: "an IANA time-zone name such as \"Europe/Berlin\"", isValid: Patterns.isTimeZone,
+                                        rule: Patterns.timeZoneProblem)
 }
 
 extension ValueCodec where Value == Timestamp {
-    /// An RFC 3339 time with a zone; JSON out is always UTC with milliseconds; binary is i64 ms.
+    /// An RFC 3339 time with a zone, within years 0000–9999 once in UTC; JSON out is always
+    /// UTC with milliseconds; binary is i64 ms.
     public static let time = ValueCodec(
         schema: ["type": "string", "pattern": .string(Patterns.time)],
         expected: "an RFC 3339 time",
@@ -82,7 +99,8 @@ extension ValueCodec where Value == Timestamp {
         toJSON: { .string($0.description) },
         write: { value, out in out.appendFixed(UInt64(bitPattern: value.milliseconds)) },
         read: { reader in reader.fixed().map { Timestamp(milliseconds: Int64(bitPattern: $0)) } },
-        hint: Timestamp.zoneHint)
+        problem: Timestamp.inputProblem,
+        rule: Timestamp.rangeProblem)
 }
 
 extension ValueCodec where Value == Bool {
@@ -246,6 +264,22 @@ public enum Patterns {
         else { return false }
         let month = Int(c[5] - 48) * 10 + Int(c[6] - 48), day = Int(c[8] - 48) * 10 + Int(c[9] - 48)
         return (1...12).contains(month) && (1...31).contains(day)
+    }
+
+    /// For a `YYYY-MM-DD` the pattern takes, why the calendar does not have it ("\"2026-02-31\"
+    /// is not a calendar date: February 2026 has 28 days"), else `nil`.
+    static func calendarProblem(_ s: String) -> String? {
+        let c = Array(s.utf8)
+        guard isLocalDate(s) else { return nil }
+        func number(_ range: Range<Int>) -> Int { c[range].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) } }
+        let (year, month, day) = (number(0..<4), number(5..<7), number(8..<10))
+        guard day > CivilDate.daysIn(month: month, year: year) else { return nil }
+        return "\"\(s)\" " + CivilDate.monthLengthProblem(year: year, month: month)
+    }
+
+    /// For a zone name the pattern takes, the message when the catalog's list does not hold it.
+    static func timeZoneProblem(_ s: String) -> String? {
+        timeZoneNames.contains(s) ? nil : "unknown time zone \"\(s)\"; expected an IANA name such as \"Europe/Berlin\""
     }
 
     static func isTimeZone(_ s: String) -> Bool {

@@ -20,13 +20,13 @@ extension Policy {
         var top = Section(root, path: [], keys: ["name", "version", "description", "subscription", "retention", "limits", "access", "notifications", "deletion"],
                           optional: ["description", "retention", "limits", "access", "notifications", "deletion"])
         let name = top.string("name", nonEmpty: true)
-        let version = top.integer("version", minimum: 1)
+        let version = top.integer("version", .count, minimum: 1)
         let description = top.has("description") ? top.string("description", nonEmpty: false) : nil
 
         var subscription: Subscription?
         if var s = top.section("subscription", keys: ["trialDays", "billingGraceDays", "billingGraceSource", "billingRetryDays", "offlineGraceHours", "verificationIntervalHours"]) {
-            let values = (s.integer("trialDays", minimum: 1), s.integer("billingGraceDays", minimum: 0), s.choice("billingGraceSource", Subscription.GraceSource.self),
-                          s.integer("billingRetryDays", minimum: 0), s.integer("offlineGraceHours", minimum: 0), s.integer("verificationIntervalHours", minimum: 1))
+            let values = (s.integer("trialDays", .days, minimum: 1), s.integer("billingGraceDays", .days, minimum: 0), s.choice("billingGraceSource", Subscription.GraceSource.self),
+                          s.integer("billingRetryDays", .days, minimum: 0), s.integer("offlineGraceHours", .hours, minimum: 0), s.integer("verificationIntervalHours", .hours, minimum: 1))
             problems += s.problems
             if let a = values.0, let b = values.1, let c = values.2, let d = values.3, let e = values.4, let f = values.5 {
                 subscription = Subscription(trialDays: a, billingGraceDays: b, billingGraceSource: c, billingRetryDays: d, offlineGraceHours: e, verificationIntervalHours: f)
@@ -42,8 +42,8 @@ extension Policy {
                 problems += f.problems
                 if let amount, let currency { fee = Money(amount: amount, currency: currency) }
             }
-            let values = (r.choice("startsAt", Retention.Start.self), r.integer("graceDays", minimum: 0), r.integer("browseOnlyUntilDay", minimum: 0),
-                          r.integer("pendingDeletionFromDay", minimum: 1), r.integer("recoveryPassDays", minimum: 1), r.integer("familyMemberGraceDays", minimum: 0))
+            let values = (r.choice("startsAt", Retention.Start.self), r.integer("graceDays", .days, minimum: 0), r.integer("browseOnlyUntilDay", .days, minimum: 0),
+                          r.integer("pendingDeletionFromDay", .days, minimum: 1), r.integer("recoveryPassDays", .days, minimum: 1), r.integer("familyMemberGraceDays", .days, minimum: 0))
             problems += r.problems
             if let a = values.0, let b = values.1, let c = values.2, let d = values.3, let e = values.4, let f = values.5, let fee {
                 retention = Retention(startsAt: a, graceDays: b, browseOnlyUntilDay: c, pendingDeletionFromDay: d, reactivationFee: fee, recoveryPassDays: e, familyMemberGraceDays: f)
@@ -57,10 +57,10 @@ extension Policy {
                 if case .object(let kinds) = value, !kinds.members.isEmpty {
                     var table: [String: Int64] = [:]
                     for member in kinds.members {
-                        if case .number(let n) = member.value, let v = n.int64, v >= 1, v <= Section.integerMaximum, !member.key.isEmpty {
+                        if case .number(let n) = member.value, let v = n.int64, v >= 1, v <= Section.Unit.count.maximum, !member.key.isEmpty {
                             table[member.key] = v
                         } else {
-                            l.problems.append(FieldViolation(field: JSONPointer.make(["limits", "free", member.key]), message: "expected a whole number from 1 to \(Section.integerMaximum) for a non-empty resource kind, got \(EnvelopeDecoder.describe(member.value))"))
+                            l.problems.append(FieldViolation(field: JSONPointer.make(["limits", "free", member.key]), message: "expected a whole number from 1 to \(Section.Unit.count.maximum) for a non-empty resource kind, got \(EnvelopeDecoder.describe(member.value))"))
                         }
                     }
                     free = table
@@ -75,7 +75,7 @@ extension Policy {
                 }
             }
             let effectiveAt = l.time("effectiveAt")
-            let grace = l.integer("existingUserGraceDays", minimum: 0)
+            let grace = l.integer("existingUserGraceDays", .days, minimum: 0)
             problems += l.problems
             if let free, let ratio, let effectiveAt, let grace {
                 limits = Limits(free: free, softLimitRatio: ratio, effectiveAt: effectiveAt, existingUserGraceDays: grace)
@@ -84,26 +84,26 @@ extension Policy {
 
         var access: Access?
         if var a = top.section("access", keys: ["freeSessionsPerDay", "resumeWithinSeconds", "maxClockSkewSeconds"]) {
-            let values = (a.integer("freeSessionsPerDay", minimum: 1), a.integer("resumeWithinSeconds", minimum: 0), a.integer("maxClockSkewSeconds", minimum: 0))
+            let values = (a.integer("freeSessionsPerDay", .sessionsPerDay, minimum: 1), a.integer("resumeWithinSeconds", .seconds, minimum: 0), a.integer("maxClockSkewSeconds", .seconds, minimum: 0))
             problems += a.problems
             if let x = values.0, let y = values.1, let z = values.2 { access = Access(freeSessionsPerDay: x, resumeWithinSeconds: y, maxClockSkewSeconds: z) }
         }
 
         var notifications: Notifications?
         if var n = top.section("notifications", keys: ["trialEndingLeadHours", "retentionEmailDays"]) {
-            let lead = n.integer("trialEndingLeadHours", minimum: 1)
+            let lead = n.integer("trialEndingLeadHours", .hours, minimum: 1)
             var days: [Int64]?
             if let value = n.value("retentionEmailDays") {
                 let numbers: [Int64]? = {
                     guard case .array(let items) = value else { return nil }
                     let parsed = items.compactMap { item -> Int64? in
-                        if case .number(let n) = item, let v = n.int64, v >= 0, v <= Section.integerMaximum { return v }
+                        if case .number(let n) = item, let v = n.int64, v >= 0, v <= Section.Unit.days.maximum { return v }
                         return nil
                     }
                     return parsed.count == items.count && Set(parsed).count == parsed.count ? parsed : nil
                 }()
                 if let numbers { days = numbers } else {
-                    n.problems.append(FieldViolation(field: "/notifications/retentionEmailDays", message: "expected a list of distinct whole days from 0 to \(Section.integerMaximum), got \(EnvelopeDecoder.describe(value))"))
+                    n.problems.append(FieldViolation(field: "/notifications/retentionEmailDays", message: "expected a list of distinct whole days from 0 to \(Section.Unit.days.maximum) (100 years), got \(EnvelopeDecoder.describe(value))"))
                 }
             }
             problems += n.problems
@@ -118,7 +118,7 @@ extension Policy {
                 if mode == .hard {
                     d.problems.append(FieldViolation(field: "/deletion/softGraceDays", message: "only a soft deletion has a grace period; remove it or set mode to soft"))
                 } else if d.has("softGraceDays") {
-                    grace = d.integer("softGraceDays", minimum: 1)
+                    grace = d.integer("softGraceDays", .days, minimum: 1)
                 } else {
                     d.problems.append(FieldViolation(field: "/deletion/softGraceDays", message: "missing; a soft deletion says how many days it can be cancelled"))
                 }
@@ -171,14 +171,39 @@ private struct Section {
         return Section(o, path: path + [key], keys: keys, optional: optional)
     }
 
-    /// The largest whole number a policy holds (days, hours, seconds, counts): 1,000,000 days
-    /// is 2,700 years, and no sum of such spans overflows a timestamp.
-    static let integerMaximum: Int64 = 1_000_000
+    /// What a whole number of a policy counts, which bounds it: no span is longer than 100
+    /// years in its unit, so that no rule's sum of spans comes near the ends of a timestamp
+    /// (and time arithmetic saturates besides, for a policy built in code).
+    enum Unit {
+        case days, hours, seconds, sessionsPerDay, count
 
-    mutating func integer(_ key: String, minimum: Int64) -> Int64? {
+        /// The largest value allowed.
+        var maximum: Int64 {
+            switch self {
+            case .days: 36_500
+            case .hours: 876_000
+            case .seconds: 3_153_600_000
+            case .sessionsPerDay: 86_400
+            case .count: 1_000_000
+            }
+        }
+
+        /// What a valid value is, for messages, with the bound and why.
+        func expected(minimum: Int64) -> String {
+            switch self {
+            case .days: "a whole number of days from \(minimum) to \(maximum) (100 years)"
+            case .hours: "a whole number of hours from \(minimum) to \(maximum) (100 years)"
+            case .seconds: "a whole number of seconds from \(minimum) to \(maximum) (100 years)"
+            case .sessionsPerDay: "a whole number of sessions from \(minimum) to \(maximum) (one a second)"
+            case .count: "a whole number from \(minimum) to \(maximum)"
+            }
+        }
+    }
+
+    mutating func integer(_ key: String, _ unit: Unit, minimum: Int64) -> Int64? {
         guard let value = object[key] else { return nil }
-        guard case .number(let n) = value, let v = n.int64, v >= minimum, v <= Self.integerMaximum else {
-            wrong(key, "a whole number from \(minimum) to \(Self.integerMaximum)", value)
+        guard case .number(let n) = value, let v = n.int64, v >= minimum, v <= unit.maximum else {
+            wrong(key, unit.expected(minimum: minimum), value)
             return nil
         }
         return v
@@ -205,7 +230,7 @@ private struct Section {
     mutating func time(_ key: String) -> Timestamp? {
         guard let value = object[key] else { return nil }
         guard case .string(let s) = value, let t = Timestamp(rfc3339: s) else {
-            wrong(key, "an RFC 3339 time", value)
+            problems.append(FieldViolation(field: JSONPointer.make(path + [key]), message: Timestamp.inputProblem(value)))
             return nil
         }
         return t

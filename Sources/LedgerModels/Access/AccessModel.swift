@@ -210,7 +210,7 @@ public enum AccessModel: ReadModel {
     public static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) {
         guard let access = policy.access else { return }
         let at = event.occurredAt
-        if at.milliseconds - event.recordedAt.milliseconds > access.maxClockSkewSeconds * 1000 {
+        if at > event.recordedAt.adding(seconds: access.maxClockSkewSeconds) {
             state.tampering += 1
             state.latestTampering = max(state.latestTampering ?? at, at)
         }
@@ -246,7 +246,7 @@ public enum AccessModel: ReadModel {
             state = State(disorderedFrom: state)
             return
         }
-        let w = access.resumeWithinSeconds * 1000
+        let w = access.resumeWithinSeconds.multipliedClamping(by: 1000)
         let dated = Dated(at: at, position: event.position, value: fact)
         if let last = state.recent.last, (last.at, last.position) > (at, event.position) {
             // Late, inside the window: the recent facts are folded again, in order.
@@ -260,7 +260,7 @@ public enum AccessModel: ReadModel {
         // Facts older than the newest by more than the window are settled.
         guard let newest = state.recent.last?.at else { return }
         var settled = 0
-        while settled < state.recent.count, newest.milliseconds - state.recent[settled].at.milliseconds > reorderWindow {
+        while settled < state.recent.count, newest.milliseconds(since: state.recent[settled].at) > reorderWindow {
             AccessRules.fold(state.recent[settled], into: &state.settled, w: w)
             settled += 1
         }

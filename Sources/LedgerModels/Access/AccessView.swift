@@ -185,7 +185,7 @@ public enum AccessRules {
 
     /// A session paused at p and not resumed before p + w ended at p.
     static func settle(_ device: inout AccessModel.Device, at x: Timestamp, w: Int64, state: inout AccessModel.Sessions) {
-        if device.status == .paused, x.milliseconds - device.pausedAt.milliseconds >= w { end(&device, at: device.pausedAt, state: &state) }
+        if device.status == .paused, x.milliseconds(since: device.pausedAt) >= w { end(&device, at: device.pausedAt, state: &state) }
     }
 
     static func begin(_ device: inout AccessModel.Device, at x: Timestamp, position: UInt64) {
@@ -200,7 +200,7 @@ public enum AccessRules {
     }
 
     static func end(_ device: inout AccessModel.Device, at e: Timestamp, state: inout AccessModel.Sessions) {
-        if e.milliseconds - device.begin.milliseconds < 60_000 { state.shortSessions += 1 }
+        if e.milliseconds(since: device.begin) < 60_000 { state.shortSessions += 1 }
         (device.status, device.used) = (.ended, [])
     }
 
@@ -228,7 +228,7 @@ public enum AccessRules {
     }
 
     static func view(of stored: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
-        let w = access.resumeWithinSeconds * 1000
+        let w = access.resumeWithinSeconds.multipliedClamping(by: 1000)
         let state = stored.present
         let paid = Plan.decide(facts, at: t, policy: policy.subscription).planState.isPaid
         var shortSessions = state.shortSessions

@@ -117,7 +117,7 @@ public enum DeletionRules {
                 (current, requestedAt, outcomes, rule) = (.requested, step.at, [:], "deletionRequested")
             case .cancelled:
                 guard current != .none, policy.mode == .soft, outcomes.isEmpty, let requested = requestedAt,
-                      step.at < requested.adding(seconds: (policy.softGraceDays ?? 0) * 86_400) else { continue }
+                      step.at < requested.adding(days: policy.softGraceDays ?? 0) else { continue }
                 (current, requestedAt, rule) = (.none, nil, "deletion.softGraceDays")
             case .completed(let name), .failed(let name):
                 // A step with no request in force is ignored.
@@ -131,7 +131,7 @@ public enum DeletionRules {
         }
         var scheduledAt: Timestamp?
         if let requestedAt, current != .none, current != .completed {
-            scheduledAt = policy.mode == .soft ? requestedAt.adding(seconds: (policy.softGraceDays ?? 0) * 86_400) : requestedAt
+            scheduledAt = policy.mode == .soft ? requestedAt.adding(days: policy.softGraceDays ?? 0) : requestedAt
         }
         let coverage = facts.subscription.coverage(at: t)
         let export: DeletionView.Export

@@ -52,10 +52,9 @@ public enum DueRules {
     /// the subject in the flow with day 0 `zero`.
     static func flowItems(_ subject: RetentionSubject, zero: Timestamp, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
         var items: [IndexEntry] = []
-        let day: Int64 = 86_400
         if let notifications = policy.notifications {
             for n in notifications.retentionEmailDays {
-                let at = zero.adding(seconds: n * day)
+                let at = zero.adding(days: n)
                 guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
                 items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)]))
             }
@@ -63,7 +62,7 @@ public enum DueRules {
         var entered: Set<Timestamp> = []
         for family in [false, true] {
             for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
-                let at = zero.adding(seconds: from * day)
+                let at = zero.adding(days: from)
                 guard !entered.contains(at) else { continue }
                 let then = RetentionRules.place(subject, at: at, policy: policy)
                 guard then.dayZero == zero, then.tier == tier, then.since == at else { continue }
@@ -83,7 +82,7 @@ public enum DueRules {
         for c in subject.descendingTimes.reversed() where c != previous {
             previous = c
             guard !Plan.decide(facts, at: c, known: known, policy: policy).isPaid,
-                  Plan.decide(facts, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy).isPaid else { continue }
+                  Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy).isPaid else { continue }
             ends.append(c)
         }
         return ends
@@ -109,7 +108,7 @@ public enum DueRules {
             var candidates = [(end: trial.value.expiresAt, known: trial.at)]
             for e in store.extensions where e.value.transactionId == trial.value.id { candidates.append((e.value.expiresAt, e.at)) }
             for (end, known) in candidates {
-                let at = max(end.adding(seconds: -lead * 3600), known, trial.at)
+                let at = max(end.adding(hours: -lead), known, trial.at)
                 // Decided at `at`: the end then known must be this one.
                 let endThen = store.extensions.known(at: at).last { $0.value.transactionId == trial.value.id }?.value.expiresAt ?? trial.value.expiresAt
                 guard endThen == end else { continue }

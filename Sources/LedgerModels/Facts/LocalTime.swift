@@ -11,21 +11,28 @@ public enum LocalTime {
 
     /// The local date at `t` in `zone`, as days since 1970-01-01.
     public static func day(at t: Timestamp, in zone: TimeZone) -> Int64 {
-        let offset = Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(t.milliseconds) / 1000)))
-        return (t.milliseconds + offset * 1000).floorDivided(by: 86_400_000).quotient
+        t.adding(seconds: offset(of: zone, at: t)).milliseconds.floorDivided(by: 86_400_000).quotient
     }
 
     /// The instant local `day` (days since 1970-01-01) begins in `zone`: its first instant whose
     /// local date is `day`, so a DST change at midnight is honoured.
     public static func start(ofDay day: Int64, in zone: TimeZone) -> Timestamp {
-        let midnightUTC = day * 86_400_000
-        var guess = midnightUTC - Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(midnightUTC) / 1000))) * 1000
-        guess = midnightUTC - Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(guess) / 1000))) * 1000
+        let midnightUTC = Timestamp(milliseconds: day.multipliedClamping(by: 86_400_000))
+        let guess = midnightUTC.adding(seconds: -offset(of: zone, at: midnightUTC))
+        var t = midnightUTC.adding(seconds: -offset(of: zone, at: guess))
         // Where local midnight does not exist (a spring-forward at 00:00), the day starts later.
-        var t = Timestamp(milliseconds: guess)
-        while self.day(at: t, in: zone) < day { t = t.adding(seconds: 3600) }
-        while self.day(at: t.adding(seconds: -3600), in: zone) >= day { t = t.adding(seconds: -3600) }
+        // A day's worth of hours either way at most: past the last timestamp (a time saturated
+        // by a policy built in code) there is no later day to reach.
+        var hours = 0
+        while hours < 48, self.day(at: t, in: zone) < day { t = t.adding(seconds: 3600); hours += 1 }
+        hours = 0
+        while hours < 48, self.day(at: t.adding(seconds: -3600), in: zone) >= day { t = t.adding(seconds: -3600); hours += 1 }
         return t
+    }
+
+    /// The zone's offset from UTC at `t`, in seconds.
+    private static func offset(of zone: TimeZone, at t: Timestamp) -> Int64 {
+        Int64(zone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(t.milliseconds) / 1000)))
     }
 
     /// Days since 1970-01-01 of a `YYYY-MM-DD` date, or `nil`.

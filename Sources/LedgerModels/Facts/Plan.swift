@@ -107,10 +107,10 @@ public enum Plan {
             || store.marks.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && $0.value.kind != .reversal }
         if voided { return .void }
         let failedSince = snapshots[(index + 1)...].contains { $0.value == .failed }
-        if !failedSince && t < v.at.adding(seconds: policy.verificationIntervalHours * 3600) {
+        if !failedSince && t < v.at.adding(hours: policy.verificationIntervalHours) {
             return .verified(plan == .trial ? .trial : .pro, position: v.position)
         }
-        if t < v.at.adding(seconds: policy.offlineGraceHours * 3600) { return .offlineGrace(position: v.position) }
+        if t < v.at.adding(hours: policy.offlineGraceHours) { return .offlineGrace(position: v.position) }
         return .void
     }
 
@@ -127,8 +127,8 @@ public enum Plan {
         for s in facts.snapshots {
             times.append(s.at)
             guard case .verified(_, let expiresAt) = s.value else { continue }
-            times.append(s.at.adding(seconds: policy.verificationIntervalHours * 3600))
-            times.append(s.at.adding(seconds: policy.offlineGraceHours * 3600))
+            times.append(s.at.adding(hours: policy.verificationIntervalHours))
+            times.append(s.at.adding(hours: policy.offlineGraceHours))
             if let expiresAt { times.append(expiresAt) }
         }
         for s in facts.signIns { times.append(s.at) }

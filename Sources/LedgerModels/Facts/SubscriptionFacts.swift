@@ -324,8 +324,8 @@ extension SubscriptionFacts {
             }
         }
         let storeGrace = policy.billingGraceSource == .store ? failure.value.graceExpiresAt : nil
-        var graceEnd = storeGrace ?? until.adding(seconds: policy.billingGraceDays * 86_400)
-        var issueEnd = until.adding(seconds: policy.billingRetryDays * 86_400)
+        var graceEnd = storeGrace ?? until.adding(days: policy.billingGraceDays)
+        var issueEnd = until.adding(days: policy.billingRetryDays)
         if let graceCut { graceEnd = min(graceEnd, graceCut) }
         if let issueCut { issueEnd = min(issueEnd, issueCut) }
         return BillingEpisode(failure: failure, coveredUntil: until, graceEnd: graceEnd, graceFromStore: storeGrace != nil,
@@ -392,8 +392,8 @@ extension SubscriptionFacts {
         }
         guard !failures.isEmpty else { return times }
         func windows(from end: Timestamp) {
-            times.append(end.adding(seconds: policy.billingGraceDays * 86_400))
-            times.append(end.adding(seconds: policy.billingRetryDays * 86_400))
+            times.append(end.adding(days: policy.billingGraceDays))
+            times.append(end.adding(days: policy.billingRetryDays))
         }
         for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
         for e in extensions { windows(from: e.value.expiresAt) }

@@ -104,6 +104,6 @@ public enum LimitsModel: ReadModel {
 
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
         guard let limits = policy.limits else { return [] }
-        return [limits.effectiveAt.adding(seconds: limits.existingUserGraceDays * 86_400)]
+        return [limits.effectiveAt.adding(days: limits.existingUserGraceDays)]
     }
 }

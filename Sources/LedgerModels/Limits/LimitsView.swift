@@ -114,7 +114,7 @@ public enum LimitsRules {
     static func view(of state: LimitsModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, limits: Policy.Limits) -> LimitsView {
         let plan = Plan.decide(facts, at: t, policy: policy.subscription).planState
         let paid = plan == .trial || plan == .pro || plan == .proGrace
-        let graceEnds = limits.effectiveAt.adding(seconds: limits.existingUserGraceDays * 86_400)
+        let graceEnds = limits.effectiveAt.adding(days: limits.existingUserGraceDays)
         // The first account.created by t, or with none, the first event by t.
         let first = state.firstCreated.flatMap { $0 <= t ? $0 : nil } ?? state.firstEvent.flatMap { $0 <= t ? $0 : nil }
         let inGrace = first.map { $0 < limits.effectiveAt } == true && t < graceEnds

@@ -176,9 +176,9 @@ enum RetentionRules {
             capabilities = .readOnly
         case .browseOnly, .archived, .pendingDeletion:
             if let retention = policy.retention,
-               let pass = state.recoveryPasses.known(at: t).last(where: { t < $0.at.adding(seconds: retention.recoveryPassDays * day) }) {
+               let pass = state.recoveryPasses.known(at: t).last(where: { t < $0.at.adding(days: retention.recoveryPassDays) }) {
                 capabilities = .readOnly
-                recoveryPassUntil = pass.at.adding(seconds: retention.recoveryPassDays * day)
+                recoveryPassUntil = pass.at.adding(days: retention.recoveryPassDays)
             }
         }
         var reactivationAvailable = false
@@ -227,13 +227,13 @@ enum RetentionRules {
 
     /// The flow's tier `d` days after day 0, with when it began and what comes next.
     static func inFlow(dayZero: Timestamp, rule: String, family: Bool, at t: Timestamp, _ r: Policy.Retention) -> Placement {
-        let d = max(0, (t.milliseconds - dayZero.milliseconds) / (day * 1000))
+        let d = max(0, t.milliseconds(since: dayZero) / (day * 1000))
         let stages = stages(family: family, rule: rule, r)
         let index = stages.lastIndex { $0.1 <= d } ?? 0
         let (tier, from, why) = stages[index]
         let next = stages[(index + 1)...].first { $0.1 > from }
-        return Placement(tier: tier, rule: why, since: dayZero.adding(seconds: from * day),
-                         next: next.map { ($0.0, dayZero.adding(seconds: $0.1 * day)) }, dayZero: dayZero, day: d)
+        return Placement(tier: tier, rule: why, since: dayZero.adding(days: from),
+                         next: next.map { ($0.0, dayZero.adding(days: $0.1)) }, dayZero: dayZero, day: d)
     }
 
     /// The flow's tiers with the day number each starts on and the rule that starts it: grace
@@ -264,7 +264,7 @@ enum RetentionRules {
         var previous: Timestamp?
         for c in state.descendingTimes where c <= t && c != previous {
             previous = c
-            let before = Plan.decide(state.access, at: Timestamp(milliseconds: c.milliseconds - 1), known: known, policy: policy.subscription)
+            let before = Plan.decide(state.access, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription)
             guard before.isPaid else { continue }
             guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return (c, before.reason.rule, nil) }
             let cause = state.access.subscription.endWithCause(of: coverage.transaction.value, at: c, known: known).cause
@@ -384,13 +384,13 @@ enum RetentionRules {
         var times = Plan.changeTimes(of: state.access, policy: policy.subscription)
         times += state.organizerCancellations.map(\.at)
         guard let r = policy.retention else { return times }
-        for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(seconds: r.recoveryPassDays * day)] }
+        for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(days: r.recoveryPassDays)] }
         // The tiers' days, and the reactivation's own (free through browseOnlyUntilDay, for the
         // fee until pendingDeletionFromDay), which a long grace can put inside another tier.
         let boundaries = Set((stages(family: false, rule: "", r) + stages(family: true, rule: "", r)).map(\.1)
                              + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
         for zero in Set(times) {
-            times += boundaries.map { zero.adding(seconds: $0 * day) }
+            times += boundaries.map { zero.adding(days: $0) }
         }
         return times
     }

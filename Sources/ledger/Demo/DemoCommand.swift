@@ -230,7 +230,7 @@ struct DemoSummary {
         }
         if let limits = policy.limits {
             // The existing users' grace: now, or at its last moment when it is over.
-            graceEnds = limits.effectiveAt.adding(seconds: limits.existingUserGraceDays * 86_400)
+            graceEnds = limits.effectiveAt.adding(days: limits.existingUserGraceDays)
             graceSeenAt = min(t, graceEnds.adding(seconds: -1))
             try ledger.forEachView(of: LimitsModel.self, at: graceSeenAt) { _, view in
                 guard view.unlimited == .existingUserGrace else { return }

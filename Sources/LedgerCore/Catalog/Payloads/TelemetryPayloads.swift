@@ -5,7 +5,8 @@ public enum SessionEndReason: String, Sendable, Hashable, CaseIterable {
     case user, crash, timeout
 }
 
-/// `session.started`: the app came to the foreground on a device, in a time zone.
+/// `session.started`: the app came to the foreground on a device, in a time zone (one of the
+/// catalog's IANA names: `ValueCodec.timeZone` refuses any other on input).
 public struct SessionStarted: EventPayload {
     public static let type = "session.started"
     public var deviceId = ""
@@ -16,15 +17,6 @@ public struct SessionStarted: EventPayload {
         .required("timeZone", \.timeZone, .timeZone),
     ]
     public consuming func intoEventData() -> EventData { .sessionStarted(self) }
-
-    /// A zone that is not an IANA name would count the device's days in UTC without a word: it
-    /// is refused when appended (events already stored are read as they are). The names are
-    /// the catalog's own list (`Patterns.timeZoneNames`), not the machine's database, so the
-    /// same event is accepted everywhere.
-    public func violations() -> [FieldViolation] {
-        guard !Patterns.timeZoneNames.contains(timeZone) else { return [] }
-        return [FieldViolation(field: "timeZone", message: "unknown time zone \"\(timeZone)\"; expected an IANA name such as \"Europe/Berlin\"")]
-    }
 }
 
 /// `session.backgrounded`: the session paused.
