@@ -19,10 +19,16 @@ struct AppendCommand: ParsableCommand {
             --restore keeps the position and recordedAt of each line (as `ledger export` wrote them); the \
             positions must continue the store's, so restore into an empty store.
 
+            A file is one write transaction, which keeps what it writes in memory until it commits (LMDB \
+            up to 512 MiB of pages, then it spills them; the read models their changes). For files of \
+            millions of events, --commit-every N commits every N events: memory stays bounded, and a file \
+            refused half-way stays appended up to the batch before (the error says how far).
+
             Examples:
               ledger append events.jsonl more.jsonl
               some-producer | ledger append -
               ledger export --store old.lmdb | ledger append --store new.lmdb --restore -
+              ledger append --commit-every 50000 year.jsonl
             """
     )
 
@@ -31,12 +37,16 @@ struct AppendCommand: ParsableCommand {
     @Flag(name: .long, help: "Keep each line's position and recordedAt (restore an export into an empty store).")
     var restore = false
 
+    @Option(name: .long, help: ArgumentHelp("Commit every N events rather than once per file: memory stays bounded however long a file is, but a file refused half-way stays appended in part.", valueName: "N"))
+    var commitEvery: Int?
+
     @Argument(help: "JSONL files to append, or - for standard input.")
     var files: [String]
 
     func validate() throws {
         guard !files.isEmpty else { throw ValidationError("name at least one JSONL file, or - for standard input") }
         guard files.filter({ $0 == "-" }).count <= 1 else { throw ValidationError("standard input (-) can be read only once") }
+        if let commitEvery, commitEvery < 1 { throw ValidationError("--commit-every must be at least 1") }
     }
 
     func run() throws {
@@ -46,7 +56,7 @@ struct AppendCommand: ParsableCommand {
         let progress = ProgressBar(enabled: !global.json)
         do {
             // The read models are updated in each file's own transaction.
-            summary = try JSONLImport.append(files, to: ledger.log, restoring: restore) { step in
+            summary = try JSONLImport.append(files, to: ledger.log, restoring: restore, commitEvery: commitEvery) { step in
                 progress.update(step.phase.rawValue, done: step.done, total: step.total, unit: step.phase == .checking ? "bytes" : "events")
             }
             progress.clear()

@@ -270,4 +270,31 @@ import Testing
             #expect(export.stderr.hasPrefix("ledger: the store cannot be exported: damagedPage: page \(page) of data.mdb (events)"), "\(export.stderr)")
         }
     }
+
+    /// One write transaction keeps what it writes in memory until it commits; --commit-every
+    /// bounds that for long files. The same store results, and a file refused half-way says
+    /// how far it got.
+    @Test func commitEveryNAppendsInBatchesOfN() throws {
+        try withDirectory { dir in
+            let whole = try Run(["append", "--store", dir + "/whole.lmdb", validExamples])
+            let batched = try Run(["append", "--store", dir + "/batched.lmdb", "--commit-every", "5", "--json", validExamples])
+            #expect(whole.status == 0 && batched.status == 0, "\(batched.stderr)")
+            #expect(batched.stdout == #"{"appended":56,"duplicates":0,"firstPosition":1,"lastPosition":56}"# + "\n")
+            let export = { (store: String) in try Run(["export", "--store", dir + "/" + store]).stdout.replacingOccurrences(
+                of: #""recordedAt":"[^"]*""#, with: "", options: .regularExpression) }
+            #expect(try export("whole.lmdb") == export("batched.lmdb"))
+
+            // Line 8 reuses line 1's id with other content: the batches before it stay.
+            var lines = try String(contentsOfFile: validExamples, encoding: .utf8).split(separator: "\n").prefix(10).map(String.init)
+            lines[7] = lines[0].replacingOccurrences(of: "user-42", with: "user-43")
+            let file = dir + "/clash.jsonl"
+            try Data(lines.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: file))
+            let clash = try Run(["append", "--store", dir + "/clash.lmdb", "--commit-every", "3", "--json", file])
+            #expect(clash.status == 2)
+            #expect(clash.stderr.hasPrefix("\(file):8: /id: event id "), "\(clash.stderr)")
+            let shape = try clash.json()
+            #expect(shape["appended"] as? Int == 6 && shape["lastPosition"] as? Int == 6)
+            #expect(try Run(["stats", "--store", dir + "/clash.lmdb", "--json"]).json()["events"] as? Int == 6)
+        }
+    }
 }

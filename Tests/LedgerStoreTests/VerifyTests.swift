@@ -189,7 +189,7 @@ import Testing
             }
             let report = try verify(path)
             #expect(report.problem?.kind == .subjectCount)
-            #expect(report.problem?.message == "the store counts 99 subjects; the streams hold 3")
+            #expect(report.problem?.message == "the store counts 99 subjects; the log holds 3")
         }
     }
 }

@@ -120,7 +120,12 @@ public enum JSONLImport {
     ///   - restoring: whether the inputs are an export being restored: every line must then
     ///     carry its `position` (gap-free) and `recordedAt`, which the log keeps.
     ///   - progress: called now and then with how far it has got.
-    public static func append(_ names: [String], to log: EventLog, restoring: Bool = false,
+    ///   - commitEvery: commit after this many events instead of once per input: memory then
+    ///     stays bounded however long an input is (one write transaction keeps what it writes
+    ///     in memory until it commits, LMDB up to 512 MiB of pages and the read models their
+    ///     changes), but an input refused half-way stays appended in part (the error says how
+    ///     far). `nil`: each input is one atomic batch.
+    public static func append(_ names: [String], to log: EventLog, restoring: Bool = false, commitEvery: Int? = nil,
                               progress: (Progress) -> Void = { _ in }) throws(ImportError) -> StreamSummary {
         var checks: [Check] = []
         var problems: [InputProblem] = []
@@ -149,22 +154,30 @@ public enum JSONLImport {
         var summary = StreamSummary()
         let events = checks.reduce(0) { $0 + $1.events }
         var appended = 0
+        let limit = max(commitEvery ?? Int.max, 1)
         for check in checks {
-            do {
-                let before = appended
-                // The reader lives only inside this call, so the closure does not really escape.
-                let batch = try withoutActuallyEscaping(progress) { report throws(LedgerError) in
-                    try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
-                        try SpoolReader(check.spool, name: check.name) { read in
-                            report(Progress(phase: .appending, done: before + read, total: events))
+            var offset: off_t = 0
+            var left = check.events
+            repeat {
+                do {
+                    let before = appended
+                    var next: off_t = 0
+                    // The reader lives only inside this call, so the closure does not really escape.
+                    let batch = try withoutActuallyEscaping(progress) { report throws(LedgerError) in
+                        try log.appendStream(restoring: restoring) { () throws -> any StreamedEvents in
+                            try SpoolReader(check.spool, name: check.name, from: offset, limit: limit) { read, at in
+                                next = at
+                                report(Progress(phase: .appending, done: before + read, total: events))
+                            }
                         }
                     }
+                    let count = min(left, limit)
+                    (appended, left, offset) = (appended + count, left - count, next)
+                    summary = summary.merged(with: batch)
+                } catch {
+                    throw .ledger(error, appended: summary)
                 }
-                appended += check.events
-                summary = summary.merged(with: batch)
-            } catch {
-                throw .ledger(error, appended: summary)
-            }
+            } while left > 0
         }
         return summary
     }
@@ -239,10 +252,16 @@ private final class SpoolReader: StreamedEvents {
     private var start = 0
     private var atEnd = false
     private var read = 0
-    private let progress: (Int) -> Void
+    private let limit: Int
+    /// The spool's offset of the next event (`offset` less what the buffer holds unread).
+    private var consumed: off_t { offset - off_t(buffer.count - start) }
+    private let progress: (_ read: Int, _ consumed: off_t) -> Void
 
-    init(_ spool: Spool, name: String, progress: @escaping (Int) -> Void) throws(LedgerError) {
-        (self.spool, self.name, self.progress) = (spool, name, progress)
+    /// A reader of `limit` events from the spool's byte `from` (an event's start); `progress`
+    /// hears how many it has read and the offset after them.
+    init(_ spool: Spool, name: String, from: off_t = 0, limit: Int = .max,
+         progress: @escaping (_ read: Int, _ consumed: off_t) -> Void) throws(LedgerError) {
+        (self.spool, self.name, self.offset, self.limit, self.progress) = (spool, name, from, limit, progress)
     }
 
     /// Makes at least `count` unread bytes available; `false` at the end of the file.
@@ -269,6 +288,7 @@ private final class SpoolReader: StreamedEvents {
     }
 
     func next() throws -> StreamedEvent? {
+        guard read < limit else { return nil }
         let header = 8 + 8 + 1 + 4
         guard try fill(header) else { return nil }
         let line = Int(integer(UInt64.self, at: start))
@@ -283,7 +303,7 @@ private final class SpoolReader: StreamedEvents {
         record.append(contentsOf: [UInt8](repeating: 0, count: EventRecord.hashSize))
         let stored = try record.withUnsafeBytes { raw throws(LedgerError) in try EventRecord.decode(raw, position: UInt64(line)) }
         read += 1
-        if read % 4096 == 0 { progress(read) }
+        if read % 4096 == 0 || read == limit { progress(read, consumed) }
         return StreamedEvent(draft: stored.draft, file: name, line: line, position: position == 0 ? nil : position,
                              recordedAt: hasRecordedAt ? stored.recordedAt : nil)
     }
