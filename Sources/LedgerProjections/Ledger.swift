@@ -203,9 +203,10 @@ public final class Ledger: Sendable {
     }
 
     /// Checks every read model against a fresh fold of the log, byte for byte (the log and the
-    /// models together: `verify()`).
-    public func verifyModels(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
-        try engine.verify(limit: limit, progress: progress)
+    /// models together: `verify()`). Memory stays bounded: the subjects are checked about `keysPerPass` at a time, each part
+    /// a fold of the whole log of its own.
+    public func verifyModels(limit: Int = 20, keysPerPass: Int = 100_000, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+        try engine.verify(limit: limit, keysPerPass: keysPerPass, progress: progress)
     }
 
     /// Every key of a fold's served states (`"facts"` or a model's name) with its encoded

@@ -19,6 +19,11 @@ public struct LogAccess: Sendable {
         try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } ?? 0 }
     }
 
+    /// How many subjects have events.
+    public func subjectCount(_ txn: borrowing Transaction) throws -> UInt64 {
+        try txn.get(meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
+    }
+
     /// The events after `after` through `through`, in position order: `body` gets each one
     /// whose type is in `types`, its payload decoded (the others are skipped on their type
     /// alone); `tick` gets the position every 65,536 events, for progress reports.

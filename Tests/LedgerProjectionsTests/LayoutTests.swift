@@ -127,12 +127,15 @@ import Testing
                 let retention = try #require(try store.state(id, tag: 2, "u1", txn))
                 try store.put(id, tag: 2, "ghost", retention, txn)
             }
-            #expect(try ledger.verifyModels().map(\.description) == [
+            let found = [
                 "entitlement u1: missing from the served model",
                 "retention ghost: in the served model but not in a fresh rebuild",
                 "badge u2: differs from a fresh rebuild",
                 "badge u1 · m: missing from the served model",
-            ])
+            ]
+            #expect(try ledger.verifyModels().map(\.description) == found)
+            // Checked a subject or so at a time (bounded memory), the same problems are found.
+            #expect(try Set(ledger.verifyModels(keysPerPass: 1).map(\.description)) == Set(found))
         }
     }
 

@@ -70,7 +70,26 @@ struct ItemKey: Hashable {
 
 /// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
 /// transaction touches.
+/// One of `count` parts of the keys, by a stable hash of each key: a fold from scratch can hold
+/// one part at a time, so that its memory is a part's.
+struct Partition: Sendable, Hashable {
+    let count: Int
+    let index: Int
+
+    static let whole = Partition(count: 1, index: 0)
+
+    func contains(_ key: String) -> Bool {
+        guard count > 1 else { return true }
+        // FNV-1a: the same part for a key in every process and run.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(count)) == index
+    }
+}
+
 protocol StateFold: AnyObject {
+    /// From now on, a fold from scratch (`apply(_:)`) keeps only the keys of `part`.
+    func restrict(to part: Partition)
     /// Applies `event` to its key's state (and the item it names); `load` gives the stored
     /// state's bytes the first time a key is touched, `loadItem` an item's (`nil`: none stored).
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws
@@ -98,6 +117,9 @@ final class States<F: Folding>: StateFold {
     var keys: [String] { Array(states.keys) }
     /// The policy folded under.
     let policy: Policy
+    private var part = Partition.whole
+
+    func restrict(to part: Partition) { self.part = part }
 
     init(policy: Policy) { self.policy = policy }
 
@@ -121,7 +143,7 @@ final class States<F: Folding>: StateFold {
     }
 
     func apply(_ event: RecordedEvent) {
-        guard let key = F.key(for: event) else { return }
+        guard let key = F.key(for: event), part.contains(key) else { return }
         if let item = F.item(for: event) {
             F.apply(event, to: &states[key, default: F.State()], item: &items[ItemKey(key: key, item: item), default: F.Item()])
         } else {

@@ -96,13 +96,19 @@ enum ModelSchema {
 
     /// A stored item key for people (`key · item`, a long item as its hash) and its tag.
     static func itemLabel(_ stored: UnsafeRawBufferPointer) -> (label: String, tag: UInt8)? {
-        guard stored.count >= 7 else { return nil }
-        let length = Int(stored[4]) << 8 | Int(stored[5])
-        guard stored.count >= 6 + length + 1 else { return nil }
-        let key = String(decoding: UnsafeRawBufferPointer(rebasing: stored[6 ..< 6 + length]), as: UTF8.self)
+        guard let key = itemOwner(stored) else { return nil }
+        let length = key.utf8.count
         let item = UnsafeRawBufferPointer(rebasing: stored[(6 + length + 1)...])
         let shown = item.first == 0xFF ? "sha256:" + item.dropFirst().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() : String(decoding: item, as: UTF8.self)
         return ("\(key) · \(shown)", stored[6 + length])
+    }
+
+    /// The key (subject) a stored item key belongs to.
+    static func itemOwner(_ stored: UnsafeRawBufferPointer) -> String? {
+        guard stored.count >= 7 else { return nil }
+        let length = Int(stored[4]) << 8 | Int(stored[5])
+        guard stored.count >= 6 + length + 1 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: stored[6 ..< 6 + length]), as: UTF8.self)
     }
 
     static func itemKey(_ generation: UInt32, tag: UInt8, _ item: ItemKey) -> [UInt8] {

@@ -283,58 +283,91 @@ extension ProjectionEngine {
     /// state, byte for byte, in one read snapshot, and each indexed model's entries against
     /// those the fresh states give; and that none is stale or behind. Returns what differs
     /// (at most `limit` problems per fold).
-    func verify(limit: Int = 20, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
+    ///
+    /// Memory stays bounded however many subjects the store holds: the keys are checked in
+    /// parts of about `keysPerPass` subjects, each part a fold of the whole log of its own.
+    func verify(limit: Int = 20, keysPerPass: Int = 100_000, progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> [ModelProblem] {
         do {
-            // Folded with no transaction held (see `foldLog`), then compared in one snapshot
-            // with the events appended meanwhile folded in too.
-            let (folded, through) = try foldLog(policy: try store.env.read { txn in try servedPolicy(txn).policy }, progress: progress)
-            return try store.env.read { txn in
-                let head = try store.log.head(txn)
-                try foldEvents(Array(folds.indices), into: folded, after: through, through: head, txn)
-                let (policy, policyHash) = try servedPolicy(txn)
-                guard let served = try store.served(txn) else {
-                    return head == 0 ? [] : [ModelProblem(model: "models", message: "never built; open the store for writing to build them")]
+            let (policy, subjects) = try store.env.read { txn in (try servedPolicy(txn).policy, try store.log.subjectCount(txn)) }
+            let perPass = UInt64(max(keysPerPass, 1))
+            let passes = max(1, Int((subjects + perPass - 1) / perPass))
+            var problems: [ModelProblem] = []
+            for pass in 0 ..< passes {
+                let found = try verify(Partition(count: passes, index: pass), policy: policy, limit: limit, checkingStaleness: pass == 0) { step in
+                    var step = step
+                    (step.done, step.total) = (UInt64(pass) * step.total + step.done, UInt64(passes) * step.total)
+                    progress(step)
                 }
-                var problems: [ModelProblem] = []
+                if pass == 0 && found.contains(where: { $0.message.hasPrefix("stale: ") || $0.model == "models" && $0.message.hasPrefix("never built") }) {
+                    return found
+                }
+                problems += found
+            }
+            // At most `limit` per fold, over every part.
+            var counts: [String: Int] = [:]
+            return problems.filter { problem in
+                counts[problem.model, default: 0] += 1
+                return counts[problem.model, default: 0] <= limit
+            }
+        } catch {
+            throw LedgerError.wrapping(error, doing: "verifying the read models")
+        }
+    }
+
+    /// `verify` of the keys in `part`.
+    private func verify(_ part: Partition, policy servedPolicy: Policy, limit: Int, checkingStaleness: Bool,
+                        progress: (RebuildProgress) -> Void) throws -> [ModelProblem] {
+        // Folded with no transaction held (see `foldLog`), then compared in one snapshot
+        // with the events appended meanwhile folded in too.
+        let (folded, through) = try foldLog(policy: servedPolicy, part: part, progress: progress)
+        return try store.env.read { txn in
+            let head = try store.log.head(txn)
+            try foldEvents(Array(folds.indices), into: folded, after: through, through: head, txn)
+            let (policy, policyHash) = try self.servedPolicy(txn)
+            guard let served = try store.served(txn) else {
+                return head == 0 ? [] : [ModelProblem(model: "models", message: "never built; open the store for writing to build them")]
+            }
+            var problems: [ModelProblem] = []
+            if checkingStaleness {
                 for model in models {
                     if let reason = staleness(model.name, model.version, served, policyHash: policyHash, head: head) {
                         problems.append(ModelProblem(model: model.name, message: "stale: \(reason)"))
                     }
                 }
                 guard problems.isEmpty else { return problems }
-                var stored: [UInt8: [(key: String, state: [UInt8])]] = [:]
-                try store.forEachState(in: served.number, txn) { key, tag, state in stored[tag, default: []].append((key, Array(state))) }
-                for (index, fold) in folds.enumerated() {
-                    guard let record = served.record(fold.name) else { continue }
-                    let expected = folded[index].encoded().sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-                    problems += compare(fold.name, expected: expected, stored: stored[record.tagByte] ?? [], limit: limit)
-                }
-                // Items, by the key they are stored under.
-                var storedItems: [UInt8: [(key: [UInt8], state: [UInt8])]] = [:]
-                var damagedKeys = 0
-                try store.forEachItem(in: served.number, txn) { key, state in
-                    guard let (_, tag) = ModelSchema.itemLabel(key) else {
-                        damagedKeys += 1
-                        return
-                    }
-                    storedItems[tag, default: []].append((Array(key), Array(state)))
-                }
-                if damagedKeys > 0 {
-                    problems.append(ModelProblem(model: "models", message: "\(damagedKeys) item keys are damaged; run `ledger rebuild`"))
-                }
-                for (index, fold) in folds.enumerated() {
-                    guard let record = served.record(fold.name) else { continue }
-                    let expected = folded[index].encodedItems().map { (key: ModelSchema.itemKey(served.number, tag: record.tagByte, $0.key), state: $0.state) }
-                    problems += compareItems(fold.name, expected: expected, stored: storedItems[record.tagByte] ?? [], limit: limit)
-                }
-                for (index, model) in models.enumerated() where model.isIndexed {
-                    guard let record = served.record(model.name) else { continue }
-                    problems += try compareIndex(model, index + 1, folded, served, record, policy: policy, limit: limit, txn)
-                }
-                return problems
             }
-        } catch {
-            throw LedgerError.wrapping(error, doing: "verifying the read models")
+            var stored: [UInt8: [(key: String, state: [UInt8])]] = [:]
+            try store.forEachState(in: served.number, txn) { key, tag, state in
+                if part.contains(key) { stored[tag, default: []].append((key, Array(state))) }
+            }
+            for (index, fold) in folds.enumerated() {
+                guard let record = served.record(fold.name) else { continue }
+                let expected = folded[index].encoded().sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+                problems += compare(fold.name, expected: expected, stored: stored[record.tagByte] ?? [], limit: limit)
+            }
+            // Items, by the key they are stored under.
+            var storedItems: [UInt8: [(key: [UInt8], state: [UInt8])]] = [:]
+            var damagedKeys = 0
+            try store.forEachItem(in: served.number, txn) { key, state in
+                guard let (_, tag) = ModelSchema.itemLabel(key), let owner = ModelSchema.itemOwner(key) else {
+                    damagedKeys += 1
+                    return
+                }
+                if part.contains(owner) { storedItems[tag, default: []].append((Array(key), Array(state))) }
+            }
+            if damagedKeys > 0 && checkingStaleness {
+                problems.append(ModelProblem(model: "models", message: "\(damagedKeys) item keys are damaged; run `ledger rebuild`"))
+            }
+            for (index, fold) in folds.enumerated() {
+                guard let record = served.record(fold.name) else { continue }
+                let expected = folded[index].encodedItems().map { (key: ModelSchema.itemKey(served.number, tag: record.tagByte, $0.key), state: $0.state) }
+                problems += compareItems(fold.name, expected: expected, stored: storedItems[record.tagByte] ?? [], limit: limit)
+            }
+            for (index, model) in models.enumerated() where model.isIndexed {
+                guard let record = served.record(model.name) else { continue }
+                problems += try compareIndex(model, index + 1, folded, served, record, part: part, policy: policy, limit: limit, txn)
+            }
+            return problems
         }
     }
 
@@ -393,7 +426,7 @@ extension ProjectionEngine {
 
     /// An indexed model's stored entries against those the fresh states give.
     private func compareIndex(_ model: any ReadModel.Type, _ index: Int, _ folded: [any StateFold], _ served: Generation,
-                              _ record: Generation.FoldRecord, policy: Policy, limit: Int, _ txn: borrowing Transaction) throws -> [ModelProblem] {
+                              _ record: Generation.FoldRecord, part: Partition, policy: Policy, limit: Int, _ txn: borrowing Transaction) throws -> [ModelProblem] {
         let states = Dictionary(folded[index].encoded(), uniquingKeysWith: { first, _ in first })
         let facts = Dictionary(folded[0].encoded(), uniquingKeysWith: { first, _ in first })
         var expected: Set<String> = []
@@ -405,7 +438,7 @@ extension ProjectionEngine {
         }
         var stored: Set<String> = []
         try store.entries(generation: served.number, tag: record.tagByte, from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry, _ in
-            stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)")
+            if part.contains(key) { stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var problems: [ModelProblem] = []
         for entry in expected.subtracting(stored).sorted().prefix(limit) { problems.append(ModelProblem(model: model.name, message: "index entry missing: \(entry)")) }

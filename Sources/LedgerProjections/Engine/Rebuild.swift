@@ -225,17 +225,18 @@ extension ProjectionEngine {
         return (report, run, head)
     }
 
-    /// Every fold over the whole log through its head, in memory; returns the states and the
-    /// head. With two cores or more the folds are split in two groups — the facts, and the
+    /// Every fold over the whole log through its head, in memory (the keys of `part` only);
+    /// returns the states and the head. With two cores or more the folds are split in two groups — the facts, and the
     /// models — each folded on a core of its own, scanning the log in a read transaction of
     /// its own through the head (the events up to it never change) and decoding only the
     /// events its folds read: the groups share nothing while they fold. The caller holds no
     /// transaction meanwhile, so that neither thread waits for it (a read that finds the map
     /// grown by another process waits for every read of this one to end). Reports `.folding`
     /// progress (of the facts' group).
-    func foldLog(policy: Policy, progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
+    func foldLog(policy: Policy, part: Partition = .whole, progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
         let head = try store.env.read { txn in try store.log.head(txn) }
         let states = folds.map { $0.makeStates(policy: policy) }
+        for state in states { state.restrict(to: part) }
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
