@@ -101,8 +101,9 @@ public final class Environment: @unchecked Sendable {
 
     /// Opens (and, unless read-only, creates) the environment in the directory `path`.
     ///
-    /// A new directory is created with mode 0700 (an existing one without a store is tightened to
-    /// 0700) and its files with `configuration.fileMode`.
+    /// A new directory is created with mode 0700 (an existing empty one others may write to is
+    /// tightened to 0700; one holding other files is refused) and its files with
+    /// `configuration.fileMode`.
     /// Reader slots left behind by processes that died holding them are freed on open.
     /// - Throws: `LMDBError` if the directory cannot be created or the environment opened.
     public init(path: String, configuration: Configuration = Configuration()) throws(LMDBError) {
@@ -119,10 +120,15 @@ public final class Environment: @unchecked Sendable {
 
         var st = stat()
         guard stat(path, &st) == 0 else { throw LMDBError(errno, "stat", path) }
-        // A store made in a directory that already existed gets the mode a new one has: the
-        // files hold customers' data, and a world-writable directory lets anyone swap them.
+        // A store made in a directory others may write to would let them swap its files (which
+        // hold customers' data): an empty one gets the mode a new one has; one holding other
+        // files is not the store's to change, and is refused.
         var data = stat()
-        if !readOnly && stat(path + "/data.mdb", &data) != 0 && st.st_mode & 0o077 != 0 {
+        if !readOnly && stat(path + "/data.mdb", &data) != 0 && st.st_mode & 0o022 != 0 {
+            guard Self.isEmptyDirectory(path) else {
+                throw LMDBError(code: .permissionDenied, operation: "creating a store",
+                                context: "\(path) is writable by others (mode \(String(st.st_mode & 0o777, radix: 8))) and holds other files; make the store in a directory of its own")
+            }
             guard chmod(path, 0o700) == 0 else { throw LMDBError(errno, "chmod 0700", path) }
         }
         let identity = FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
@@ -135,7 +141,8 @@ public final class Environment: @unchecked Sendable {
         // LMDB writes those pages as it creates the file, so an empty one is a cut file.
         if stat(path + "/data.mdb", &data) == 0 && data.st_size == 0 {
             Self.release(identity)
-            throw LMDBError(code: .truncated, operation: "mdb_env_open", context: "\(path)/data.mdb is empty")
+            throw LMDBError(code: .truncated, operation: "mdb_env_open",
+                            context: "\(path)/data.mdb is empty; a store whose creation was interrupted before its first commit is empty too: if nothing was ever appended to it, remove the directory")
         }
 
         var env: OpaquePointer?
@@ -168,6 +175,17 @@ public final class Environment: @unchecked Sendable {
         self.handle = env
         self.identity = identity
         _ = try? checkReaders()
+    }
+
+    /// Whether the directory `path` holds nothing.
+    static func isEmptyDirectory(_ path: String) -> Bool {
+        guard let dir = opendir(path) else { return false }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { return false }
+        }
+        return true
     }
 
     /// Whether `path` lies on a file system mounted read-only.
@@ -368,6 +386,9 @@ public final class Environment: @unchecked Sendable {
         if !readOnly, isWritingOnThisThread() {
             throw LMDBError(code: .nestedWrite, operation: "mdb_dbi_open", context: name)
         }
+        // A write transaction like any other: it takes the writers' lock too.
+        let writers = readOnly ? -1 : try lockWriters()
+        defer { if writers >= 0 { close(writers) } }
         return try resizeLock.withShared { () throws -> Database in
             let txn = try begin(readOnly: readOnly)
             var dbi: MDB_dbi = 0

@@ -29,7 +29,8 @@ extension Environment {
     /// liblmdb follows a damaged page number or offset into the map and faults (SIGSEGV,
     /// SIGBUS, an assertion); this walk reports the page instead. Run it before anything that
     /// reads every page (`verify`, `export`). It reads the whole file once, inside one read
-    /// transaction (so a writer beside it cannot reuse the pages it reads).
+    /// transaction (so a writer beside it cannot reuse the pages it reads; a growth of the map
+    /// in this process waits for the walk to end).
     /// - Parameter trees: the named databases to walk (all when `nil`); the free-page tree and
     ///   the main tree that names them are always walked.
     /// - Throws: `LMDBError` when the file cannot be read at all.
@@ -110,14 +111,26 @@ private final class PageWalk {
             return PageCheckReport(pagesChecked: 0, damage: PageDamage(page: 0, tree: "meta",
                                                                        problem: "its last page, \(lastPage), lies beyond the file's \(Int(size.st_size) / pageSize) pages"))
         }
-        try walk(db: Array(meta[base ..< base + Self.dbSize]), tree: "free", named: false)
-        if damage == nil { try walk(db: Array(meta[(base + Self.dbSize) ..< (base + 2 * Self.dbSize)]), tree: "main", named: true) }
+        try walk(db: Array(meta[base ..< base + Self.dbSize]), tree: "free", kind: .keys(fixed: false))
+        if damage == nil { try walk(db: Array(meta[(base + Self.dbSize) ..< (base + 2 * Self.dbSize)]), tree: "main", kind: .main) }
         return PageCheckReport(pagesChecked: visited.count, damage: damage)
     }
 
-    /// Walks the tree an MDB_db record describes. In the main tree (`named`), a leaf node that
-    /// holds a database record names a database: its tree is walked too (if asked for).
-    func walk(db: [UInt8], tree: String, named: Bool, dupFixed: Bool = false) throws(LMDBError) {
+    /// What a tree's leaves hold.
+    enum Kind {
+        /// The main tree: each leaf node names a database and holds its record.
+        case main
+        /// A database's keys; `fixed` when every value has one size (DUPFIXED), so a key's
+        /// values may be a sub-page or a tree of fixed-size keys.
+        case keys(fixed: Bool)
+        /// A key's values, as a tree of their own (DUPSORT): plain leaves, or fixed-size ones
+        /// (LEAF2) of `valueSize` bytes, the size its record gives and liblmdb reads them at.
+        case values(valueSize: Int?)
+    }
+
+    /// Walks the tree an MDB_db record describes. In the main tree, a leaf node that holds a
+    /// database record names a database: its tree is walked too (if asked for).
+    func walk(db: [UInt8], tree: String, kind: Kind) throws(LMDBError) {
         let root = u64(db, 40), depth = Int(u16(db, 6))
         if root == Self.noPage { return }
         guard depth >= 1 else { return fail(Int(clamping: root), tree, "its tree claims depth 0 but has a root") }
@@ -137,8 +150,12 @@ private final class PageWalk {
             guard flags & (Self.branch | Self.leaf | Self.overflow | Self.meta) == expected else {
                 return fail(page, tree, "its flags 0x\(String(flags, radix: 16)) say it is not the \(isLeaf ? "leaf" : "branch") page level \(level) of \(depth) must be")
             }
-            guard let count = keys(bytes, size: pageSize, leaf2: flags & Self.leaf2 != 0, page: page, tree: tree) else { return }
-            if flags & Self.leaf2 != 0 { continue }   // fixed-size keys only, no nodes
+            let leaf2 = flags & Self.leaf2 != 0
+            var fixedSize: Int?
+            if case .values(let size) = kind { fixedSize = size }
+            guard !leaf2 || (isLeaf && fixedSize != nil) else { return fail(page, tree, "fixed-size keys where the tree has none") }
+            guard let count = keys(bytes, size: pageSize, leaf2: leaf2, expectedKeySize: fixedSize, page: page, tree: tree) else { return }
+            if leaf2 { continue }   // fixed-size keys only, no nodes
             guard isLeaf || count >= 2 || tree == "free" else { return fail(page, tree, "a branch page with \(count) key; liblmdb needs at least 2") }
             for index in 0..<count {
                 let offset = Int(u16(bytes, Self.headerSize + 2 * index))
@@ -147,30 +164,57 @@ private final class PageWalk {
                     stack.append((node.child, level + 1))
                     continue
                 }
-                if node.flags & Self.bigData != 0 {
-                    try checkOverflow(node.overflow, dataSize: node.dataSize, tree: tree)
-                } else if node.flags & Self.subData != 0 {
-                    guard node.dataSize == Self.dbSize else { return fail(page, tree, "a database record of \(node.dataSize) bytes, not \(Self.dbSize)") }
-                    let record = Array(bytes[node.data ..< node.data + Self.dbSize])
-                    if named {
-                        let name = String(decoding: bytes[node.key ..< node.key + node.keySize], as: UTF8.self)
-                        if trees?.contains(name) ?? true { try walk(db: record, tree: name, named: false, dupFixed: u16(record, 4) & UInt16(MDB_DUPFIXED) != 0) }
-                    } else {
-                        try walk(db: record, tree: tree, named: false, dupFixed: dupFixed)   // a key's values, as a tree
+                switch kind {
+                case .main:
+                    // liblmdb keeps only database records in the main tree of a store like this.
+                    guard node.flags & Self.subData != 0, node.flags & (Self.bigData | Self.dupData) == 0, node.dataSize == Self.dbSize else {
+                        return fail(page, tree, "a node that is not a database record")
                     }
-                } else if node.flags & Self.dupData != 0 {
-                    // A key's few values, as a page inside the node.
-                    let sub = Array(bytes[node.data ..< node.data + node.dataSize])
-                    guard sub.count >= Self.headerSize, u16(sub, 10) & Self.subpage != 0 else { return fail(page, tree, "a key's values are not a sub-page") }
-                    _ = keys(sub, size: sub.count, leaf2: u16(sub, 10) & Self.leaf2 != 0, page: page, tree: tree)
+                    let record = Array(bytes[node.data ..< node.data + Self.dbSize])
+                    let name = String(decoding: bytes[node.key ..< node.key + node.keySize], as: UTF8.self)
+                    let fixed = u16(record, 4) & UInt16(MDB_DUPFIXED) != 0
+                    if trees?.contains(name) ?? true { try walk(db: record, tree: name, kind: .keys(fixed: fixed)) }
+                case .keys(let fixed):
+                    if node.flags & Self.bigData != 0 {
+                        guard node.flags & (Self.subData | Self.dupData) == 0 else { return fail(page, tree, "a value both on overflow pages and a key's values") }
+                        try checkOverflow(node.overflow, dataSize: node.dataSize, tree: tree)
+                    } else if node.flags & Self.subData != 0 {
+                        // A key's values, as a tree of their own.
+                        guard node.flags & Self.dupData != 0, node.dataSize == Self.dbSize else {
+                            return fail(page, tree, "a database record (\(node.dataSize) bytes) where a key's values belong")
+                        }
+                        let record = Array(bytes[node.data ..< node.data + Self.dbSize])
+                        try walk(db: record, tree: tree, kind: .values(valueSize: fixed ? Int(u32(record, 0)) : nil))
+                    } else if node.flags & Self.dupData != 0 {
+                        // A key's few values, as a page inside the node.
+                        try checkSubpage(Array(bytes[node.data ..< node.data + node.dataSize]), fixed: fixed, page: page, tree: tree)
+                    }
+                case .values:
+                    guard node.flags == 0 else { return fail(page, tree, "a key's value that is itself more than a value") }
                 }
                 if damage != nil { return }
             }
         }
     }
 
-    /// Checks a page's key area (`lower`, `upper`); its number of keys.
-    func keys(_ bytes: [UInt8], size: Int, leaf2: Bool, page: Int, tree: String) -> Int? {
+    /// A key's few values kept inside its node: a small page of their own, fixed-size values
+    /// (LEAF2) for a DUPFIXED database, else nodes.
+    func checkSubpage(_ sub: [UInt8], fixed: Bool, page: Int, tree: String) throws(LMDBError) {
+        let flags = u16(sub, 10)
+        guard sub.count >= Self.headerSize, flags & Self.subpage != 0, flags & Self.leaf != 0 else { return fail(page, tree, "a key's values are not a sub-page") }
+        let leaf2 = flags & Self.leaf2 != 0
+        guard leaf2 == fixed else { return fail(page, tree, "a key's values are laid out unlike the database's") }
+        // A sub-page's fixed size is its own (liblmdb reads them at it): bounds only.
+        guard let count = keys(sub, size: sub.count, leaf2: leaf2, page: page, tree: tree), !leaf2 else { return }
+        for index in 0..<count {
+            guard let node = node(sub, at: Int(u16(sub, Self.headerSize + 2 * index)), limit: sub.count, page: page, tree: tree, leaf: true) else { return }
+            guard node.flags == 0 else { return fail(page, tree, "a key's value that is itself more than a value") }
+        }
+    }
+
+    /// Checks a page's key area (`lower`, `upper`); its number of keys. Fixed-size keys (LEAF2)
+    /// must fit, and be `expectedKeySize` bytes each when given (the size liblmdb reads them at).
+    func keys(_ bytes: [UInt8], size: Int, leaf2: Bool, expectedKeySize: Int? = nil, page: Int, tree: String) -> Int? {
         let lower = Int(u16(bytes, 12)), upper = Int(u16(bytes, 14))
         guard lower >= Self.headerSize, lower <= upper, upper <= size, (lower - Self.headerSize) % 2 == 0 else {
             fail(page, tree, "its bounds (lower \(lower), upper \(upper)) do not fit a page of \(size) bytes")
@@ -179,6 +223,10 @@ private final class PageWalk {
         let count = (lower - Self.headerSize) / 2
         if leaf2 {
             let keySize = Int(u16(bytes, 8))
+            if let expectedKeySize, keySize != expectedKeySize {
+                fail(page, tree, "fixed keys of \(keySize) bytes where its record says \(expectedKeySize)")
+                return nil
+            }
             guard keySize > 0, Self.headerSize + count * keySize <= size else {
                 fail(page, tree, "\(count) fixed keys of \(keySize) bytes do not fit it")
                 return nil

@@ -195,6 +195,9 @@ extension Int64 {
     /// milliseconds, say).
     public func multipliedClamping(by factor: Int64) -> Int64 { Int64(clamping: Int128(self) * Int128(factor)) }
 
+    /// `self + other`, clamped to Int64's range rather than trapping.
+    public func addingClamped(_ other: Int64) -> Int64 { Int64(clamping: Int128(self) + Int128(other)) }
+
     /// Division rounding towards negative infinity, with a non-negative remainder.
     public func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let q = self / divisor, r = self % divisor

@@ -190,10 +190,10 @@ public final class Ledger: Sendable {
 
     /// Checks the log (hash chain, gap-free positions, both indexes), then, if it holds, every
     /// read model against a fresh fold of it, byte for byte: `ledger verify`.
-    public func verify(progress: (VerifyProgress) -> Void = { _ in }) throws(LedgerError) -> VerifyResult {
+    public func verify(checkingPages: Bool = true, progress: (VerifyProgress) -> Void = { _ in }) throws(LedgerError) -> VerifyResult {
         let head = try log.lastPosition()
         let report = try withoutActuallyEscaping(progress) { progress throws(LedgerError) in
-            try log.verify { done in progress(VerifyProgress(phase: .log, done: done, total: head)) }
+            try log.verify(checkingPages: checkingPages) { done in progress(VerifyProgress(phase: .log, done: done, total: head)) }
         }
         guard report.isValid else { return VerifyResult(log: report, models: []) }
         let models = try engine.verify(limit: 20) { step in

@@ -91,12 +91,14 @@ extension EventLog {
     /// while it runs are checked if it reaches them. Stops at the first problem.
     /// - Parameters:
     ///   - chunkSize: events read per read transaction.
+    ///   - checkingPages: walk the pages first (the caller has just done so when `false`, with
+    ///     `checkPages(path:)`).
     ///   - progress: called after each chunk with the events checked so far.
     /// - Throws: `LedgerError.storage` if the store cannot be read at all.
-    public func verify(chunkSize: Int = 4096, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
+    public func verify(chunkSize: Int = 4096, checkingPages: Bool = true, progress: ((UInt64) -> Void)? = nil) throws(LedgerError) -> VerifyReport {
         // The pages first: the walks below go through liblmdb, which trusts them.
         do {
-            if let damage = try storage.env.checkPages().damage { return VerifyReport(eventsChecked: 0, problem: VerifyProblem(damage)) }
+            if checkingPages, let damage = try storage.env.checkPages().damage { return VerifyReport(eventsChecked: 0, problem: VerifyProblem(damage)) }
         } catch {
             throw LedgerError.storage(error, doing: "checking the store's pages")
         }

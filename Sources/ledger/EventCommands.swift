@@ -67,17 +67,17 @@ struct AppendCommand: ParsableCommand {
         } catch .ledger(let error, let appended) {
             progress.clear()
             let before = appended.appended + appended.duplicates > 0 ? appended : nil
+            // Each file (or each --commit-every batch) commits on its own: what committed before
+            // the refused batch stays, and is said.
+            let kept = before.map { "\(Self.sentence($0)) before this error (\(commitEvery == nil ? "the files before it" : "the batches before it")); nothing after was appended." }
             guard let file = error.file, let line = error.line else {
-                // Each file is a batch: the files before this one stay appended; say so.
-                if let before { FileHandle.standardError.write(Data("ledger: \(Self.sentence(before)) from the files before the one that failed.\n".utf8)) }
+                if let kept { FileHandle.standardError.write(Data("ledger: \(kept)\n".utf8)) }
                 throw error
             }
             // A batch the log refused because of one of its lines (an id conflict): report it
-            // like an input problem, naming the line, with what the files before it appended.
+            // like an input problem, naming the line, with what committed before it.
             report([InputProblem(file: file, line: line, pointer: error.field ?? "/", message: error.message)], total: 1, appended: before)
-            if let before, !global.json {
-                print("\(Self.sentence(before)) from the files before \(file); \(file) and the files after it were not appended.")
-            }
+            if let kept, !global.json { print(kept) }
             throw ExitCode(error.code == .storage ? 1 : 2)
         }
         if global.json {

@@ -144,7 +144,7 @@ struct VerifyCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let progress = ProgressBar(enabled: !global.json)
-        let result = try ledger.verify { step in
+        let result = try ledger.verify(checkingPages: false) { step in
             let what = step.phase == .log ? "checking the log" : "rebuilding the models to compare"
             progress.update(what, done: Int(step.done), total: Int(step.total))
         }

@@ -58,16 +58,23 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Half the input is checked and spooled; the append waits for the rest.
+            // Half the input is checked and spooled; the append waits for the rest. The spool is
+            // open (a descriptor of the child's) and has no name.
             let lines = try String(contentsOfFile: validExamples, encoding: .utf8)
             input.fileHandleForWriting.write(Data(lines.utf8))
-            var spooled: [String] = []
-            for _ in 0..<50 {
-                spooled = try FileManager.default.contentsOfDirectory(atPath: temporary)
-                if !spooled.isEmpty { break }
-                usleep(10_000)
+            let descriptors = "/proc/\(process.processIdentifier)/fd"
+            func spool() -> String? {
+                (try? FileManager.default.contentsOfDirectory(atPath: descriptors))?.lazy
+                    .compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + $0) }
+                    .first { $0.hasPrefix(temporary + "/ledger-append-") }
             }
-            #expect(spooled == [], "the spool has a name while the append runs")
+            var open: String?
+            for _ in 0..<500 where open == nil {
+                open = spool()
+                if open == nil { usleep(10_000) }
+            }
+            #expect(open?.hasSuffix(" (deleted)") == true, "the child's spool: \(open ?? "none seen")")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [], "the spool has a name while the append runs")
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal)
@@ -88,6 +95,22 @@ import Testing
             #expect(chmod(store, 0o750) == 0)
             #expect(try Run(["stats", "--store", store]).status == 0)
             #expect((try FileManager.default.attributesOfItem(atPath: store)[.posixPermissions] as? Int) == 0o750)
+            // A shared directory holding other files is not the store's to change: refused.
+            let shared = dir + "/shared"
+            try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+            try Data("x".utf8).write(to: URL(fileURLWithPath: shared + "/notes.txt"))
+            #expect(chmod(shared, 0o777) == 0)
+            let refused = try Run(["init", "--store", shared])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("is writable by others (mode 777) and holds other files; make the store in a directory of its own"), "\(refused.stderr)")
+            #expect((try FileManager.default.attributesOfItem(atPath: shared)[.posixPermissions] as? Int) == 0o777)
+            #expect(!FileManager.default.fileExists(atPath: shared + "/data.mdb"))
+            // A directory only its owner may write to is left as it is, whatever it holds.
+            let home = dir + "/home"
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+            #expect(chmod(home, 0o755) == 0)
+            #expect(try Run(["init", "--store", home]).status == 0)
+            #expect((try FileManager.default.attributesOfItem(atPath: home)[.posixPermissions] as? Int) == 0o755)
         }
     }
 
@@ -156,7 +179,7 @@ import Testing
             let text = try Run(["append", "--store", store, good, conflict])
             #expect(text.status == 2)
             #expect(text.stderr.hasPrefix("\(conflict):1: /id: event id "))
-            #expect(text.stdout == "Appended 1 event at position 57 from the files before \(conflict); \(conflict) and the files after it were not appended.\n")
+            #expect(text.stdout == "Appended 1 event at position 57 before this error (the files before it); nothing after was appended.\n")
 
             try Data(#"{"type":"account.created","subject":"newer","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#.utf8 + [10])
                 .write(to: URL(fileURLWithPath: good))
@@ -294,6 +317,8 @@ import Testing
             #expect(clash.stderr.hasPrefix("\(file):8: /id: event id "), "\(clash.stderr)")
             let shape = try clash.json()
             #expect(shape["appended"] as? Int == 6 && shape["lastPosition"] as? Int == 6)
+            let text = try Run(["append", "--store", dir + "/clash-text.lmdb", "--commit-every", "3", file])
+            #expect(text.stdout == "Appended 6 events at positions 1…6 before this error (the batches before it); nothing after was appended.\n")
             #expect(try Run(["stats", "--store", dir + "/clash.lmdb", "--json"]).json()["events"] as? Int == 6)
         }
     }

@@ -22,7 +22,9 @@ import Testing
             #expect(holder.waitFor(lineStartingWith: "ready") != nil)
             #expect(unlink(path + "/lock.mdb") == 0)
 
+            // The second is on its way to write (opening the store writes too): it must wait.
             let second = try Child(["append-many", path, "3"])
+            #expect(second.waitFor(lineStartingWith: "opening") != nil)
             usleep(300_000)
             #expect(second.process.isRunning, "the second writer committed while the first was in its transaction")
             holder.send("commit")

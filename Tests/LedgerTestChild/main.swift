@@ -63,6 +63,7 @@ case "append-loop":
 case "append-many":
     guard arguments.count == 4, let count = Int(arguments[3]) else { fail("append-many STORE COUNT") }
     do {
+        say("opening")
         let log = try EventLog(path: store, options: options)
         var written = 0
         var n: UInt64 = 0

@@ -108,7 +108,7 @@ public enum DueRules {
             var candidates = [(end: trial.value.expiresAt, known: trial.at)]
             for e in store.extensions where e.value.transactionId == trial.value.id { candidates.append((e.value.expiresAt, e.at)) }
             for (end, known) in candidates {
-                let at = max(end.adding(hours: -lead), known, trial.at)
+                let at = max(end.adding(hours: lead == .min ? .max : -lead), known, trial.at)
                 // Decided at `at`: the end then known must be this one.
                 let endThen = store.extensions.known(at: at).last { $0.value.transactionId == trial.value.id }?.value.expiresAt ?? trial.value.expiresAt
                 guard endThen == end else { continue }

@@ -240,12 +240,14 @@ enum RetentionRules {
     /// while d ≤ graceDays, browseOnly while d ≤ browseOnlyUntilDay, archived while d <
     /// pendingDeletionFromDay, then pendingDeletion (a tier a policy leaves no days for is skipped).
     static func stages(family: Bool, rule: String, _ r: Policy.Retention) -> [(RetentionTier, Int64, String)] {
-        let graceDays = family ? r.familyMemberGraceDays : r.graceDays
+        // The day after, saturating: a policy built in code is not bounded by the decoder.
+        let afterGrace = (family ? r.familyMemberGraceDays : r.graceDays).addingClamped(1)
+        let afterBrowsing = r.browseOnlyUntilDay.addingClamped(1)
         return [
             (.grace, 0, rule),
-            (.browseOnly, graceDays + 1, family ? "familyMemberGraceDays" : "graceDays"),
-            (.archived, max(r.browseOnlyUntilDay + 1, graceDays + 1), "browseOnlyUntilDay"),
-            (.pendingDeletion, max(r.pendingDeletionFromDay, r.browseOnlyUntilDay + 1, graceDays + 1), "pendingDeletionFromDay"),
+            (.browseOnly, afterGrace, family ? "familyMemberGraceDays" : "graceDays"),
+            (.archived, max(afterBrowsing, afterGrace), "browseOnlyUntilDay"),
+            (.pendingDeletion, max(r.pendingDeletionFromDay, afterBrowsing, afterGrace), "pendingDeletionFromDay"),
         ]
     }
 
