@@ -126,6 +126,12 @@ import Testing
             #expect(try softRun.json()["cancelledIfSoft"] is NSNull)
             // stampbook-soft has no limits section: no grace to count.
             #expect(try softRun.json()["existingUserGrace"] is NSNull)
+            // A store built under one policy is not silently reused under another.
+            let again = try demo(dir + "/hard.lmdb", extra: ["--policy", "stampbook-soft"])
+            #expect(again.status == 1)
+            #expect(again.stderr.contains("was built under the policy reference, not stampbook-soft; build the demo under another policy into a new store"), "\(again.stderr)")
+            let text = try demo(dir + "/soft.lmdb", extra: ["--policy", "stampbook-soft", "--audits", "0"]).stdout
+            #expect(text.contains("Off under this policy  retention, limits, access"), "\(text)")
             let stats = try Run(["stats", "--store", dir + "/soft.lmdb", "--json"]).json()
             let hardStats = try Run(["stats", "--store", dir + "/hard.lmdb", "--json"]).json()
             #expect((stats["policy"] as? [String: Any])?["hash"] as? String != (hardStats["policy"] as? [String: Any])?["hash"] as? String)

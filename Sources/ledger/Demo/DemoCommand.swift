@@ -30,7 +30,7 @@ struct DemoCommand: ParsableCommand {
             Examples:
               ledger demo --store demo.lmdb
               ledger demo --store big.lmdb --subjects 1000000 --seed 7 --now 2026-11-21T00:00:00Z
-              ledger demo --store soft.lmdb --policy stampbook-soft
+              ledger demo --store soft.lmdb --policy stampbook-soft    (a store of its own)
               ledger status customer-17 --store demo.lmdb
             """
     )
@@ -64,8 +64,14 @@ struct DemoCommand: ParsableCommand {
         let clock = ContinuousClock()
         let started = clock.now
         let progress = ProgressBar(enabled: !global.json)
-        let ledger = try global.openLedger(create: true, policy: try policy.map(readPolicy))
+        let asked = try policy.map(readPolicy)
+        let ledger = try global.openLedger(create: true, policy: asked)
         defer { ledger.close() }
+        // A store built before keeps its policy: another one needs a store of its own.
+        if let asked, try ledger.policy() != asked {
+            throw CommandFailure.failure("the store at \(global.storePath) was built under the policy \(try ledger.policy().name), not \(asked.name); "
+                                         + "build the demo under another policy into a new store (--store \(asked.name).lmdb) or remove this one")
+        }
 
         let generator = DemoGenerator(subjects: subjects, seed: seed, now: present.milliseconds)
         let order = generator.recordedOrder { done in progress.update("planning", done: done, total: subjects, unit: "customers") }
@@ -128,7 +134,7 @@ struct DemoCommand: ParsableCommand {
         if appended.summary.duplicates > 0 { line += "; \(formatCount(appended.summary.duplicates)) were already there" }
         print(line + "; \(formatDuration(totalSeconds)) in all.")
         print("")
-        print(summary.render(at: present))
+        print(summary.render(at: present, store: global.storePath))
         print("")
         print(Terminal.paint("Events by type", .bold))
         let types = DemoSummary.mostFirst(appended.types)
@@ -179,6 +185,8 @@ struct DemoSummary {
     private(set) var graceSeenAt = Timestamp(milliseconds: 0)
     private(set) var insideGrace = 0
     private(set) var overLimitsInsideGrace = 0
+    /// The models the policy switches off (its section missing).
+    private(set) var off: [String] = []
     static let deletionOrder = ["requested", "inProgress", "failed", "completed"]
 
     /// Customers per plan state, in the plans' order.
@@ -221,6 +229,9 @@ struct DemoSummary {
             if view.rule == "deletion.softGraceDays" { cancellationsHonoured += 1 }
         }
         let policy = try ledger.policy()
+        off = [("retention", policy.retention == nil), ("limits", policy.limits == nil), ("access", policy.access == nil),
+               ("due", policy.notifications == nil && policy.retention == nil && policy.deletion == nil), ("deletion", policy.deletion == nil)]
+            .filter(\.1).map(\.0)
         if policy.deletion?.mode == .hard, let soft = Policy.pack(named: "stampbook-soft")?.deletion {
             // What a soft mode would change: the rebuild a user would run, dry.
             var variant = policy
@@ -272,7 +283,7 @@ struct DemoSummary {
     func json(_ counts: [(String, Int)]) -> JSON { .object(counts.map { ($0.0, .int($0.1)) }) }
 
     /// Three tables: plan states with their rules, retention tiers, badge counts.
-    func render(at t: Timestamp) -> String {
+    func render(at t: Timestamp, store: String) -> String {
         var lines: [String] = []
         var left: [[String]] = [["Plan state", "", "decided by"]]
         for (plan, count) in planStates {
@@ -302,7 +313,7 @@ struct DemoSummary {
                      + (cancelledIfSoft == nil ? "   cancelled (honoured): \(formatCount(cancellationsHonoured))" : ""))
         if let cancelledIfSoft {
             lines.append("  \(formatCount(cancelledIfSoft)) cancelled requests not honoured (deletion.mode hard); a soft mode would: "
-                         + "`ledger rebuild deletion --policy stampbook-soft --dry-run --at \(t)`")
+                         + "`ledger rebuild deletion --policy stampbook-soft --dry-run --at \(t) --store \(store)`")
         }
         let devices = Dictionary(access, uniquingKeysWith: +)
         lines.append(Terminal.paint("Access", .bold) + "  \(formatCount(devices["withADevice"] ?? 0)) with a device, \(formatCount(devices["inASession"] ?? 0)) in a session, "
@@ -310,7 +321,10 @@ struct DemoSummary {
                      + "bulk usage \(formatCount(devices["bulkUsage"] ?? 0)), subscribe-cancel cycles \(formatCount(devices["subscribeCancelCycles"] ?? 0)), "
                      + "clock tampering \(formatCount(devices["clockTampering"] ?? 0))")
         lines.append(Terminal.paint("Due in the next 24 h", .bold) + "  " + dueNext24h.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")
-                     + "  (`ledger due --from \(t) --to \(t.adding(seconds: 86_400))`)")
+                     + "  (`ledger due --from \(t) --to \(t.adding(seconds: 86_400)) --store \(store)`)")
+        if !off.isEmpty {
+            lines.append(Terminal.paint("Off under this policy", .bold) + "  \(off.joined(separator: ", ")): its sections are missing, so their counts above are empty")
+        }
         return lines.joined(separator: "\n")
     }
 }
