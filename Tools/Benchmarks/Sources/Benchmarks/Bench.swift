@@ -45,6 +45,12 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Under callgrind: dump the instruction count of the --case's measured phase alone (Tools/bench --callgrind).")
     var callgrind = false
 
+    /// The import.heapMiB cases' child: appends FILE to a new store at --import-store with
+    /// --import-every, and prints its peak heap (KiB).
+    @Option(help: .hidden) var importChild: String?
+    @Option(help: .hidden) var importStore: String?
+    @Option(help: .hidden) var importEvery: Int = 0
+
     func validate() throws {
         if callgrind && only == nil { throw ValidationError("--callgrind needs a --case") }
         if let subjects, subjects < 100 { throw ValidationError("--subjects must be at least 100") }
@@ -55,9 +61,14 @@ struct BenchCommand: ParsableCommand {
 
     static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
-                        "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs"]
+                        "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
+                        "import.heapMiB", "import.heapMiBEvery"]
 
     func run() throws {
+        if let importChild, let importStore {
+            print(try ImportPeak.child(file: importChild, store: importStore, every: importEvery))
+            return
+        }
         let customers = subjects ?? (quick ? 20_000 : 100_000)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -148,7 +159,8 @@ struct Bench {
             results["scan.raw"] = raw.scan
             results["payload.bytesPerEvent"] = raw.bytesPerEvent
         }
-        if wanted("append.ledger", "append.rawLayout", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs") {
+        if wanted("append.ledger", "append.rawLayout", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
+                  "import.heapMiB", "import.heapMiBEvery") {
             let ledger = try Ledger(path: path("ledger"))
             defer { ledger.close() }
             let batches = self.batches
@@ -178,6 +190,14 @@ struct Bench {
             }
             if wanted("due.windowUs") {
                 (results["due.windowUs"], results.dueItems) = try dueLatency(ledger)
+            }
+            if wanted("import.heapMiB", "import.heapMiBEvery") {
+                progress.update("importing", done: 0, total: 2, unit: "imports")
+                let file = path("import.jsonl")
+                let lines = try ImportPeak.export(ledger.log, to: file, events: ImportPeak.events)
+                results.importEvents = lines
+                results["import.heapMiB"] = try ImportPeak.measure(file: file, store: path("import-whole"), every: 0)
+                results["import.heapMiBEvery"] = try ImportPeak.measure(file: file, store: path("import-every"), every: ImportPeak.every)
             }
         }
         if wanted("append.rawLayout") {
@@ -473,5 +493,82 @@ struct Bench {
         }
         micros.sort()
         return (micros[micros.count / 2], micros[min(micros.count - 1, micros.count * 99 / 100)])
+    }
+}
+
+/// The peak heap of `ledger append` of one JSONL file, in one transaction and committing every
+/// `every` events: each import runs in a child process of its own (this binary), which samples
+/// its anonymous resident memory every 5 ms. Mapped store pages, which the OS can drop, are not
+/// counted.
+enum ImportPeak {
+    /// The events imported: the log's first ones.
+    static let events = 400_000
+    static let every = 20_000
+
+    /// Writes the log's first `events` events as export lines; returns how many.
+    static func export(_ log: EventLog, to file: String, events: Int) throws -> Int {
+        guard FileManager.default.createFile(atPath: file, contents: nil), let out = FileHandle(forWritingAtPath: file) else {
+            throw BenchFailure("could not write \(file)")
+        }
+        defer { try? out.close() }
+        var buffer: [UInt8] = []
+        var count = 0
+        try log.events(from: 1, through: UInt64(events)).forEach { event in
+            buffer.append(contentsOf: try EventLine.export(event))
+            buffer.append(0x0A)
+            count += 1
+            if buffer.count >= 1 << 20 {
+                out.write(Data(buffer))
+                buffer.removeAll(keepingCapacity: true)
+            }
+        }
+        out.write(Data(buffer))
+        return count
+    }
+
+    /// Runs the child; its peak heap in MiB.
+    static func measure(file: String, store: String, every: Int) throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["--import-child", file, "--import-store", store, "--import-every", String(every)]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0, let kib = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw BenchFailure("the import child failed (exit \(process.terminationStatus)): \(text)")
+        }
+        return kib / 1024
+    }
+
+    /// In the child: the import, and the highest RssAnon seen meanwhile (KiB).
+    static func child(file: String, store: String, every: Int) throws -> Int {
+        let sampler = Sampler()
+        Thread.detachNewThread {
+            while !sampler.done.withLock({ $0 }) {
+                sampler.sample()
+                usleep(5_000)
+            }
+        }
+        let ledger = try Ledger(path: store)
+        _ = try JSONLImport.append([file], to: ledger.log, commitEvery: every > 0 ? every : nil)
+        ledger.close()
+        sampler.sample()
+        sampler.done.withLock { $0 = true }
+        return sampler.peak.withLock { $0 }
+    }
+
+    /// The highest RssAnon of this process seen so far.
+    final class Sampler: Sendable {
+        let peak = Mutex(0)
+        let done = Mutex(false)
+
+        func sample() {
+            guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+                  let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return }
+            peak.withLock { $0 = max($0, kib) }
+        }
     }
 }

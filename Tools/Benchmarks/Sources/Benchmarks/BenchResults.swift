@@ -15,6 +15,8 @@ struct BenchResults {
     var groupTransactions: (events: Int, transactions: Int)?
     /// The mean number of items in a one-day due window.
     var dueItems: Double?
+    /// How many events the import.heapMiB cases imported.
+    var importEvents: Int?
     /// The long-history cases' own figures, for their notes.
     var longHistory: LongHistory.Figures?
 
@@ -75,6 +77,7 @@ struct BenchResults {
             case "append.longHistory", "status.longHistory": shown = String(format: "%.2f ×", value)
             case "due.windowUs": shown = String(format: "%.1f µs", value)
             case "audit.longHistory": shown = String(format: "%.2f s", value)
+            case "import.heapMiB", "import.heapMiBEvery": shown = String(format: "%.0f MiB", value)
             default: shown = "\(formatCount(Int(value.rounded()))) events/s"
             }
             var note = ""
@@ -96,6 +99,10 @@ struct BenchResults {
                 }
             }
             if name == "due.windowUs", let dueItems { note = String(format: "a one-day window: %.0f items on average", dueItems) }
+            if let importEvents {
+                if name == "import.heapMiB" { note = "peak heap of `ledger append` of \(formatCount(importEvents)) events in one transaction" }
+                if name == "import.heapMiBEvery" { note = "the same with --commit-every \(formatCount(ImportPeak.every))" }
+            }
             if let written = writtenPerEvent[name] {
                 note += (note.isEmpty ? "" : "; ") + String(format: "writes %.0f bytes/event", written)
             }
