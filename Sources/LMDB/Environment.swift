@@ -124,7 +124,8 @@ public final class Environment: @unchecked Sendable {
         // hold customers' data): an empty one gets the mode a new one has; one holding other
         // files is not the store's to change, and is refused.
         var data = stat()
-        if !readOnly && stat(path + "/data.mdb", &data) != 0 && st.st_mode & 0o022 != 0 {
+        let hasData = stat(path + "/data.mdb", &data) == 0
+        if !readOnly && !hasData && st.st_mode & 0o022 != 0 {
             guard Self.isEmptyDirectory(path) else {
                 throw LMDBError(code: .permissionDenied, operation: "creating a store",
                                 context: "\(path) is writable by others (mode \(String(st.st_mode & 0o777, radix: 8))) and holds other files; make the store in a directory of its own")
@@ -139,7 +140,7 @@ public final class Environment: @unchecked Sendable {
 
         // LMDB takes an empty data.mdb for a new store and writes fresh meta pages into it; but
         // LMDB writes those pages as it creates the file, so an empty one is a cut file.
-        if stat(path + "/data.mdb", &data) == 0 && data.st_size == 0 {
+        if hasData && data.st_size == 0 {
             Self.release(identity)
             throw LMDBError(code: .truncated, operation: "mdb_env_open",
                             context: "\(path)/data.mdb is empty; a store whose creation was interrupted before its first commit is empty too: if nothing was ever appended to it, remove the directory")

@@ -18,6 +18,15 @@ struct LogStorage: Sendable {
     /// The chain's hash before position 1.
     static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
 
+    /// A record's link in the hash chain: the SHA-256 of its predecessor's hash followed by
+    /// every byte of the record before its own hash (`EventRecord.hashedBytes`).
+    static func chainHash(after previous: [UInt8], _ hashed: UnsafeRawBufferPointer) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: previous)
+        hasher.update(bufferPointer: hashed)
+        return Array(hasher.finalize())
+    }
+
     init(env: Environment, clock: @escaping @Sendable () -> Timestamp, indexTailLimit: Int,
          observer makeObserver: (@Sendable (Environment) throws -> any CommitObserver)?) throws {
         self.env = env
@@ -119,10 +128,7 @@ struct LogStorage: Sendable {
                 }
                 before = Array(previousHash)
             }
-            var hasher = SHA256()
-            hasher.update(data: before)
-            hasher.update(bufferPointer: hashed)
-            guard hasher.finalize().elementsEqual(hash) else {
+            guard Self.chainHash(after: before, hashed).elementsEqual(hash) else {
                 throw LedgerError(.corruptRecord, "the log's hash chain is broken at its last event, position \(position): "
                                   + "appending would extend a damaged chain; run `ledger verify`, and restore the store from an export or a backup")
             }
@@ -309,10 +315,7 @@ struct LogStorage: Sendable {
         let version = try self.version(of: draft.subject, txn, pending: head.pending, tail: !head.tailMerged) + 1
         if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
-        var hasher = SHA256()
-        hasher.update(data: head.hash)
-        hasher.update(data: record)
-        let hash = Array(hasher.finalize())
+        let hash = record.withUnsafeBytes { Self.chainHash(after: head.hash, $0) }
         record.append(contentsOf: hash)
         let positionKey = LogSchema.key(head.position)
         try txn.put(events, key: positionKey, value: record, flags: .append)

@@ -1,4 +1,3 @@
-import Crypto
 import LMDB
 import LedgerCore
 
@@ -154,10 +153,7 @@ private struct VerifyState {
         guard let hashed = EventRecord.hashedBytes(ofRecord: record) else {
             return VerifyProblem(kind: .badRecord, position: position, message: "record too short")
         }
-        var hasher = SHA256()
-        hasher.update(data: previousHash)
-        hasher.update(bufferPointer: hashed)
-        let hash = Array(hasher.finalize())
+        let hash = LogStorage.chainHash(after: previousHash, hashed)
         guard hash == event.hash else {
             return VerifyProblem(kind: .hashMismatch, position: position,
                                  message: "the stored hash does not match the record's bytes and its predecessor's hash: the record or an earlier one was altered")

@@ -194,6 +194,18 @@ let draftGenerator = zip(
         #expect(failure(draft)?.message == "subject is 257 bytes, over the 256-byte limit")
     }
 
+    /// `eventSize` is `encode`'s layout summed without encoding: the two agree, meta, long
+    /// subjects and multi-byte lengths included.
+    @Test(arguments: [0, 1, 127, 128, 300, 20_000])
+    func eventSizeIsTheEncodedRecordWithoutItsStamp(_ n: Int) {
+        var draft = base
+        draft.subject = String(repeating: "s", count: min(n, 256) + 1)
+        draft.meta = n == 0 ? [:] : ["correlationId": String(repeating: "c", count: n % 200), "é": "ü"]
+        draft.schemaVersion = UInt16(clamping: n % 1_000 + 1)
+        draft.payload = [UInt8](repeating: 7, count: n)
+        #expect(EventRecord.eventSize(of: draft) == EventRecord.encode(draft, version: 1, recordedAt: Timestamp(milliseconds: 0)).count - EventRecord.stampSize)
+    }
+
     /// The limit is on the whole event encoded (SPEC §2: "whole event ≤ 64 KiB encoded"),
     /// which no spelling of its JSON line changes.
     @Test func anEventOver64KiBEncodedIsRejected() {

@@ -201,6 +201,7 @@ struct DemoSummary {
 
     init(ledger: Ledger, at t: Timestamp, progress: (Int) -> Void) throws {
         var seen = 0
+        var viewed: Set<String> = []
         func counted() {
             seen += 1
             if seen % 4096 == 0 { progress(seen / 3) }
@@ -211,6 +212,7 @@ struct DemoSummary {
         }
         var tiers: [String: Int] = [:]
         try ledger.forEachView(of: RetentionModel.self, at: t) { _, view in
+            viewed.insert("retention")
             tiers[view.tier.rawValue, default: 0] += 1
             counted()
         }
@@ -221,17 +223,16 @@ struct DemoSummary {
         }
         var limits: [String: Int] = [:]
         try ledger.forEachView(of: LimitsModel.self, at: t) { _, view in
+            viewed.insert("limits")
             for (kind, entry) in view.kinds where entry.state != .ok { limits["\(kind) \(entry.state.rawValue)", default: 0] += 1 }
         }
         var deletions: [String: Int] = [:]
         try ledger.forEachView(of: DeletionModel.self, at: t) { _, view in
+            viewed.insert("deletion")
             if view.state != .none { deletions[view.state.rawValue, default: 0] += 1 }
             if view.rule == "deletion.softGraceDays" { cancellationsHonoured += 1 }
         }
         let policy = try ledger.policy()
-        off = [("retention", policy.retention == nil), ("limits", policy.limits == nil), ("access", policy.access == nil),
-               ("due", policy.notifications == nil && policy.retention == nil && policy.deletion == nil), ("deletion", policy.deletion == nil)]
-            .filter(\.1).map(\.0)
         if policy.deletion?.mode == .hard, let soft = Policy.pack(named: "stampbook-soft")?.deletion {
             // What a soft mode would change: the rebuild a user would run, dry.
             var variant = policy
@@ -251,6 +252,7 @@ struct DemoSummary {
         }
         var access: [String: Int] = [:]
         try ledger.forEachView(of: AccessModel.self, at: t) { _, view in
+            viewed.insert("access")
             guard view.current.deviceId != nil else { return }
             access["withADevice", default: 0] += 1
             if view.current.sessionActive { access["inASession", default: 0] += 1 }
@@ -260,6 +262,8 @@ struct DemoSummary {
             access["subscribeCancelCycles", default: 0] += Int(view.signals.subscribeCancelCycles)
             access["clockTampering", default: 0] += Int(view.signals.clockTampering)
         }
+        // A model the policy switches off answers no one (SPEC §4: its section is missing).
+        off = ["retention", "limits", "deletion", "access"].filter { !viewed.contains($0) }
         self.access = Self.ordered(access, ["withADevice", "inASession", "cannotStartASession", "shortSessions", "bulkUsage",
                                             "subscribeCancelCycles", "clockTampering"])
         var due: [String: Int] = [:]
