@@ -91,19 +91,29 @@ public final class Ledger: Sendable {
     /// latest facts (`ReadModel.answersFrom`) its events are replayed from the log instead.
     public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
         var (status, replay) = try engine.status(of: subject, at: t)
-        guard !replay.isEmpty else { return status }
-        let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0.model] }, policy: try policy())
-        for (index, view) in zip(replay, views) { status.answers[index.answer].view = view.view }
+        if !replay.isEmpty {
+            let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0.model] }, policy: try policy())
+            for (index, view) in zip(replay, views) { status.answers[index.answer].view = view.view }
+        }
+        for index in status.answers.indices {
+            if let view = status.answers[index].view { status.answers[index].view = try revealed(view, of: subject) }
+        }
         return status
+    }
+
+    /// A view with its personal fields opened (a read model keeps them sealed, as it folded them).
+    func revealed<V: ModelView>(_ view: V, of subject: String) throws(LedgerError) -> V {
+        try view.revealing { (value: String, pointer: String) throws(LedgerError) in try log.reveal(value, of: subject, field: pointer) }
     }
 
     /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
     /// no such model.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> M.View? {
-        switch try engine.view(model, of: subject, at: t) {
+        let view: M.View? = switch try engine.view(model, of: subject, at: t) {
         case .view(let view): view
         case .replay: Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
         }
+        return try view.map { view throws(LedgerError) in try revealed(view, of: subject) }
     }
 
     /// Every subject's view in `model` at `t`, one at a time: from one snapshot, but for the
@@ -112,12 +122,13 @@ public final class Ledger: Sendable {
     public func forEachView<M: ReadModel>(of model: M.Type, at t: Timestamp = .now(), _ body: (String, M.View) throws -> Void) throws(LedgerError) {
         try engine.forEachView(of: model, at: t, replay: { subject throws(LedgerError) in
             Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
-        }, body)
+        }, { subject, view in try body(subject, M.View.personalFields.isEmpty ? view : try revealed(view, of: subject)) })
     }
 
-    /// `subject`'s events, decoded: what a replay folds.
+    /// `subject`'s events, decoded, personal fields sealed as the log stores them: what a
+    /// replay folds, so that its views equal the stored states' (`revealed` opens both).
     func recordedEvents(of subject: String) throws(LedgerError) -> [RecordedEvent] {
-        try log.events(subject: subject).collect().map { event throws(LedgerError) in try RecordedEvent(event) }
+        try log.events(subject: subject, revealing: false).collect().map { event throws(LedgerError) in try RecordedEvent(event) }
     }
 
     /// The events from position `from` through `through` (default: the head), in position order.
@@ -185,7 +196,20 @@ public final class Ledger: Sendable {
     @discardableResult
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
-        try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
+        var report = try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
+        // A personal field's change is shown opened, as `status` shows it.
+        for index in report.changes.indices {
+            let change = report.changes[index]
+            guard let model = engine.models.first(where: { $0.name == change.model }),
+                  let pointer = model.personalFields[change.field] else { continue }
+            func open(_ value: JSON) throws(LedgerError) -> JSON {
+                guard case .string(let text) = value else { return value }
+                return .string(try log.reveal(text, of: change.subject, field: pointer))
+            }
+            report.changes[index].from = try open(change.from)
+            report.changes[index].to = try open(change.to)
+        }
+        return report
     }
 
     /// Checks the log (hash chain, gap-free positions, both indexes), then, if it holds, every

@@ -1,3 +1,4 @@
+import Foundation
 import Crypto
 import LMDB
 import LedgerCore
@@ -190,19 +191,72 @@ public final class EventLog: Sendable {
         try storage.readIndexed("reading the version of \(subject)") { txn in try storage.version(of: subject, txn) }
     }
 
-    /// The event at `position`, or `nil`.
-    public func event(at position: UInt64) throws(LedgerError) -> StoredEvent? {
+    /// The event at `position`, or `nil`; personal fields opened unless `revealing` is false
+    /// (see `events(from:)`).
+    public func event(at position: UInt64, revealing: Bool = true) throws(LedgerError) -> StoredEvent? {
         try storage.read("reading position \(position)") { txn in
             guard let record = try txn.get(storage.events, key: LogSchema.key(position)) else { return nil }
-            return try EventRecord.decode(record, position: position)
+            let event = try EventRecord.decode(record, position: position)
+            return revealing ? try storage.reveal(event, txn) : event
         }
     }
 
-    /// The event with `id`, or `nil`.
-    public func event(id: EventID) throws(LedgerError) -> StoredEvent? {
+    /// The event with `id`, or `nil`; personal fields opened unless `revealing` is false.
+    public func event(id: EventID, revealing: Bool = true) throws(LedgerError) -> StoredEvent? {
         try storage.readIndexed("reading event \(id)") { txn in
             guard let (position, record) = try storage.stored(id, txn) else { return nil }
-            return try EventRecord.decode(record, position: position)
+            let event = try EventRecord.decode(record, position: position)
+            return revealing ? try storage.reveal(event, txn) : event
+        }
+    }
+
+    /// A personal value as a read model keeps it — sealed, as the log gave it to the fold —
+    /// opened: its plaintext, or `PersonalData.erased` once the subject's key is destroyed.
+    /// A value that is not sealed (stored before sealing began) comes back as it is.
+    /// - Throws: `LedgerError.corruptRecord` when its key is missing or its ciphertext was altered.
+    public func reveal(_ value: String, of subject: String, field pointer: String) throws(LedgerError) -> String {
+        guard let sealed = SealedField(value) else { return value }
+        return try storage.read("opening \(pointer) of \(subject)") { txn in
+            var keys = LogStorage.KeyCache()
+            return try storage.open(sealed, of: subject, at: pointer, where: "of \(subject)", txn, keys: &keys) ?? PersonalData.erased
+        }
+    }
+
+    /// The keys `subject` has for its personal fields: how many still open them, and how many
+    /// an `account.deleted` has destroyed.
+    public func personalKeys(of subject: String) throws(LedgerError) -> (live: Int, destroyed: Int) {
+        try storage.read("reading the keys of \(subject)") { txn in
+            let stored = try storage.keyStore.keys(of: subject, generation: try storage.keyGeneration(txn))
+            let live = try stored.count { try storage.erasure(of: $0.id, txn) == nil }
+            var destroyed = 0
+            if let erased = storage.erased {
+                try txn.withCursor(erased) { cursor in
+                    var entry = try cursor.first()
+                    while let e = entry {
+                        if e.value.count >= 8, e.value[8...].elementsEqual(subject.utf8) { destroyed += 1 }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            return (live, destroyed)
+        }
+    }
+
+    /// Checks that the store can forget `subject`'s keys: each one it has is in the key store's
+    /// current generation, and the store's directory and that generation's can be written (a
+    /// compaction writes the next generation beside it and removes it).
+    /// - Throws: `LedgerError.storage` saying what stands in the way.
+    public func checkCanForget(_ subject: String) throws(LedgerError) {
+        let generation = try storage.read("reading the key generation") { txn in try storage.keyGeneration(txn) }
+        guard generation > 0 else { return }
+        let directory = storage.keyStore.directory(generation)
+        for path in [path, directory] where access(path, W_OK) != 0 {
+            throw LedgerError(.storage, "\(path) cannot be written (\(String(cString: strerror(errno)))): the key store could not forget the keys of \(subject)")
+        }
+        do {
+            _ = try storage.keyStore.keys(of: subject, generation: generation)
+        } catch {
+            throw LedgerError.storage(error, doing: "reading the keys of \(subject) in \(directory)")
         }
     }
 

@@ -9,18 +9,22 @@ extension EventLog {
     /// for try await event in log.events(from: 1) { … }          // from async code
     /// try log.events(from: 1).forEach { event in … }           // blocking
     /// ```
-    public func events(from: UInt64 = 1, through: UInt64? = nil, chunkSize: Int = 512) -> EventSequence {
-        EventSequence(storage: storage, scope: .forward(from: max(from, 1), through: through), chunkSize: chunkSize)
+    ///
+    /// Personal fields come opened (or `"[Deleted User]"` once their key is destroyed); with
+    /// `revealing: false`, as the log stores them, sealed (what a read model folds).
+    public func events(from: UInt64 = 1, through: UInt64? = nil, chunkSize: Int = 512, revealing: Bool = true) -> EventSequence {
+        EventSequence(storage: storage, scope: .forward(from: max(from, 1), through: through), chunkSize: chunkSize, revealing: revealing)
     }
 
     /// Events from position `from` (default: the last) down to `through` (default 1), newest first.
-    public func eventsBackward(from: UInt64? = nil, through: UInt64 = 1, chunkSize: Int = 512) -> EventSequence {
-        EventSequence(storage: storage, scope: .backward(from: from, through: max(through, 1)), chunkSize: chunkSize)
+    public func eventsBackward(from: UInt64? = nil, through: UInt64 = 1, chunkSize: Int = 512, revealing: Bool = true) -> EventSequence {
+        EventSequence(storage: storage, scope: .backward(from: from, through: max(through, 1)), chunkSize: chunkSize, revealing: revealing)
     }
 
-    /// One subject's events in version order, from `fromVersion` (default 1).
-    public func events(subject: String, fromVersion: UInt64 = 1, chunkSize: Int = 512) -> EventSequence {
-        EventSequence(storage: storage, scope: .subject(subject, fromVersion: max(fromVersion, 1)), chunkSize: chunkSize)
+    /// One subject's events in version order, from `fromVersion` (default 1); personal
+    /// fields as `events(from:)` gives them.
+    public func events(subject: String, fromVersion: UInt64 = 1, chunkSize: Int = 512, revealing: Bool = true) -> EventSequence {
+        EventSequence(storage: storage, scope: .subject(subject, fromVersion: max(fromVersion, 1)), chunkSize: chunkSize, revealing: revealing)
     }
 }
 
@@ -42,12 +46,15 @@ public struct EventSequence: AsyncSequence, Sendable {
     let storage: LogStorage
     let scope: Scope
     let chunkSize: Int
+    /// Personal fields opened, or left sealed.
+    let revealing: Bool
 
     /// A blocking iterator: `next()` reads the next chunk on the calling thread when needed.
     public struct Iterator {
         let storage: LogStorage
         let scope: Scope
         let chunkSize: Int
+        let revealing: Bool
         var buffer: [StoredEvent] = []
         var index = 0
         var cursor: UInt64?      // next position (or version) to read; nil before the first chunk
@@ -82,7 +89,7 @@ public struct EventSequence: AsyncSequence, Sendable {
                         while let e = entry, out.count < limit {
                             guard let position = LogSchema.integer(e.key) else { throw badKey() }
                             if let through, position > through { break }
-                            out.append(try EventRecord.decode(e.value, position: position))
+                            out.append(try decode(e.value, position, txn))
                             entry = try c.next()
                         }
                         return out
@@ -111,7 +118,7 @@ public struct EventSequence: AsyncSequence, Sendable {
                         while let e = entry, out.count < limit {
                             guard let position = LogSchema.integer(e.key) else { throw badKey() }
                             if position < through { break }
-                            out.append(try EventRecord.decode(e.value, position: position))
+                            out.append(try decode(e.value, position, txn))
                             entry = try c.previous()
                         }
                         return out
@@ -128,13 +135,18 @@ public struct EventSequence: AsyncSequence, Sendable {
                 let chunk = try storage.readIndexed("reading the events of \(subject)") { txn in
                     try storage.streamPositions(of: subject, from: start, limit: limit, txn).map { entry in
                         guard let record = try txn.get(storage.events, key: LogSchema.key(entry.position)) else { throw badKey() }
-                        return try EventRecord.decode(record, position: entry.position)
+                        return try decode(record, entry.position, txn)
                     }
                 }
                 if let last = chunk.last { cursor = last.version + 1 }
                 if chunk.count < limit { finished = true }
                 return chunk
             }
+        }
+
+        private func decode(_ record: UnsafeRawBufferPointer, _ position: UInt64, _ txn: borrowing Transaction) throws -> StoredEvent {
+            let event = try EventRecord.decode(record, position: position)
+            return revealing ? try storage.reveal(event, txn) : event
         }
 
         private func badKey() -> LedgerError {
@@ -162,7 +174,7 @@ public struct EventSequence: AsyncSequence, Sendable {
 
     /// An iterator that reads on the calling thread.
     public func makeBlockingIterator() -> Iterator {
-        Iterator(storage: storage, scope: scope, chunkSize: chunkSize)
+        Iterator(storage: storage, scope: scope, chunkSize: chunkSize, revealing: revealing)
     }
 
     /// Calls `body` with each event, in order, on the calling thread.

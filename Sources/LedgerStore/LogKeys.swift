@@ -33,13 +33,28 @@ public enum LogSchema {
     public static func policyValue(_ policy: Policy) -> [UInt8] {
         Array(policy.json.serialized(sortedKeys: true).utf8)
     }
+    /// key id (16 bytes) → position of the `account.deleted` that destroyed the key (u64 BE) ‖
+    /// subject: every subject key ever destroyed (`KeyStore`). A personal field sealed under
+    /// one of them reads as `PersonalData.erased`.
+    public static let erased = "erasedKeys"
+    /// key id (16 bytes) → subject: keys destroyed by a committed `account.deleted` that the
+    /// key store may still hold; emptied once the key store is compacted without them.
+    public static let shredding = "shreddingKeys"
+    /// The `meta` key of the key store's generation (u64 BE): its directory is `keys-<N>`
+    /// beside the log's files; absent or 0 while no subject has a key.
+    public static let keyGenerationKey = Array("keyGeneration".utf8)
+    /// The `meta` key of the first position whose personal fields are sealed (u64 BE): 1 for a
+    /// store made with sealing, the head + 1 for a store upgraded from layout 5.
+    public static let sealedFromKey = Array("sealedFrom".utf8)
     /// The store layout this code writes: 2 packs the stream index (layout 1 kept a key per
     /// event), 3 packs the id index (layout 2 kept a key per id), 4 lets read models built
     /// together share a generation of `models`, their states tagged (a layout-3 reader would
     /// take such a generation's record for damage). Older layouts are upgraded when the store
     /// is first opened for writing. 5 keeps the latest events' index entries in memory until
     /// they are many (`indexedKey`; a layout-4 reader would miss them).
-    public static let storeFormat: UInt8 = 5
+    /// 6 seals personal fields under per-subject keys (a layout-5 reader would show their
+    /// ciphertext).
+    public static let storeFormat: UInt8 = 6
     /// The oldest layout this code reads as it is, without the upgrade: layout 3 is layout 4
     /// with every generation a model's own, and layout 4 is layout 5 with every event indexed.
     public static let readableFormat: UInt8 = 3

@@ -14,6 +14,12 @@ struct LogStorage: Sendable {
     let observer: (any CommitObserver)?
     /// The id and stream index entries of the events after the stored indexes' position.
     let tails: IndexTails
+    /// The subjects' keys for their personal fields (`keys-N/` beside the log's files).
+    let keyStore: KeyStore
+    /// Keys destroyed, and those the key store may still hold (`LogSchema.erased`,
+    /// `.shredding`); `nil` in a store of an older layout opened read-only.
+    let erased: Database?
+    let shredding: Database?
 
     /// The chain's hash before position 1.
     static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
@@ -33,6 +39,7 @@ struct LogStorage: Sendable {
         self.clock = clock
         tails = IndexTails(limit: indexTailLimit)
         let readOnly = env.configuration.flags.contains(.readOnly)
+        keyStore = KeyStore(root: env.path, writable: !readOnly)
         let flags: Database.Flags = readOnly ? [] : [.create]
         do {
             events = try env.openDatabase(LogSchema.events, flags: flags)
@@ -63,7 +70,10 @@ struct LogStorage: Sendable {
                 // records the position the stored indexes hold every event through; older
                 // layouts' indexes hold every event.
                 let head = try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } } ?? 0
-                try txn.put(meta, key: LogSchema.indexedKey, value: LogSchema.key(head))
+                if format.map({ $0 < 5 }) ?? true { try txn.put(meta, key: LogSchema.indexedKey, value: LogSchema.key(head)) }
+                // Layout 6 seals personal fields from here on; what an older layout stored stays
+                // as it was written (the hash chain covers it).
+                try txn.put(meta, key: LogSchema.sealedFromKey, value: LogSchema.key(head + 1))
                 try txn.put(meta, key: LogSchema.formatKey, value: [LogSchema.storeFormat])
             }
         }
@@ -72,8 +82,15 @@ struct LogStorage: Sendable {
         } catch let error as LMDBError where error.code == .notFound {
             throw Self.notAStore(env)
         }
+        erased = try? env.openDatabase(LogSchema.erased, flags: flags)
+        shredding = try? env.openDatabase(LogSchema.shredding, flags: flags)
+        if !readOnly && (erased == nil || shredding == nil) {
+            throw LedgerError(.storage, "\(env.path): could not open the databases of destroyed keys")
+        }
         // Last: the observer opens its databases beside the log's.
         observer = try makeObserver?(env)
+        // An erasure whose key store compaction was cut short is finished before anything else.
+        if !readOnly, try keysNeedCare() { try shred() }
     }
 
     private static func notAStore(_ env: Environment) -> LedgerError {
@@ -101,6 +118,8 @@ struct LogStorage: Sendable {
         /// This transaction has merged the tail (and its own entries then) into the stored
         /// indexes: the tail's versions are out of date for it.
         var tailMerged = false
+        /// Personal data sealed and keys destroyed in this transaction, once it has some.
+        var sealing: SealingSession?
     }
 
     /// The last record's position, hash and recordedAt, read in `txn` so that commits by other
@@ -150,6 +169,7 @@ struct LogStorage: Sendable {
     /// commit. After it, adds the transaction's index entries to the tail and tells the observer.
     private func writeAppends<R>(closing: Bool = false, _ body: (borrowing Transaction, inout Head, (any CommitSession)?) throws -> R) throws -> R {
         var written: (pending: IndexTail, merged: Bool)?
+        var destroysKeys = false
         let (result, last) = try env.write { txn in
             try tails.withExclusive { try syncTail(txn) }
             return try tails.withShared {
@@ -163,14 +183,49 @@ struct LogStorage: Sendable {
                     try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
                 }
                 try mergeIfFull(&head, closing: closing, txn)
+                try head.sealing?.flush(txn)
                 try session?.finish(txn)
                 written = (head.pending, head.tailMerged)
+                destroysKeys = head.sealing?.destroysKeys ?? false
                 return (result, head.position)
             }
         }
         if let written { absorb(written.pending, merged: written.merged) }
         observer?.committed(head: last)
+        if destroysKeys {
+            do {
+                try shred()
+            } catch {
+                throw LedgerError(.storage, "the events were stored, but destroying the erased subjects' keys failed (\(LedgerError.storage(error, doing: "compacting the key store").message)); "
+                                  + "it is finished when the store is next opened for writing, and appending the same events again reports them as duplicates")
+            }
+        }
         return result
+    }
+
+    /// The transaction's sealing session, made on first use.
+    private func sealing(_ head: inout Head, _ txn: borrowing Transaction) throws -> SealingSession {
+        if let sealing = head.sealing { return sealing }
+        let sealing = try SealingSession(self, txn)
+        head.sealing = sealing
+        return sealing
+    }
+
+    /// A fresh event as the log stores it: its personal fields sealed (the draft and its
+    /// typed data both), and an `account.deleted` recorded in the sealing session by `erase`.
+    private func sealed(_ draft: EventDraft, _ data: EventData, _ txn: borrowing Transaction, _ head: inout Head) throws -> (EventDraft, EventData)? {
+        guard PersonalData.holdsPersonalData(draft) else { return nil }
+        let sealed = try sealing(&head, txn).seal(draft, txn)
+        guard let data = EventCatalog.decode(type: sealed.type, version: sealed.schemaVersion, payload: sealed.payload) else {
+            throw LedgerError(.storage, "a sealed \(draft.type) payload does not decode")
+        }
+        return (sealed, data)
+    }
+
+    /// After an event is written: an `account.deleted` destroys its subject's keys.
+    private func afterWriting(_ draft: EventDraft, at position: UInt64, _ txn: borrowing Transaction, _ head: inout Head) throws {
+        guard draft.type == AccountDeleted.type else { return }
+        try sealing(&head, txn).erase(draft.subject, at: position, txn)
     }
 
     /// Merges the tail (unless this transaction already has) and the transaction's pending
@@ -255,7 +310,7 @@ struct LogStorage: Sendable {
             }
             firstIndex[id] = i
             idHashes[i] = IDIndex.hash(id)
-            switch try lookUp(id, hash: idHashes[i], content: EventRecord.content(ofUnhashed: records[i]), txn, pending: head.pending) {
+            switch try lookUp(drafts[i], hash: idHashes[i], content: EventRecord.content(ofUnhashed: records[i]), txn, &head) {
             case .absent:
                 fresh.append(i)
             case .same(let position):
@@ -291,8 +346,13 @@ struct LogStorage: Sendable {
 
         // 3. Writes.
         for i in fresh {
-            let draft = drafts[i]
-            let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: append.data[i], recordedAt: recordedAt, txn, &head, session)
+            var draft = drafts[i], data = append.data[i]
+            if let (sealedDraft, sealedData) = try sealed(draft, data, txn, &head) {
+                (draft, data) = (sealedDraft, sealedData)
+                records[i] = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
+            }
+            let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+            try afterWriting(draft, at: written.position, txn, &head)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -328,20 +388,28 @@ struct LogStorage: Sendable {
     }
 
     /// What the log holds under an event id.
-    private enum StoredID {
+    private enum StoredID: Equatable {
         case absent
         case same(position: UInt64)
         case different(position: UInt64)
     }
 
-    /// Looks up `id` (whose `IDIndex.hash` is `hash`) among the stored events and the
-    /// transaction's `pending` ones, and compares the stored event's content with `content`.
-    private func lookUp(_ id: EventID, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, pending: IndexTail) throws -> StoredID {
-        guard let (position, record) = try stored(id, hash: hash, txn, pending: pending) else { return .absent }
+    /// Looks up `draft`'s id (whose `IDIndex.hash` is `hash`) among the stored events and the
+    /// transaction's pending ones, and compares the stored event's content with `content`
+    /// (the draft's). Personal fields are compared opened: a field sealed again has other
+    /// bytes, and an erased one matches whatever the draft says (it is not a change of content).
+    private func lookUp(_ draft: EventDraft, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, _ head: inout Head) throws -> StoredID {
+        let id = draft.id
+        guard let (position, record) = try stored(id, hash: hash, txn, pending: head.pending) else { return .absent }
         guard let storedContent = EventRecord.content(ofRecord: record) else {
             throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(id), is damaged; run `ledger verify`")
         }
-        return storedContent.elementsEqual(content) ? .same(position: position) : .different(position: position)
+        if storedContent.elementsEqual(content) { return .same(position: position) }
+        guard PersonalData.holdsPersonalData(draft) else { return .different(position: position) }
+        let stored = try EventRecord.decode(record, position: position)
+        guard PersonalData.holdsPersonalData(stored.draft) else { return .different(position: position) }
+        let opened = try reveal(stored, txn, session: try sealing(&head, txn), matching: draft)
+        return EventRecord.content(of: opened.draft).elementsEqual(content) ? .same(position: position) : .different(position: position)
     }
 
     // MARK: Streamed batches (the calling thread)
@@ -377,8 +445,8 @@ struct LogStorage: Sendable {
                     if position <= head.position {
                         // Already restored (a rerun): it must be this very event, recorded then.
                         let record = try txn.get(events, key: LogSchema.key(position))
-                        guard let record, let content = EventRecord.content(ofRecord: record),
-                              content.elementsEqual(EventRecord.content(of: draft)), EventRecord.recordedAt(ofRecord: record) == stamped
+                        guard let record, EventRecord.id(ofRecord: record) == draft.id, EventRecord.recordedAt(ofRecord: record) == stamped,
+                              try lookUp(draft, hash: IDIndex.hash(draft.id), content: EventRecord.content(of: draft)[...], txn, &head) == .same(position: position)
                         else {
                             throw item.locate(LedgerError(.idConflict, "position \(position) already holds another event (or the same one recorded at another time); restore into an empty store",
                                                           field: "/position", position: position))
@@ -399,7 +467,7 @@ struct LogStorage: Sendable {
                 }
                 var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
                 let idHash = IDIndex.hash(draft.id)
-                switch try lookUp(draft.id, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn, pending: head.pending) {
+                switch try lookUp(draft, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn, &head) {
                 case .absent:
                     break
                 case .same(let position):
@@ -421,7 +489,13 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject, position: position))
                 }
-                let written = try write(&record, idHash: idHash, draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
+                var (stored, storedData) = (draft, data)
+                if let (sealedDraft, sealedData) = try sealed(draft, data, txn, &head) {
+                    (stored, storedData) = (sealedDraft, sealedData)
+                    record = EventRecord.encode(stored, version: 0, recordedAt: recordedAt)
+                }
+                let written = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
+                try afterWriting(stored, at: written.position, txn, &head)
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -8,13 +8,35 @@ public struct VerifyReport: Sendable, Hashable {
     /// The first problem found, `nil` when the log is sound.
     public let problem: VerifyProblem?
 
+    /// The personal data found on the way (with no problem: every sealed field opens or is erased).
+    public var personal: PersonalDataCheck
+
     /// Whether the log is sound.
     public var isValid: Bool { problem == nil }
 
-    public init(eventsChecked: UInt64, problem: VerifyProblem?) {
+    public init(eventsChecked: UInt64, problem: VerifyProblem?, personal: PersonalDataCheck = PersonalDataCheck()) {
         self.eventsChecked = eventsChecked
         self.problem = problem
+        self.personal = personal
     }
+}
+
+/// What `verify` found of personal data: for an auditor, proof that erased subjects' keys are gone.
+public struct PersonalDataCheck: Sendable, Hashable {
+    /// Personal fields that opened under their subject's key (their AES-GCM tag verified).
+    public var opened: UInt64 = 0
+    /// Personal fields whose key was destroyed: they read as `"[Deleted User]"`.
+    public var erased: UInt64 = 0
+    /// Personal fields stored before the store sealed them (a store upgraded from layout 5):
+    /// erasing their subject cannot reach them; restoring an export into a new store seals them.
+    public var inTheClear: UInt64 = 0
+    /// Subjects with a destroyed key, in byte order; every one of those keys was checked absent
+    /// from the key store, whose only generation on disk is the current one.
+    public var erasedSubjects: [String] = []
+    /// How many keys were destroyed.
+    public var keysDestroyed: UInt64 = 0
+
+    public init() {}
 }
 
 /// The first thing wrong with a log.
@@ -37,6 +59,10 @@ public struct VerifyProblem: Sendable, Hashable, CustomStringConvertible {
         case subjectCount
         /// A page of the file is not what the B-tree above it says: liblmdb would fault on it.
         case damagedPage
+        /// A personal field is not sealed, its key is missing, or its ciphertext does not verify.
+        case personalData
+        /// A destroyed key is still in the key store, or a replaced generation is still on disk.
+        case keyNotDestroyed
     }
 
     /// Which check failed.
@@ -108,8 +134,9 @@ extension EventLog {
             progress?(state.checked)
             if count < chunkSize { break }
         }
-        let problem = try storage.readIndexed("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
-        return VerifyReport(eventsChecked: state.checked, problem: problem)
+        var problem = try storage.readIndexed("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
+        if problem == nil { problem = try storage.read("verifying the destroyed keys") { txn in try state.checkErasures(storage, txn) } }
+        return VerifyReport(eventsChecked: state.checked, problem: problem, personal: state.personal)
     }
 }
 
@@ -119,6 +146,8 @@ private struct VerifyState {
     /// Subjects met (events with version 1): nothing is kept per subject, so a walk over any
     /// number of them takes the same memory.
     var subjects: UInt64 = 0
+    var personal = PersonalDataCheck()
+    var sealedFrom: UInt64?
 
     mutating func checkChunk(_ s: LogStorage, _ txn: borrowing Transaction, limit: Int) throws -> (Int, VerifyProblem?) {
         let start = checked + 1
@@ -189,6 +218,62 @@ private struct VerifyState {
         guard entry.position == position else {
             return VerifyProblem(kind: .streamIndex, position: position,
                                  message: "the stream index points (\(event.subject), \(event.version)) at \(entry.position)")
+        }
+        return try checkPersonalData(event, s, txn)
+    }
+
+    /// Each personal field of `event` is sealed (from the position sealing began), and opens
+    /// under its key or names a destroyed one.
+    private mutating func checkPersonalData(_ event: StoredEvent, _ s: LogStorage, _ txn: borrowing Transaction) throws -> VerifyProblem? {
+        guard PersonalData.holdsPersonalData(event.draft) else { return nil }
+        if sealedFrom == nil { sealedFrom = try s.sealedFrom(txn) }
+        let fields = PersonalData.values(of: event.draft)
+        guard event.position >= sealedFrom ?? .max else {
+            personal.inTheClear += UInt64(fields.count)
+            return nil
+        }
+        do {
+            let opened = try s.reveal(event, txn)
+            for ((_, stored), (_, read)) in zip(fields, PersonalData.values(of: opened.draft)) {
+                if read == PersonalData.erased, let sealed = SealedField(stored), try s.erasure(of: sealed.keyID, txn) != nil {
+                    personal.erased += 1
+                } else {
+                    personal.opened += 1
+                }
+            }
+        } catch {
+            return VerifyProblem(kind: .personalData, position: event.position, message: LedgerError.storage(error, doing: "opening its personal fields").message)
+        }
+        return nil
+    }
+
+    /// Every destroyed key is absent from the key store, no compaction is pending, and the
+    /// current generation is the only one on disk.
+    mutating func checkErasures(_ s: LogStorage, _ txn: borrowing Transaction) throws -> VerifyProblem? {
+        guard let erased = s.erased else { return nil }
+        let generation = try s.keyGeneration(txn)
+        var subjects = Set<String>()
+        var problem: VerifyProblem?
+        try txn.withCursor(erased) { cursor in
+            var entry = try cursor.first()
+            while let e = entry, problem == nil {
+                let id = Array(e.key), subject = String(decoding: e.value.dropFirst(8), as: UTF8.self)
+                subjects.insert(subject)
+                personal.keysDestroyed += 1
+                if try s.keyStore.keys(of: subject, generation: generation).contains(where: { $0.id == id }) {
+                    let pending = try s.shredding.map { try txn.get($0, key: id) != nil } ?? false
+                    problem = VerifyProblem(kind: .keyNotDestroyed, position: nil,
+                                            message: "a destroyed key of \(subject) is still in the key store (\(KeyStore.directoryName(generation)))"
+                                                + (pending ? "; its compaction was cut short: open the store for writing (any command that appends) to finish it" : ""))
+                }
+                entry = try cursor.next()
+            }
+        }
+        personal.erasedSubjects = subjects.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        if let problem { return problem }
+        if let stale = s.keyStore.generationsOnDisk().first(where: { $0 != generation }) {
+            return VerifyProblem(kind: .keyNotDestroyed, position: nil,
+                                 message: "\(KeyStore.directoryName(stale)) is still on disk beside the current \(KeyStore.directoryName(generation)); it may hold destroyed keys: open the store for writing (any command that appends) to remove it")
         }
         return nil
     }

@@ -177,20 +177,37 @@ struct SchemasCommand: ParsableCommand {
         abstract: "Write the JSON Schemas of the event format, generated from the event catalog.",
         discussion: """
             Without --output, prints the schema of one event line. With it, writes event.schema.json and \
-            events/<type>.v<version>.schema.json under the directory (the repository keeps them in Schemas/).
+            events/<type>.v<version>.schema.json under the directory (the repository keeps them in Schemas/). \
+            With --personal, lists the personal fields ("x-personal": true): the log stores them sealed \
+            under their subject's key, and `ledger erase` makes them read as "[Deleted User]".
 
-            Example:
+            Examples:
               ledger schemas --output Schemas
+              ledger schemas --personal
             """
     )
 
     @Option(name: .long, help: "Directory to write every schema file into.")
     var output: String?
 
+    @Flag(name: .long, help: "List the personal fields, by event type and JSON pointer.")
+    var personal = false
+
     @Flag(name: .long, help: "Machine-readable JSON output (the schema on one line, or what was written).")
     var json = false
 
     func run() throws {
+        if personal {
+            let fields = PersonalData.catalogFields.flatMap { entry in entry.pointers.map { (entry.type, $0) } }
+                + PersonalData.metaKeys.map { ("*", "/meta/" + $0) }
+            if json {
+                print(JSON.object([("personal", .array(fields.map { .object([("type", .string($0.0)), ("pointer", .string($0.1))]) }))]).text)
+            } else {
+                print("Personal fields (sealed under their subject's key; \"[Deleted User]\" once it is erased):")
+                for (type, pointer) in fields { print("  " + (type == "*" ? "every type" : type).padding(toLength: 28, withPad: " ", startingAt: 0) + " " + pointer) }
+            }
+            return
+        }
         guard let output else {
             print(json ? EventSchemas.envelope().serialized() : EventSchemas.envelope().pretty())
             return

@@ -159,6 +159,7 @@ struct VerifyCommand: ParsableCommand {
             for problem in models { print("  \(problem)") }
         } else {
             print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
+            print(Self.words(report.personal))
         }
         if !ok { throw ExitCode(1) }
     }
@@ -173,7 +174,29 @@ struct VerifyCommand: ParsableCommand {
             ("models", .array(models.map { p in
                 .object([("model", .string(p.model)), ("key", p.key.map(JSON.string) ?? .null), ("message", .string(p.message))])
             })),
+            ("personalData", .object([
+                ("opened", .uint(report.personal.opened)), ("erased", .uint(report.personal.erased)),
+                ("inTheClear", .uint(report.personal.inTheClear)), ("keysDestroyed", .uint(report.personal.keysDestroyed)),
+                ("erasedSubjects", .array(report.personal.erasedSubjects.map(JSON.string))),
+            ])),
         ])
+    }
+
+    /// What verify says of personal data, for an auditor.
+    static func words(_ personal: PersonalDataCheck) -> String {
+        var text = "Personal data: \(personal.opened) sealed field\(personal.opened == 1 ? "" : "s") open under their subject's key"
+        if personal.erasedSubjects.isEmpty {
+            text += "; no subject erased."
+        } else {
+            let count = personal.erasedSubjects.count
+            let shown = personal.erasedSubjects.prefix(10).joined(separator: ", ") + (count > 10 ? ", …" : "")
+            text += "; \(count) erased subject\(count == 1 ? "" : "s") (\(shown)): \(personal.keysDestroyed) key\(personal.keysDestroyed == 1 ? "" : "s") destroyed, "
+                + "none in the key store, no replaced key store on disk; their \(personal.erased) field\(personal.erased == 1 ? "" : "s") read as \"[Deleted User]\"."
+        }
+        if personal.inTheClear > 0 {
+            text += " \(personal.inTheClear) personal field\(personal.inTheClear == 1 ? " was" : "s were") stored in the clear before this store sealed them: restore an export into a new store to seal them."
+        }
+        return text
     }
 }
 

@@ -1,7 +1,8 @@
 import LedgerCore
 
-/// One line saying what an event is, for the audit: the facts a support agent reads first,
-/// never a personal field (a note's text, a deletion request's reason).
+/// One line saying what an event is, for the audit: the facts a support agent reads first.
+/// Personal fields (a note's text, a deletion request's reason, an export's location) show as
+/// the ledger gives them to the audit: opened, or `"[Deleted User]"` once the subject is erased.
 enum EventSummary {
     static func line(_ event: RecordedEvent) -> String {
         switch event.data {
@@ -46,8 +47,8 @@ enum EventSummary {
             return "signed in"
         case .accountSignedOut:
             return "signed out"
-        case .accountDeletionRequested:
-            return "asked for the account to be deleted"
+        case .accountDeletionRequested(let r):
+            return "asked for the account to be deleted" + (r.reason.map { ": " + JSON.string($0).serialized() } ?? "")
         case .accountDeleted:
             return "account deleted"
         case .accountDeletionCancelled:
@@ -58,8 +59,8 @@ enum EventSummary {
             return "deletion step \(s.step) failed" + (s.error.map { " (\($0))" } ?? "")
         case .accountExportRequested:
             return "asked for a data export"
-        case .accountExportCompleted:
-            return "data export ready"
+        case .accountExportCompleted(let e):
+            return "data export ready" + (e.location.map { " at " + $0 } ?? "")
         case .resourceCreated(let r):
             return "\(r.kind) \(r.resourceId) created"
         case .resourceDeleted(let r):
@@ -67,7 +68,7 @@ enum EventSummary {
         case .supportEntitlementGranted(let g):
             return "support (\(g.agent)) granted pro until \(g.until)"
         case .supportNoteAdded(let n):
-            return "support note by \(n.agent)"
+            return "support note by \(n.agent): " + JSON.string(n.text).serialized()
         case .familyOrganizerCancelled(let c):
             return "family organizer \(c.organizer) cancelled the shared plan"
         case .sessionStarted(let s):
@@ -90,6 +91,7 @@ enum EventSummary {
             return "security flag \(f.flag) raised"
         case .securityFlagCleared(let f):
             return "security flag \(f.flag) cleared"
+
         default:
             return generic(event)
         }
@@ -97,9 +99,8 @@ enum EventSummary {
 
     /// The type and its scalar fields, for the types with no sentence of their own.
     static func generic(_ event: RecordedEvent) -> String {
-        let personal: Set<String> = ["text", "reason", "email", "name"]
         guard let layout = EventCatalog.layout(of: event.type, version: type(of: event.data.payload).schemaVersion) else { return event.type }
-        let fields = layout.json(event.data.payload).members.filter { !personal.contains($0.key) }.compactMap { member -> String? in
+        let fields = layout.json(event.data.payload).members.compactMap { member -> String? in
             switch member.value {
             case .string(let text): "\(member.key) \(text)"
             case .bool, .number: "\(member.key) \(member.value.serialized())"

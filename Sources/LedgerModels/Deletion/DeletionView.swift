@@ -53,6 +53,14 @@ public struct DeletionView: ModelView, Hashable {
         (self.rule, self.renews) = (rule, renews)
     }
 
+    public static var personalFields: [String: String] { ["export.location": "/data/location"] }
+
+    public func revealing<E: Error>(_ reveal: (String, String) throws(E) -> String) throws(E) -> DeletionView {
+        var view = self
+        if let location = export.location { view.export.location = try reveal(location, "/data/location") }
+        return view
+    }
+
     public func rule(for field: String) -> String? {
         switch field {
         case "subscriptionWarning": "storeCoverage"

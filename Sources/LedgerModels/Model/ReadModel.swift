@@ -75,6 +75,9 @@ public protocol ReadModel: Sendable {
 }
 
 extension ReadModel {
+    /// The view's personal fields (`ModelView.personalFields`).
+    public static var personalFields: [String: String] { View.personalFields }
+
     public static func key(for event: RecordedEvent) -> String? { event.subject }
     public static func item(for event: RecordedEvent) -> String? { nil }
     public static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item) { apply(event, to: &state) }
@@ -140,9 +143,18 @@ public protocol ModelView: Encodable, Sendable, Equatable {
     /// The view for people: a headline and rows, values as JSON (the card shows times in UTC
     /// and the subject's zone). Default: the first field as the headline, then every field.
     var card: ViewCard { get }
+    /// The view's personal fields (SPEC §2.3), by their dotted path in the JSON, with the
+    /// pointer of the event field each comes from. A read model folds events as the log
+    /// stores them, so these hold the sealed value until the ledger opens them for a reader.
+    static var personalFields: [String: String] { get }
+    /// The view with each personal field's value replaced by `reveal(value, pointer)`.
+    func revealing<E: Error>(_ reveal: (String, String) throws(E) -> String) throws(E) -> Self
 }
 
 extension ModelView {
+    public static var personalFields: [String: String] { [:] }
+    public func revealing<E: Error>(_ reveal: (String, String) throws(E) -> String) throws(E) -> Self { self }
+
     public func rule(for field: String) -> String? { nil }
     public func rule(for field: String, since previous: Self) -> String? { rule(for: field) }
     public func timeChange(since previous: Self) -> String? { nil }

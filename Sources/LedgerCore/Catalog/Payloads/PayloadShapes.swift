@@ -59,7 +59,7 @@ public protocol DataExportPayload: EventPayload {
 }
 
 extension DataExportPayload {
-    public static func shape(location: WritableKeyPath<Self, String?>) -> [Field<Self>] { [.optional("location", location, .text)] }
+    public static func shape(location: WritableKeyPath<Self, String?>) -> [Field<Self>] { [.optional("location", location, .text, personal: true)] }
 }
 
 /// A device: `session.backgrounded`, `session.foregrounded`.

@@ -1,0 +1,94 @@
+/// Personal data (SPEC §2.3): which fields of an event are personal, and a way to rewrite each
+/// of them — what the log runs to seal them under their subject's key on append, to open them
+/// on read, and to show `"[Deleted User]"` once the key is destroyed.
+///
+/// The personal fields are the catalog's fields marked `personal` (`"x-personal": true` in
+/// the schemas: a note's `text`, a deletion request's `reason`, an export's `location`) and
+/// the meta keys `email` and `name` of any event.
+public enum PersonalData {
+    /// What a personal field of an erased subject reads as.
+    public static let erased = "[Deleted User]"
+
+    /// The meta keys that are personal on every event.
+    public static let metaKeys: [String] = ["email", "name"]
+
+    /// One personal field: where it is (a JSON pointer, such as `/data/text` or
+    /// `/meta/email`), for messages and as the field's name in its ciphertext's associated data.
+    public struct Location: Sendable, Hashable, CustomStringConvertible {
+        public let pointer: String
+        public var description: String { pointer }
+    }
+
+    /// Every personal field of the catalog, as `type: [pointer]` (the `ledger schemas` list).
+    public static var catalogFields: [(type: String, pointers: [String])] {
+        EventCatalog.typeNames.compactMap { type in
+            let version = EventCatalog.currentVersions[type] ?? 1
+            let names = dataFields(of: type, version: version)
+            return names.isEmpty ? nil : (type, names.map { "/data/" + $0 })
+        }
+    }
+
+    /// The personal data fields of a type's layout.
+    public static func dataFields(of type: String, version: UInt16) -> [String] {
+        personalFields[type]?[version] ?? []
+    }
+
+    private static let personalFields: [String: [UInt16: [String]]] = {
+        var table: [String: [UInt16: [String]]] = [:]
+        for type in EventCatalog.typeNames + EventCatalog.legacyTypes.map({ $0.type }) {
+            for version in EventCatalog.versions(of: type) {
+                guard let layout = EventCatalog.layout(of: type, version: version) else { continue }
+                let names = layout.fields.filter(\.isPersonal).map(\.name)
+                if !names.isEmpty { table[type, default: [:]][version] = names }
+            }
+        }
+        return table
+    }()
+
+    /// Whether the event holds a personal field (set in its data or its meta): a check on the
+    /// type and the meta keys alone, cheap enough for every event read.
+    public static func holdsPersonalData(type: String, schemaVersion: UInt16, meta: [String: String]) -> Bool {
+        if !meta.isEmpty, metaKeys.contains(where: { meta[$0] != nil }) { return true }
+        return personalFields[type]?[schemaVersion] != nil
+    }
+
+    /// `holdsPersonalData` of a draft.
+    public static func holdsPersonalData(_ draft: EventDraft) -> Bool {
+        holdsPersonalData(type: draft.type, schemaVersion: draft.schemaVersion, meta: draft.meta)
+    }
+
+    /// The draft with each personal value that is set replaced by `body(location, value)`,
+    /// the rest byte for byte as it was. A draft with no personal field comes back as it is.
+    /// - Throws: what `body` throws; `LedgerError.corruptRecord` when the payload does not
+    ///   decode under its layout (a stored record; an appended draft was validated first).
+    public static func map<E: Error>(_ draft: EventDraft, _ body: (Location, String) throws(E) -> String) throws(E) -> EventDraft {
+        var draft = draft
+        for key in metaKeys {
+            if let value = draft.meta[key] { draft.meta[key] = try body(Location(pointer: "/meta/" + key), value) }
+        }
+        let names = dataFields(of: draft.type, version: draft.schemaVersion)
+        guard !names.isEmpty, let layout = EventCatalog.layout(of: draft.type, version: draft.schemaVersion),
+              let value = layout.decode(binary: draft.payload) else { return draft }
+        var json = layout.json(value)
+        var changed = false
+        for name in names {
+            guard case .string(let text)? = json[name] else { continue }
+            json[name] = .string(try body(Location(pointer: "/data/" + name), text))
+            changed = true
+        }
+        // Personal fields are free text: any string decodes, so the layout takes the new value.
+        guard changed, case .success(let rewritten) = layout.decode(json) else { return draft }
+        draft.payload = layout.binary(rewritten)
+        return draft
+    }
+
+    /// Each personal value that is set, with where it is.
+    public static func values(of draft: EventDraft) -> [(Location, String)] {
+        var found: [(Location, String)] = []
+        _ = map(draft) { (location: Location, value: String) -> String in
+            found.append((location, value))
+            return value
+        }
+        return found
+    }
+}
