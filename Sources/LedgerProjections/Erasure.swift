@@ -31,6 +31,8 @@ public struct ErasureReport: Sendable, Hashable {
         public var name: String
         public var outcome: Outcome
         public var error: String?
+
+        public init(name: String, outcome: Outcome, error: String? = nil) { (self.name, self.outcome, self.error) = (name, outcome, error) }
     }
 
     public var subject: String

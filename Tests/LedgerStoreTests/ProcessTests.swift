@@ -92,6 +92,56 @@ import Testing
 
     /// The parent reads while a child process appends 20,000 events into a tiny map that it
     /// grows several times; the parent sees its commits as they land, in order, with no gaps.
+    /// A child appends `account.deleted` for one subject after another (each append destroys a
+    /// key: the key store written afresh without it, the switch committed, the old directory
+    /// removed) and is SIGKILLed at moments spread over that work. Reopened each time: every
+    /// subject whose `account.deleted` is stored has no key left and reads "[Deleted User]"
+    /// (an acknowledged erasure is always stored), every other one still opens — never a deleted
+    /// account whose key survives, never a lost key of a live subject.
+    @Test func killingErasuresAtAnyMomentKeepsEveryLiveKeyAndNoDestroyedOne() throws {
+        try withStorePath { path in
+            let subjects = (0..<1500).map { "p-\($0)" }
+            var acknowledged = Set<String>()
+            var kills = 0
+            for delay: UInt32 in [0, 2, 5, 9, 14, 20, 30, 45, 70, 110, 160, 230] {
+                let child = try Child(["erase-loop", path, "\(subjects.count)"])
+                guard child.waitFor(lineStartingWith: "ready") != nil else {
+                    Issue.record("the child did not start: \(child.finish().lines)")
+                    return
+                }
+                usleep(delay * 1000)
+                let lines = child.kill()
+                kills += lines.contains("done") ? 0 : 1
+                acknowledged.formUnion(lines.filter { $0.hasPrefix("erased ") }.map { String($0.dropFirst("erased ".count)) })
+
+                let log = try EventLog(path: path)
+                var erased: [String] = []
+                for subject in subjects {
+                    let events = try log.events(subject: subject).collect()
+                    let deleted = events.contains { $0.type == AccountDeleted.type }
+                    if acknowledged.contains(subject) { #expect(deleted, "\(subject): an acknowledged erasure is not stored") }
+                    let note = events.first.flatMap { event in EventCatalog.layout(of: event.type, version: event.schemaVersion)?.decode(binary: event.payload) }
+                        .flatMap { value in EventCatalog.layout(of: SupportNoteAdded.type, version: 1)?.json(value)["text"] }
+                    let keys = try log.personalKeys(of: subject)
+                    if deleted {
+                        erased.append(subject)
+                        #expect(note == .string("[Deleted User]") && events.first?.meta["email"] == "[Deleted User]", "\(subject)")
+                        #expect(keys.live == 0, "\(subject): a deleted account's key survived")
+                    } else {
+                        #expect(note == .string("note of \(subject)"), "\(subject): a live subject's note does not open")
+                        #expect(keys.live == 1, "\(subject)")
+                    }
+                }
+                let report = try log.verify()
+                #expect(report.problem == nil)
+                #expect(report.personal.erasedSubjects == erased.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+                log.close()
+            }
+            #expect(kills >= 8, "too few kills landed before the child finished")
+            #expect(acknowledged.count > 3)
+        }
+    }
+
     @Test func aSecondProcessReadsWhileTheFirstAppends() throws {
         try withStorePath { path in
             var options = EventLog.Options()

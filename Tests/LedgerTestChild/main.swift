@@ -5,6 +5,8 @@
 //   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
 //   ledger-test-child hold-writer STORE                          write in a transaction, print "ready", commit on a line of stdin
 //   ledger-test-child rebuild STORE                              rebuild every read model; print "phase P" as each phase starts, "done" at the end
+//   ledger-test-child erase-loop STORE SUBJECTS                  give SUBJECTS subjects a note each (once), print "ready", then append
+//                                                                account.deleted for each not yet erased, printing "erased S" after each returns
 import Glibc
 import LMDB
 import LedgerCore
@@ -37,6 +39,15 @@ func batch(_ n: UInt64, size: Int) -> [EventDraft] {
                    schemaVersion: UsageRecorded.schemaVersion, occurredAt: Timestamp(milliseconds: Int64(n) * 1000 + Int64(i)),
                    source: .system, meta: ["batch": "\(n)"], payload: usage(feature: String(repeating: "x", count: 190) + "-\(n)-\(i)"))
     }
+}
+
+/// A support note about `subject`, whose text (personal) names it: `note of S`.
+func personalNote(_ subject: String) -> EventDraft {
+    var note = SupportNoteAdded()
+    note.text = "note of \(subject)"
+    note.agent = "agent-1"
+    return EventDraft(subject: subject, type: SupportNoteAdded.type, occurredAt: Timestamp(milliseconds: 1_790_000_000_000), source: .support,
+                      meta: ["email": "\(subject)@example.com"], payload: EventCatalog.encode(note.eventData))
 }
 
 let arguments = CommandLine.arguments
@@ -117,6 +128,25 @@ case "rebuild":
             if progress.phase == .writing { usleep(2_000_000) }
         }
         say("done \(report.events)")
+    } catch {
+        fail("\(error)")
+    }
+
+case "erase-loop":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("erase-loop STORE SUBJECTS") }
+    do {
+        let log = try EventLog(path: store)
+        let subjects = (0..<count).map { "p-\($0)" }
+        if try log.lastPosition() == 0 {
+            try log.append(subjects.map { subject in personalNote(subject) })
+        }
+        say("ready")
+        for subject in subjects where try log.version(of: subject) == 1 {
+            try log.append([EventDraft(subject: subject, type: AccountDeleted.type, occurredAt: Timestamp(milliseconds: 1_800_000_000_000), source: .support,
+                                       payload: EventCatalog.encode(AccountDeleted().eventData))])
+            say("erased \(subject)")
+        }
+        say("done")
     } catch {
         fail("\(error)")
     }

@@ -62,7 +62,7 @@ struct BenchCommand: ParsableCommand {
     static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
                         "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
-                        "import.heapMiB", "import.heapMiBEvery"]
+                        "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms"]
 
     func run() throws {
         if let importChild, let importStore {
@@ -118,6 +118,10 @@ struct Bench {
     /// The present the status views are read at (the demo's histories end before it).
     static let present = Timestamp(milliseconds: 1_795_219_200_000)   // 2026-11-21T00:00:00Z
     static let batch = 1_000
+    /// Events of the sealing cases (`append.plain`, `append.personal`).
+    static let personalEvents = 200_000
+    /// Subjects, each with a key, of the store `erase.ms` erases in.
+    static let eraseSubjects = 100_000
 
     let root: URL
     let events: [EventDraft]
@@ -276,6 +280,30 @@ struct Bench {
             }
             results.groupTransactions = (total, transactions)
         }
+        if wanted("append.plain", "append.personal") {
+            // The cost of sealing: the same events appended as they are (the demo's few notes
+            // and deletion reasons), then each with two personal meta fields to seal.
+            let subset = Array(events.prefix(Bench.personalEvents))
+            let personal = subset.map { draft in
+                var draft = draft
+                draft.meta["email"] = "\(draft.subject)@example.com"
+                draft.meta["name"] = "Customer \(draft.subject)"
+                return draft
+            }
+            for (name, drafts) in [("append.plain", subset), ("append.personal", personal)] {
+                let ledger = try Ledger(path: path(name))
+                defer { ledger.close() }
+                results[name] = try measure(name, drafts.count, name == "append.plain" ? "append, as they are" : "append, each event with personal fields") { done in
+                    for start in stride(from: 0, to: drafts.count, by: Bench.batch) {
+                        try ledger.log.append(Array(drafts[start ..< min(start + Bench.batch, drafts.count)]))
+                        done(start)
+                    }
+                }
+            }
+        }
+        if wanted("erase.ms") {
+            results["erase.ms"] = try eraseMilliseconds()
+        }
         if wanted("append.longHistory", "status.longHistory", "audit.longHistory") {
             let long = try LongHistory(longEvents: longEvents, path: path("long"), progress: progress).run()
             results["append.longHistory"] = long.appendLongUs / long.appendShortUs
@@ -285,6 +313,33 @@ struct Bench {
             results["audit.longHistoryGrowth"] = long.auditLongSeconds / long.auditMediumSeconds
         }
         return results
+    }
+
+    /// Milliseconds to erase one subject (`Ledger.erase`: its deletion steps, then
+    /// `account.deleted`, whose key store compaction copies every other key) in a store of
+    /// `Bench.eraseSubjects` subjects, each with a personal note and so a key: the mean of five.
+    private func eraseMilliseconds() throws -> Double {
+        let ledger = try Ledger(path: path("erase"))
+        defer { ledger.close() }
+        let subjects = Bench.eraseSubjects
+        progress.update("subjects with a key each", done: 0, total: subjects)
+        for start in stride(from: 0, to: subjects, by: 10_000) {
+            try ledger.log.append((start ..< min(start + 10_000, subjects)).map { i in
+                var note = SupportNoteAdded()
+                note.text = "Customer \(i) asked about an invoice."
+                note.agent = "agent-7"
+                return EventDraft(subject: "customer-\(i)", type: SupportNoteAdded.type, occurredAt: Bench.present, source: .support,
+                                  meta: ["email": "customer-\(i)@example.com"], payload: EventCatalog.encode(note.eventData))
+            })
+            progress.update("subjects with a key each", done: start, total: subjects)
+        }
+        let clock = ContinuousClock()
+        let victims = [7, 20_011, 45_003, 70_001, 99_991].map { "customer-\($0 % subjects)" }
+        let start = clock.now
+        for victim in victims {
+            guard try ledger.erase(victim, at: Bench.present).deletedAt != nil else { throw BenchFailure("erasing \(victim) failed") }
+        }
+        return (clock.now - start).seconds * 1000 / Double(victims.count)
     }
 
     /// Events per second of `body`, the measured phase of case `name`, which reports how many

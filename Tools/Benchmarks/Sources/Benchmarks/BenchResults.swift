@@ -58,6 +58,8 @@ struct BenchResults {
         figure("status of a 100,000-event customer / of a 10-event one", "status.longHistory", 2, atLeast: false, unit: "×")
         figure("audit of a 100,000-event customer", "audit.longHistory", 3, atLeast: false, unit: " s")
         figure("audit of 100,000 events / of 10,000", "audit.longHistoryGrowth", 12, atLeast: false, unit: "×")
+        ratio("append with personal fields / as they are (shown)", "append.personal", "append.plain", atLeast: 0)
+        figure("erase one subject of 100,000 with a key each (shown)", "erase.ms", .infinity, atLeast: false, unit: " ms")
         if let x = figures["storage.bytesPerEvent"], let y = figures["payload.bytesPerEvent"], y > 0 {
             targets.append(Target(what: "ledger bytes on disk / raw bytes", value: x / y, bound: 1.6, atLeast: false, unit: "×"))
         }
@@ -78,6 +80,7 @@ struct BenchResults {
             case "due.windowUs": shown = String(format: "%.1f µs", value)
             case "audit.longHistory": shown = String(format: "%.2f s", value)
             case "import.heapMiB", "import.heapMiBEvery": shown = String(format: "%.0f MiB", value)
+            case "erase.ms": shown = String(format: "%.1f ms", value)
             default: shown = "\(formatCount(Int(value.rounded()))) events/s"
             }
             var note = ""
@@ -98,6 +101,8 @@ struct BenchResults {
                 default: break
                 }
             }
+            if name == "append.personal" { note = "the first \(formatCount(Bench.personalEvents)) events, each with meta email and name sealed" }
+            if name == "erase.ms" { note = "deletion steps and account.deleted, the key store rewritten without the key; \(formatCount(Bench.eraseSubjects)) subjects, a key each" }
             if name == "due.windowUs", let dueItems { note = String(format: "a one-day window: %.0f items on average", dueItems) }
             if let importEvents {
                 if name == "import.heapMiB" { note = "peak heap of `ledger append` of \(formatCount(importEvents)) events in one transaction" }
