@@ -56,7 +56,7 @@ let package = Package(
         // A child process the crash and multi-process tests start, kill and read against.
         .executableTarget(
             name: "ledger-test-child",
-            dependencies: ["LedgerProjections", "LedgerStore", "LedgerCore", "LMDB"],
+            dependencies: ["LedgerProjections", "LedgerModels", "LedgerStore", "LedgerCore", "LMDB"],
             path: "Tests/LedgerTestChild"
         ),
         // Generators of valid events that several test targets share.

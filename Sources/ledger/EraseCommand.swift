@@ -42,7 +42,9 @@ struct EraseCommand: ParsableCommand {
     func run() throws {
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(subject)") }
+        if try ledger.log.version(of: subject) == 0 {
+            throw CommandFailure.input("no events for subject \(subject): nothing to erase (a subject is spelt exactly as its events spell it)")
+        }
         let warning = try ledger.view(DeletionModel.self, of: subject)?.subscriptionWarning ?? false
         if !yes && isatty(0) == 1 {
             var plan = "erase would append \(subject)'s deletion steps and account.deleted, destroying the key of its personal fields: "

@@ -133,6 +133,39 @@ import Testing
         }
     }
 
+    /// On a terminal, erase says what it would do (and that the subscription keeps renewing)
+    /// and does nothing without --yes; with it, it erases.
+    @Test func onATerminalEraseAsksForYes() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let now = ISO8601DateFormatter().string(from: Date())
+            let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
+            let purchase = #"{"type":"subscription.purchased","subject":"cat","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t9","originalTransactionId":"t9","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#
+            #expect(try Run(["append", "--store", store, "-"], stdin: purchase + "\n").status == 0)
+            let ledger = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger").path
+            // script(1) runs the command on a pseudo-terminal.
+            let asked = try Run(["-qec", "\(ledger) erase cat --store \(store)", "/dev/null"], environment: ["NO_COLOR": "1"], executable: "/usr/bin/script")
+            #expect(asked.status == 2)
+            #expect(asked.stdout.contains("erase would append cat's deletion steps and account.deleted, destroying the key of its personal fields"))
+            #expect(asked.stdout.contains("Its App Store subscription covers it now and keeps renewing at Apple: deleting the account does not cancel it. Run again with --yes to erase."))
+            #expect(try Run(["export", "--store", store]).stdout.split(separator: "\n").count == 1)
+            let done = try Run(["-qec", "\(ledger) erase cat --store \(store) --yes", "/dev/null"], environment: ["NO_COLOR": "1"], executable: "/usr/bin/script")
+            #expect(done.status == 0)
+            #expect(done.stdout.contains("deleted    account.deleted at #5"))
+        }
+    }
+
+    /// A subject the store has never seen is not made up by erasing it (a typo).
+    @Test func eraseRefusesASubjectWithNoEvents() throws {
+        try withDirectory { dir in
+            let store = try store(in: dir)
+            let run = try Run(["erase", "anne", "--store", store, "--yes"])
+            #expect(run.status == 2)
+            #expect(run.stderr.contains("no events for subject anne: nothing to erase"))
+            #expect(try Run(["export", "--store", store, "--subject", "anne"]).stdout == "")
+        }
+    }
+
     @Test func schemasListsThePersonalFields() throws {
         let run = try Run(["schemas", "--personal", "--json"])
         #expect(run.stdout == #"{"personal":[{"type":"account.deletion_requested","pointer":"/data/reason"},{"type":"account.export_requested","pointer":"/data/location"},{"type":"account.export_completed","pointer":"/data/location"},{"type":"support.note_added","pointer":"/data/text"},{"type":"*","pointer":"/meta/email"},{"type":"*","pointer":"/meta/name"}]}"# + "\n")

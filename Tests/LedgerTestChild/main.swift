@@ -5,11 +5,12 @@
 //   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
 //   ledger-test-child hold-writer STORE                          write in a transaction, print "ready", commit on a line of stdin
 //   ledger-test-child rebuild STORE                              rebuild every read model; print "phase P" as each phase starts, "done" at the end
-//   ledger-test-child erase-loop STORE SUBJECTS                  give SUBJECTS subjects a note each (once), print "ready", then append
-//                                                                account.deleted for each not yet erased, printing "erased S" after each returns
+//   ledger-test-child erase-loop STORE SUBJECTS                  give SUBJECTS subjects a note each (once), print "ready", then erase
+//                                                                each not yet erased (Ledger.erase), printing "erased S" after each returns
 import Glibc
 import LMDB
 import LedgerCore
+import LedgerModels
 import LedgerProjections
 import LedgerStore
 
@@ -135,15 +136,14 @@ case "rebuild":
 case "erase-loop":
     guard arguments.count == 4, let count = Int(arguments[3]) else { fail("erase-loop STORE SUBJECTS") }
     do {
-        let log = try EventLog(path: store)
+        let ledger = try Ledger(path: store)
         let subjects = (0..<count).map { "p-\($0)" }
-        if try log.lastPosition() == 0 {
-            try log.append(subjects.map { subject in personalNote(subject) })
+        if try ledger.log.lastPosition() == 0 {
+            try ledger.log.append(subjects.map { subject in personalNote(subject) })
         }
         say("ready")
-        for subject in subjects where try log.version(of: subject) == 1 {
-            try log.append([EventDraft(subject: subject, type: AccountDeleted.type, occurredAt: Timestamp(milliseconds: 1_800_000_000_000), source: .support,
-                                       payload: EventCatalog.encode(AccountDeleted().eventData))])
+        for subject in subjects where try ledger.view(DeletionModel.self, of: subject)?.state != .completed {
+            guard try ledger.erase(subject).deletedAt != nil else { fail("erasing \(subject) did not finish") }
             say("erased \(subject)")
         }
         say("done")

@@ -6,11 +6,11 @@ import Synchronization
 /// The subjects' keys for their personal fields, in an LMDB environment of their own beside
 /// the log's files: `keys-<generation>/`. The log's `meta` names the current generation.
 ///
-/// A key is never deleted in place: LMDB keeps old pages, and a page it copies keeps the free
-/// space inside it, where a deleted value may linger. Destroying keys writes the next
-/// generation afresh — every key that lives, put one by one into a new environment, synced —
-/// switches the log's `meta` to it in one commit (the atomic step), then removes the old
-/// directory. See the LedgerStore article *Personal data*.
+/// A key is never deleted in place: LMDB keeps freed pages, and the unused middle of a page,
+/// until they are reused. Destroying keys writes the next generation afresh — every key that
+/// lives, put one by one into a new environment, synced — switches the log's `meta` to it in
+/// one commit (the atomic step), then removes the old directory. See the LedgerStore article
+/// *Personal data*.
 ///
 /// `keys` database: subject (its UTF-8) → sorted values of 48 bytes, key id (16) ‖ key (32).
 /// A subject has one key, or more while an erasure is being completed.

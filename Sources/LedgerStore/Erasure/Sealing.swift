@@ -10,6 +10,8 @@ final class SealingSession {
     private let generation: UInt64
     /// Keys made in this transaction, not yet in the key store.
     private var made: [String: KeyStore.Key] = [:]
+    /// Stored keys this transaction has sealed with, so that a subject's next field needs no read.
+    private var stored: [String: KeyStore.Key] = [:]
     /// Whether this transaction marked stored keys for destruction.
     private(set) var destroysKeys = false
 
@@ -21,8 +23,9 @@ final class SealingSession {
     /// The key that seals `subject`'s new fields: one made here, else a stored one not
     /// destroyed, else a new one (a subject's first personal field, or a customer who returns).
     private func key(for subject: String, _ txn: borrowing Transaction) throws -> KeyStore.Key {
-        if let key = made[subject] { return key }
+        if let key = made[subject] ?? stored[subject] { return key }
         for key in try storage.keyStore.keys(of: subject, generation: generation) where try storage.erasure(of: key.id, txn) == nil {
+            stored[subject] = key
             return key
         }
         let key = KeyStore.Key.random()
@@ -57,6 +60,7 @@ final class SealingSession {
         if let key = made.removeValue(forKey: subject) {
             try txn.put(erased, key: key.id, value: value)
         }
+        stored[subject] = nil
     }
 
     /// Puts the keys made here into the key store (one synced commit) before the log commits;
