@@ -301,6 +301,7 @@ extension LedgerError {
     /// `.storage` with its return code, saying what was being done.
     public static func storage(_ error: any Error, doing what: String) -> LedgerError {
         if let error = error as? LedgerError { return error }
+        if let abort = error as? AbortTransaction { return abort.error }
         if let damage = error as? StreamIndexDamage { return LedgerError(.corruptRecord, "\(what): \(damage)") }
         if let full = error as? IDIndexFull { return LedgerError(.storage, "\(what): \(full)") }
         if let lmdb = error as? LMDBError {

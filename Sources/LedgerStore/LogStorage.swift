@@ -213,19 +213,30 @@ struct LogStorage: Sendable {
 
     /// A fresh event as the log stores it: its personal fields sealed (the draft and its
     /// typed data both), and an `account.deleted` recorded in the sealing session by `erase`.
+    ///
+    /// It runs among a batch's writes, where a `LedgerError` would fail the batch alone and keep
+    /// what it wrote: a failure here aborts the whole transaction instead (`AbortTransaction`).
     private func sealed(_ draft: EventDraft, _ data: EventData, _ txn: borrowing Transaction, _ head: inout Head) throws -> (EventDraft, EventData)? {
         guard PersonalData.holdsPersonalData(draft) else { return nil }
-        let sealed = try sealing(&head, txn).seal(draft, txn)
-        guard let data = EventCatalog.decode(type: sealed.type, version: sealed.schemaVersion, payload: sealed.payload) else {
-            throw LedgerError(.storage, "a sealed \(draft.type) payload does not decode")
+        do {
+            let sealed = try sealing(&head, txn).seal(draft, txn)
+            guard let data = EventCatalog.decode(type: sealed.type, version: sealed.schemaVersion, payload: sealed.payload) else {
+                throw LedgerError(.storage, "a sealed \(draft.type) payload does not decode")
+            }
+            return (sealed, data)
+        } catch let error as LedgerError {
+            throw AbortTransaction(error: error)
         }
-        return (sealed, data)
     }
 
     /// After an event is written: an `account.deleted` destroys its subject's keys.
     private func afterWriting(_ draft: EventDraft, at position: UInt64, _ txn: borrowing Transaction, _ head: inout Head) throws {
         guard draft.type == AccountDeleted.type else { return }
-        try sealing(&head, txn).erase(draft.subject, at: position, txn)
+        do {
+            try sealing(&head, txn).erase(draft.subject, at: position, txn)
+        } catch let error as LedgerError {
+            throw AbortTransaction(error: error)
+        }
     }
 
     /// Merges the tail (unless this transaction already has) and the transaction's pending

@@ -78,6 +78,13 @@ final class SealingSession {
     }
 }
 
+/// A failure among a batch's writes that must abort the whole write transaction (a
+/// `LedgerError` there fails only its batch, whose earlier writes would then be committed with
+/// the group's other batches).
+struct AbortTransaction: Error {
+    let error: LedgerError
+}
+
 extension LogStorage {
     /// The key store's current generation (0: no subject has a key yet).
     func keyGeneration(_ txn: borrowing Transaction) throws -> UInt64 {
