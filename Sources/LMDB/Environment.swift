@@ -43,6 +43,8 @@ public final class Environment: @unchecked Sendable {
         /// The mode of files created for the store: owner-only by default, since they hold
         /// customers' data.
         public var fileMode: mode_t = 0o600
+        /// Whether a writable open creates the directory when it is missing (else it is an error).
+        public var createsDirectory = true
 
         public init() {}
     }
@@ -112,7 +114,7 @@ public final class Environment: @unchecked Sendable {
         self.pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
 
         let readOnly = configuration.flags.contains(.readOnly)
-        if !readOnly {
+        if !readOnly && configuration.createsDirectory {
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw LMDBError(errno, "mkdir", path)
             }

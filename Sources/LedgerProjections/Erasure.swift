@@ -48,6 +48,9 @@ public struct ErasureReport: Sendable, Hashable {
     /// A store transaction covers now: deleting the account does not cancel the subscription
     /// at the store (the deletion model's `subscriptionWarning`).
     public var subscriptionWarning: Bool
+    /// That subscription renews at the store (auto-renew on): it keeps charging the customer
+    /// until they cancel it there.
+    public var subscriptionRenews: Bool
 
     /// Every step done and the subject's keys destroyed (now or before).
     public var isErased: Bool { deletedAt != nil || alreadyErased }
@@ -63,6 +66,7 @@ public struct ErasureReport: Sendable, Hashable {
             ("deleted", deletedAt.map { .integer(Int64($0)) } ?? .null),
             ("erased", .bool(isErased)),
             ("subscriptionWarning", .bool(subscriptionWarning)),
+            ("subscriptionRenews", .bool(subscriptionRenews)),
         ]))
     }
 }
@@ -93,11 +97,22 @@ extension Ledger {
         func deletion() throws(LedgerError) -> DeletionView? {
             Replay.view(DeletionModel.self, of: subject, from: try recordedEvents(of: subject), at: now, policy: policy)
         }
+        // Each append expects the stream where the erase last saw it: two erasures of one
+        // subject at once, or an app appending meanwhile, stop this one rather than interleave.
+        var version = try log.version(of: subject)
         func append(_ data: EventData) throws(LedgerError) -> UInt64? {
-            try self.append([LedgerEvent(subject: subject, occurredAt: now, source: source, data: data)]).firstPosition
+            do {
+                let result = try self.append([LedgerEvent(subject: subject, occurredAt: now, source: source, data: data)], expecting: [subject: .exact(version)])
+                version += 1
+                return result.firstPosition
+            } catch where error.code == .wrongExpectedVersion {
+                throw LedgerError(.wrongExpectedVersion, "\(subject) changed while it was being erased (another erase, or the app, appended to it); run erase again",
+                                  subject: subject)
+            }
         }
         var view = try deletion()
-        var report = ErasureReport(subject: subject, steps: [], alreadyErased: false, subscriptionWarning: view?.subscriptionWarning ?? false)
+        var report = ErasureReport(subject: subject, steps: [], alreadyErased: false, subscriptionWarning: view?.subscriptionWarning ?? false,
+                                   subscriptionRenews: view?.renews ?? false)
         if view?.state == .completed {
             // Erased before: a customer who came back has a new key, which goes the same way.
             guard try log.personalKeys(of: subject).live > 0 else {
@@ -131,6 +146,12 @@ extension Ledger {
                 _ = try append(.accountDeletionStepFailed(failed))
                 report.steps.append(.init(name: step.name, outcome: .failed, error: message))
             }
+        }
+        // A step someone else runs (the app's photos, backups…) whose latest outcome is a
+        // failure holds the deletion too: this erase cannot run it.
+        let ran = Set(report.steps.map(\.name))
+        for name in view?.failedSteps ?? [] where !ran.contains(name) {
+            report.steps.append(.init(name: name, outcome: .failed, error: "failed where it runs (not a step this erase runs): run it there, then erase again"))
         }
         guard report.steps.allSatisfy({ $0.outcome != .failed }) else { return report }
         report.deletedAt = try append(.accountDeleted(AccountDeleted()))

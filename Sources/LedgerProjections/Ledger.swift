@@ -179,7 +179,7 @@ public final class Ledger: Sendable {
     /// The time zone of `subject`'s latest session at or before `t`, `nil` when it has none:
     /// how the command line shows its times locally.
     public func timeZone(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> String? {
-        let sessions = try log.events(subject: subject).collect().filter { $0.type == SessionStarted.type }
+        let sessions = try log.events(subject: subject, revealing: false).collect().filter { $0.type == SessionStarted.type }
         return BadgeRules.sessionZone(in: try sessions.map { event throws(LedgerError) in try RecordedEvent(event) }, at: t)
     }
 

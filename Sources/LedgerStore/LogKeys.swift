@@ -40,6 +40,10 @@ public enum LogSchema {
     /// key id (16 bytes) → subject: keys destroyed by a committed `account.deleted` that the
     /// key store may still hold; emptied once the key store is compacted without them.
     public static let shredding = "shreddingKeys"
+    /// subject → the latest `occurredAt` (i64 ms, as u64 BE) of its `account.deleted`s ‖ that
+    /// event's position (u64 BE): a personal fact of the subject that occurred by then and is
+    /// appended later belongs to the erased account, and is erased as it arrives.
+    public static let erasedSubjects = "erasedSubjects"
     /// The `meta` key of the key store's generation (u64 BE): its directory is `keys-<N>`
     /// beside the log's files; absent or 0 while no subject has a key.
     public static let keyGenerationKey = Array("keyGeneration".utf8)

@@ -20,6 +20,8 @@ struct LogStorage: Sendable {
     /// `.shredding`); `nil` in a store of an older layout opened read-only.
     let erased: Database?
     let shredding: Database?
+    /// Each erased subject's latest deletion (`LogSchema.erasedSubjects`).
+    let erasedSubjects: Database?
 
     /// The chain's hash before position 1.
     static let genesisHash = [UInt8](repeating: 0, count: EventRecord.hashSize)
@@ -84,7 +86,8 @@ struct LogStorage: Sendable {
         }
         erased = try? env.openDatabase(LogSchema.erased, flags: flags)
         shredding = try? env.openDatabase(LogSchema.shredding, flags: flags)
-        if !readOnly && (erased == nil || shredding == nil) {
+        erasedSubjects = try? env.openDatabase(LogSchema.erasedSubjects, flags: flags)
+        if !readOnly && (erased == nil || shredding == nil || erasedSubjects == nil) {
             throw LedgerError(.storage, "\(env.path): could not open the databases of destroyed keys")
         }
         // Last: the observer opens its databases beside the log's.
@@ -186,7 +189,9 @@ struct LogStorage: Sendable {
                 try head.sealing?.flush(txn)
                 try session?.finish(txn)
                 written = (head.pending, head.tailMerged)
-                destroysKeys = head.sealing?.destroysKeys ?? false
+                // This commit destroys keys, or an earlier one's compaction failed: the key
+                // store is rewritten after it.
+                destroysKeys = try head.sealing?.destroysKeys == true || shreddingPending(txn)
                 return (result, head.position)
             }
         }
@@ -233,7 +238,7 @@ struct LogStorage: Sendable {
     private func afterWriting(_ draft: EventDraft, at position: UInt64, _ txn: borrowing Transaction, _ head: inout Head) throws {
         guard draft.type == AccountDeleted.type else { return }
         do {
-            try sealing(&head, txn).erase(draft.subject, at: position, txn)
+            try sealing(&head, txn).erase(draft.subject, at: position, occurredAt: draft.occurredAt, txn)
         } catch let error as LedgerError {
             throw AbortTransaction(error: error)
         }

@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import LedgerCore
 
@@ -102,10 +103,25 @@ extension EventLog {
         config.flags = [.readOnly]
         do {
             let env = try Environment(path: path, configuration: config)
-            return try env.checkPages().damage.map(VerifyProblem.init)
+            if let damage = try env.checkPages().damage { return VerifyProblem(damage) }
         } catch {
             throw LedgerError.storage(error, doing: "checking the pages of the store at \(path)")
         }
+        // The key store's pages too: verify and export read every key they need through liblmdb.
+        for generation in KeyStore(root: path, writable: false).generationsOnDisk() {
+            let keys = path + "/" + KeyStore.directoryName(generation)
+            guard FileManager.default.fileExists(atPath: keys + "/data.mdb") else { continue }
+            do {
+                let env = try Environment(path: keys, configuration: config)
+                if let damage = try env.checkPages().damage {
+                    return VerifyProblem(kind: .damagedPage, position: nil,
+                                         message: "\(KeyStore.directoryName(generation))/\(damage); the key store is damaged: stop writing to the store, keep a copy, and restore it from a backup")
+                }
+            } catch {
+                throw LedgerError.storage(error, doing: "checking the pages of the key store at \(keys)")
+            }
+        }
+        return nil
     }
 
     /// Checks every page of the file (`Environment.checkPages`), then walks the log and checks
@@ -124,6 +140,11 @@ extension EventLog {
         // The pages first: the walks below go through liblmdb, which trusts them.
         do {
             if checkingPages, let damage = try storage.env.checkPages().damage { return VerifyReport(eventsChecked: 0, problem: VerifyProblem(damage)) }
+            let generation = try storage.read("reading the key generation") { txn in try storage.keyGeneration(txn) }
+            if checkingPages, let keys = try storage.keyStore.open(generation), let damage = try keys.env.checkPages().damage {
+                return VerifyReport(eventsChecked: 0, problem: VerifyProblem(kind: .damagedPage, position: nil,
+                                                                             message: "\(KeyStore.directoryName(generation))/\(damage); the key store is damaged: stop writing to the store, keep a copy, and restore it from a backup"))
+            }
         } catch {
             throw LedgerError.storage(error, doing: "checking the store's pages")
         }

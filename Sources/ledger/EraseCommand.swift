@@ -45,11 +45,11 @@ struct EraseCommand: ParsableCommand {
         if try ledger.log.version(of: subject) == 0 {
             throw CommandFailure.input("no events for subject \(subject): nothing to erase (a subject is spelt exactly as its events spell it)")
         }
-        let warning = try ledger.view(DeletionModel.self, of: subject)?.subscriptionWarning ?? false
+        let deletion = try ledger.view(DeletionModel.self, of: subject)
         if !yes && isatty(0) == 1 {
-            var plan = "erase would append \(subject)'s deletion steps and account.deleted, destroying the key of its personal fields: "
-                + "they would read as \"[Deleted User]\" for good."
-            if warning { plan += " Its App Store subscription covers it now and keeps renewing at Apple: deleting the account does not cancel it." }
+            var plan = "erase would append \(subject)'s deletion steps and account.deleted, destroying the key of the customer's personal data "
+                + "(notes, deletion reasons, export locations, email and name): it would read as \"[Deleted User]\" for good."
+            if let deletion, deletion.subscriptionWarning { plan += " " + Self.subscriptionWords(renews: deletion.renews) }
             throw CommandFailure.input(plan + " Run again with --yes to erase.")
         }
         let report = try ledger.erase(subject)
@@ -64,7 +64,7 @@ struct EraseCommand: ParsableCommand {
     static func words(_ report: ErasureReport) -> String {
         var lines: [String] = []
         if report.alreadyErased {
-            lines.append("\(report.subject) was erased before, and nothing personal has been recorded since.")
+            lines.append("\(report.subject) was erased before, and nothing personal about the customer has been recorded since.")
         } else {
             lines.append("Erasing \(report.subject):")
             if let position = report.requestedAt { lines.append("  requested  account.deletion_requested at #\(position)") }
@@ -82,9 +82,13 @@ struct EraseCommand: ParsableCommand {
                 lines.append("Not erased: a step failed. Mend what it says, then run `ledger erase \(report.subject)` again; it retries only what failed.")
             }
         }
-        if report.subscriptionWarning {
-            lines.append("Its App Store subscription keeps renewing at Apple: deleting the account does not cancel it.")
-        }
+        if report.subscriptionWarning { lines.append(subscriptionWords(renews: report.subscriptionRenews)) }
         return lines.joined(separator: "\n")
+    }
+
+    /// What deleting the account leaves at Apple (CH34): the subscription, renewing or not.
+    static func subscriptionWords(renews: Bool) -> String {
+        renews ? "The customer's App Store subscription keeps renewing at Apple: deleting the account does not cancel it; only the customer can, in their Apple account."
+               : "The customer's App Store subscription stays in force at Apple until it expires (auto-renew is off): deleting the account does not refund it."
     }
 }

@@ -63,7 +63,7 @@ import Testing
 
             // Run again: nothing left to do.
             let again = try Run(["erase", "ann", "--store", store, "--json"])
-            #expect(again.stdout == #"{"subject":"ann","requested":null,"steps":[],"deleted":null,"erased":true,"subscriptionWarning":false}"# + "\n")
+            #expect(again.stdout == #"{"subject":"ann","requested":null,"steps":[],"deleted":null,"erased":true,"subscriptionWarning":false,"subscriptionRenews":false}"# + "\n")
         }
     }
 
@@ -100,9 +100,10 @@ import Testing
             let run = try Run(["erase", "cat", "--store", store, "--json"])
             #expect(run.status == 0)
             #expect(try run.json()["subscriptionWarning"] as? Bool == true)
+            #expect(try run.json()["subscriptionRenews"] as? Bool == true)
             let words = try Run(["erase", "cat", "--store", store])
-            #expect(words.stdout.contains("cat was erased before, and nothing personal has been recorded since."))
-            #expect(words.stdout.contains("Its App Store subscription keeps renewing at Apple: deleting the account does not cancel it."))
+            #expect(words.stdout.contains("cat was erased before, and nothing personal about the customer has been recorded since."))
+            #expect(words.stdout.contains("The customer's App Store subscription keeps renewing at Apple: deleting the account does not cancel it; only the customer can, in their Apple account."))
         }
     }
 
@@ -119,8 +120,14 @@ import Testing
             var bytes = try #require(FileManager.default.contents(atPath: data))
             let marker = Data("sealed.1.".utf8)
             let first = try #require(bytes.range(of: marker))
-            let at = first.upperBound + 48
-            bytes[at] = bytes[at] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            // Every copy of that sealed value in the file (a freed page may hold an old one).
+            let value = bytes[first.lowerBound ..< first.upperBound + 60]
+            var from = bytes.startIndex
+            while let found = bytes.range(of: value, in: from ..< bytes.endIndex) {
+                let at = found.lowerBound + marker.count + 48
+                bytes[at] = bytes[at] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+                from = found.upperBound
+            }
             try bytes.write(to: URL(fileURLWithPath: data))
             let run = try Run(["erase", "ann", "--store", store, "--json"])
             #expect(run.status == 1)
@@ -146,12 +153,30 @@ import Testing
             // script(1) runs the command on a pseudo-terminal.
             let asked = try Run(["-qec", "\(ledger) erase cat --store \(store)", "/dev/null"], environment: ["NO_COLOR": "1"], executable: "/usr/bin/script")
             #expect(asked.status == 2)
-            #expect(asked.stdout.contains("erase would append cat's deletion steps and account.deleted, destroying the key of its personal fields"))
-            #expect(asked.stdout.contains("Its App Store subscription covers it now and keeps renewing at Apple: deleting the account does not cancel it. Run again with --yes to erase."))
+            #expect(asked.stdout.contains("erase would append cat's deletion steps and account.deleted, destroying the key of the customer's personal data"))
+            #expect(asked.stdout.contains("keeps renewing at Apple: deleting the account does not cancel it; only the customer can, in their Apple account. Run again with --yes to erase."))
             #expect(try Run(["export", "--store", store]).stdout.split(separator: "\n").count == 1)
             let done = try Run(["-qec", "\(ledger) erase cat --store \(store) --yes", "/dev/null"], environment: ["NO_COLOR": "1"], executable: "/usr/bin/script")
             #expect(done.status == 0)
             #expect(done.stdout.contains("deleted    account.deleted at #5"))
+        }
+    }
+
+    /// With auto-renew off, the subscription does not keep renewing: erase says it stays in
+    /// force until it expires.
+    @Test func eraseSaysASubscriptionWithoutAutoRenewRunsOut() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let now = ISO8601DateFormatter().string(from: Date())
+            let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
+            let lines = [
+                #"{"type":"subscription.purchased","subject":"dan","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t8","originalTransactionId":"t8","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#,
+                #"{"type":"subscription.auto_renew_changed","subject":"dan","occurredAt":"\#(now)","source":"appstore","data":{"originalTransactionId":"t8","enabled":false}}"#,
+            ]
+            #expect(try Run(["append", "--store", store, "-"], stdin: lines.joined(separator: "\n") + "\n").status == 0)
+            let run = try Run(["erase", "dan", "--store", store])
+            #expect(run.status == 0)
+            #expect(run.stdout.contains("The customer's App Store subscription stays in force at Apple until it expires (auto-renew is off): deleting the account does not refund it."))
         }
     }
 

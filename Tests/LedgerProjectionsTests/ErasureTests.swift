@@ -107,13 +107,55 @@ import Testing
         }
     }
 
+    /// A step the app runs (photos, backups) that last failed holds the deletion: erase cannot
+    /// run it, says so, and deletes once the app has completed it.
+    @Test func aFailedStepOfTheAppHoldsTheDeletion() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(history() + [Make.deletionRequested("u", at: apr1), Make.step("u", at: apr1, "backups", failed: true)])
+            let first = try ledger.erase("u", at: now)
+            #expect(first.steps.map(\.name) == ["profile", "auth", "backups"])
+            #expect(first.steps.map(\.outcome) == [.completed, .completed, .failed])
+            #expect(first.steps[2].error == "failed where it runs (not a step this erase runs): run it there, then erase again")
+            #expect(first.deletedAt == nil && first.requestedAt == nil)
+            try ledger.append([Make.step("u", at: now.adding(seconds: 30), "backups")])
+            let second = try ledger.erase("u", at: now.adding(seconds: 60))
+            #expect(second.steps.map(\.outcome) == [.done, .done])
+            #expect(second.deletedAt != nil)
+        }
+    }
+
+    /// Something else appending to the subject while it is erased (another erase, the app)
+    /// stops this erase, which says to run it again, instead of interleaving with it.
+    @Test func anEraseStopsWhenTheSubjectChangesUnderIt() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(history())
+            let meddling = ErasureStep("photos") { subject in
+                try ledger.append([Make.usage(subject, at: ts("2026-04-15T00:00:00Z"))])
+            }
+            do throws(LedgerError) {
+                _ = try ledger.erase("u", steps: [meddling], at: now)
+                Issue.record("the erase went on over another append")
+            } catch {
+                #expect(error.code == .wrongExpectedVersion)
+                #expect(error.message == "u changed while it was being erased (another erase, or the app, appended to it); run erase again")
+            }
+            #expect(try ledger.log.personalKeys(of: "u").live == 1)
+            let again = try ledger.erase("u", steps: [ErasureStep("photos") { _ in }], at: now.adding(seconds: 60))
+            #expect(again.deletedAt != nil)
+        }
+    }
+
     @Test func aCustomerWhoReturnsIsErasedAgain() throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try ledger.append(history())
             _ = try ledger.erase("u", at: now)
-            try ledger.append([note("u", "back with a new account", at: now.adding(seconds: 60))])
+            try ledger.append([note("u", "back with a new account", at: now.adding(seconds: 3600))])
             #expect(try ledger.events(of: "u").collect().compactMap(noteText) == ["[Deleted User]", "back with a new account"])
             let report = try ledger.erase("u", at: now.adding(seconds: 120))
             #expect(!report.alreadyErased && report.deletedAt != nil)

@@ -145,7 +145,8 @@ import Testing
             try log.append([before])
             let old = try #require(try Self.keys(log, "u-1").first)
             try log.append([Self.deleted("u-1")])
-            let after = Self.note("u-1", "second life")
+            var after = Self.note("u-1", "second life")
+            after.occurredAt = Self.at.adding(seconds: 3600)
             try log.append([after])
             let new = try #require(try Self.keys(log, "u-1").first)
             #expect(new.id != old.id)
@@ -155,12 +156,39 @@ import Testing
         }
     }
 
+    /// A fact that occurred before the account was deleted but arrives after the deletion
+    /// belongs to the erased account: it reads "[Deleted User]" from the start, and makes no
+    /// key. One that occurred after it is a customer who returns.
+    @Test func aLateFactOfAnErasedAccountIsErasedAsItArrives() throws {
+        try withStorePath { path in
+            let log = try EventLog(path: path)
+            defer { log.close() }
+            try log.append([Self.note("u-1", "first"), Self.deleted("u-1")])
+            var late = Self.request("u-1", "recorded late: I no longer use the app")
+            late.occurredAt = Self.at.adding(seconds: 30)        // before the deletion, a minute after `at`
+            var atTheDeletion = Self.note("u-1", "at the very moment")
+            atTheDeletion.occurredAt = Self.at.adding(seconds: 60)
+            var returned = Self.note("u-1", "back again")
+            returned.occurredAt = Self.at.adding(seconds: 61)
+            try log.append([late, atTheDeletion])
+            #expect(try Self.keys(log, "u-1").isEmpty)
+            try log.append([returned])
+            let texts = try log.events(subject: "u-1").collect().map { Self.data($0)["text"] ?? Self.data($0)["reason"] }
+            #expect(texts == [.string("[Deleted User]"), nil, .string("[Deleted User]"), .string("[Deleted User]"), .string("back again")])
+            #expect(!Self.storeHolds(Array("recorded late".utf8), in: path))
+            #expect(try log.personalKeys(of: "u-1").live == 1)
+            #expect(try log.verify().problem == nil)
+        }
+    }
+
     @Test func aKeyMadeAndDestroyedInOneBatchIsNeverStored() throws {
         try withStorePath { path in
             let log = try EventLog(path: path)
             defer { log.close() }
             let note = Self.note("u-1", "gone at once")
-            try log.append([note, Self.deleted("u-1"), Self.note("u-1", "back again")])
+            var back = Self.note("u-1", "back again")
+            back.occurredAt = Self.at.adding(seconds: 3600)
+            try log.append([note, Self.deleted("u-1"), back])
             #expect(Self.data(try log.event(id: note.id))["text"] == .string("[Deleted User]"))
             #expect(Self.data(try log.events(subject: "u-1").collect().last)["text"] == .string("back again"))
             #expect(try Self.keys(log, "u-1").count == 1)

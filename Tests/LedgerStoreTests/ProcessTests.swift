@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import LMDB
 import LedgerCore
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Testing
 
@@ -101,6 +101,26 @@ import Testing
     @Test func killingErasuresAtAnyMomentKeepsEveryLiveKeyAndNoDestroyedOne() throws {
         try withStorePath { path in
             let subjects = (0..<1500).map { "p-\($0)" }
+            // The notes, appended here, and each subject's key as the key store holds it.
+            var keys: [String: [UInt8]] = [:]
+            do {
+                let log = try EventLog(path: path)
+                try log.append(subjects.map { subject in
+                    var note = SupportNoteAdded()
+                    note.text = "note of \(subject)"
+                    note.agent = "agent-1"
+                    return EventDraft(subject: subject, type: SupportNoteAdded.type, occurredAt: Timestamp(milliseconds: 1_790_000_000_000), source: .support,
+                                      meta: ["email": "\(subject)@example.com"], payload: EventCatalog.encode(note.eventData))
+                })
+                let generation = try log.storage.read("") { txn in try log.storage.keyGeneration(txn) }
+                for subject in subjects { keys[subject] = try log.storage.keyStore.keys(of: subject, generation: generation).first?.bytes }
+                log.close()
+            }
+            #expect(keys.count == subjects.count)
+            func onDisk(_ subjects: some Sequence<String>) -> [String] {
+                let files = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? []).compactMap { FileManager.default.contents(atPath: path + "/" + $0) }
+                return subjects.filter { subject in files.contains { $0.range(of: Data(keys[subject] ?? [])) != nil } }
+            }
             var acknowledged = Set<String>()
             var kills = 0
             for delay: UInt32 in [0, 2, 5, 9, 14, 20, 30, 45, 70, 110, 160, 230] {
@@ -113,6 +133,9 @@ import Testing
                 let lines = child.kill()
                 kills += lines.contains("done") ? 0 : 1
                 acknowledged.formUnion(lines.filter { $0.hasPrefix("erased ") }.map { String($0.dropFirst("erased ".count)) })
+                // Before anything opens the store for writing (which would finish an erasure
+                // cut short): an acknowledged erasure's key is in no file.
+                #expect(onDisk(acknowledged) == [], "an acknowledged erasure's key is still on disk")
 
                 let log = try EventLog(path: path)
                 var erased: [String] = []
@@ -132,6 +155,8 @@ import Testing
                         #expect(keys.live == 1, "\(subject)")
                     }
                 }
+                // Opened for writing, every stored deletion's key is gone from every file.
+                #expect(onDisk(erased) == [], "a deleted account's key survived")
                 let report = try log.verify()
                 #expect(report.problem == nil)
                 #expect(report.personal.erasedSubjects == erased.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })

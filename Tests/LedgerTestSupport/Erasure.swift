@@ -2,14 +2,22 @@ import LedgerCore
 import LedgerModels
 
 /// What a store shows of `events` appended in this order (SPEC §2.3): an `account.deleted`
-/// destroys its subject's key, so every personal field of that subject appended before it
-/// reads as `"[Deleted User]"`; fields appended after it (a customer who returns) stay.
+/// destroys its subject's keys, so every personal field of that subject appended before it
+/// reads as `"[Deleted User]"`; so does one appended after it that occurred by the subject's
+/// latest deletion (a late fact of the erased account). Fields that occurred later (a
+/// customer who returns) stay.
 public func erasedInAppendOrder(_ events: [LedgerEvent]) throws -> [LedgerEvent] {
+    var deletedBy: [String: Timestamp] = [:]
+    var lateFact = Set<Int>()
+    for (index, event) in events.enumerated() {
+        if let at = deletedBy[event.subject], event.occurredAt <= at { lateFact.insert(index) }
+        if event.type == AccountDeleted.type { deletedBy[event.subject] = max(deletedBy[event.subject] ?? event.occurredAt, event.occurredAt) }
+    }
     var deletedLater = Set<String>()
     var out: [LedgerEvent] = []
-    for event in events.reversed() {
+    for (index, event) in events.enumerated().reversed() {
         if event.type == AccountDeleted.type { deletedLater.insert(event.subject) }
-        guard deletedLater.contains(event.subject) else {
+        guard deletedLater.contains(event.subject) || lateFact.contains(index) else {
             out.append(event)
             continue
         }
@@ -18,7 +26,7 @@ public func erasedInAppendOrder(_ events: [LedgerEvent]) throws -> [LedgerEvent]
             out.append(event)
             continue
         }
-        let erased = PersonalData.map(draft) { _, _ in PersonalData.erased }
+        let erased = try PersonalData.map(draft) { _, _ in PersonalData.erased }
         guard let data = EventCatalog.decode(type: erased.type, version: erased.schemaVersion, payload: erased.payload) else {
             throw LedgerError(.invalidEvent, "an erased \(event.type) does not decode")
         }

@@ -59,16 +59,20 @@ public enum PersonalData {
 
     /// The draft with each personal value that is set replaced by `body(location, value)`,
     /// the rest byte for byte as it was. A draft with no personal field comes back as it is.
-    /// - Throws: what `body` throws; `LedgerError.corruptRecord` when the payload does not
-    ///   decode under its layout (a stored record; an appended draft was validated first).
-    public static func map<E: Error>(_ draft: EventDraft, _ body: (Location, String) throws(E) -> String) throws(E) -> EventDraft {
+    /// - Throws: what `body` throws; `LedgerError.corruptRecord` when the payload of a type
+    ///   with personal fields does not decode under its layout, or does not take the new values
+    ///   (never the draft unchanged: its fields would stay in the clear).
+    public static func map(_ draft: EventDraft, _ body: (Location, String) throws -> String) throws -> EventDraft {
         var draft = draft
         for key in metaKeys {
             if let value = draft.meta[key] { draft.meta[key] = try body(Location(pointer: "/meta/" + key), value) }
         }
         let names = dataFields(of: draft.type, version: draft.schemaVersion)
-        guard !names.isEmpty, let layout = EventCatalog.layout(of: draft.type, version: draft.schemaVersion),
-              let value = layout.decode(binary: draft.payload) else { return draft }
+        guard !names.isEmpty else { return draft }
+        guard let layout = EventCatalog.layout(of: draft.type, version: draft.schemaVersion), let value = layout.decode(binary: draft.payload) else {
+            throw LedgerError(.corruptRecord, "the payload of a \(draft.type) version \(draft.schemaVersion) event does not decode, so its personal fields cannot be read or sealed",
+                              subject: draft.subject)
+        }
         var json = layout.json(value)
         var changed = false
         for name in names {
@@ -76,16 +80,19 @@ public enum PersonalData {
             json[name] = .string(try body(Location(pointer: "/data/" + name), text))
             changed = true
         }
+        guard changed else { return draft }
         // Personal fields are free text: any string decodes, so the layout takes the new value.
-        guard changed, case .success(let rewritten) = layout.decode(json) else { return draft }
+        guard case .success(let rewritten) = layout.decode(json) else {
+            throw LedgerError(.corruptRecord, "a \(draft.type) event does not take its personal fields rewritten", subject: draft.subject)
+        }
         draft.payload = layout.binary(rewritten)
         return draft
     }
 
-    /// Each personal value that is set, with where it is.
+    /// Each personal value that is set, with where it is (none when the payload does not decode).
     public static func values(of draft: EventDraft) -> [(Location, String)] {
         var found: [(Location, String)] = []
-        _ = map(draft) { (location: Location, value: String) -> String in
+        _ = try? map(draft) { (location: Location, value: String) -> String in
             found.append((location, value))
             return value
         }

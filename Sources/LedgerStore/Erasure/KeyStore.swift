@@ -48,12 +48,16 @@ final class KeyStore: @unchecked Sendable {
         let generation: UInt64
         let env: Environment
         let keys: Database
+        /// The directory's device and inode when it was opened: a directory removed and made
+        /// again under the same name (by another process) is another store.
+        let directory: (device: UInt64, inode: UInt64)
     }
 
     /// The store's directory.
     let root: String
     let writable: Bool
-    /// The generations this process has open (the current one, and for a moment the next).
+    /// The generations this process has open (the current one; for a moment also the one
+    /// before it, or the next).
     private let opened = Mutex<[UInt64: Opened]>([:])
 
     static let databaseName = "keys"
@@ -68,28 +72,70 @@ final class KeyStore: @unchecked Sendable {
 
     func directory(_ generation: UInt64) -> String { root + "/" + Self.directoryName(generation) }
 
-    /// The environment of `generation`, opened once per process; `nil` when its directory
-    /// holds no store (generation 0, or one a later generation has replaced and removed).
+    /// The device and inode of `path`, `nil` when it does not exist.
+    /// - Throws: `LedgerError.storage` when it exists but cannot be looked at.
+    private static func identity(_ path: String) throws(LedgerError) -> (device: UInt64, inode: UInt64)? {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            if errno == ENOENT { return nil }
+            throw LedgerError(.storage, "\(path): \(String(cString: strerror(errno)))")
+        }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    /// The environment of `generation`, opened once per process and checked to be the directory
+    /// now on disk; `nil` for generation 0, or when its directory is gone (a later generation
+    /// replaced it) — unless `creating`, which makes it.
     func open(_ generation: UInt64, creating: Bool = false) throws -> Opened? {
         guard generation > 0 else { return nil }
+        let path = directory(generation)
         return try opened.withLock { opened throws -> Opened? in
-            if let current = opened[generation] { return current }
-            let path = directory(generation)
-            if !creating && access(path + "/data.mdb", F_OK) != 0 { return nil }
+            // Generations whose directories are gone are dropped: their files are freed once no
+            // reader holds them.
+            for (other, store) in opened where other != generation {
+                if try Self.identity(store.env.path).map({ $0 != store.directory }) ?? true { opened[other] = nil }
+            }
+            var onDisk = try Self.identity(path)
+            if let current = opened[generation] {
+                if let onDisk, onDisk == current.directory { return current }
+                opened[generation] = nil
+            }
+            guard onDisk != nil || creating else { return nil }
             var config = Environment.Configuration()
             // Keys are small (a million subjects take ~100 MB): the map never needs to grow.
             config.mapSize = 4 << 30
             config.maxDatabases = 2
+            config.createsDirectory = creating
             if !writable { config.flags.insert(.readOnly) }
-            let env = try Environment(path: path, configuration: config)
+            let env: Environment
+            do {
+                env = try Environment(path: path, configuration: config)
+            } catch {
+                // Removed between the look and the open.
+                if !creating, try Self.identity(path) == nil { return nil }
+                throw error
+            }
             let keys = try env.openDatabase(Self.databaseName, flags: writable ? Self.flags.union(.create) : Self.flags)
-            let made = Opened(generation: generation, env: env, keys: keys)
+            onDisk = try Self.identity(path)
+            guard let onDisk else { return nil }
+            if creating {
+                Self.syncDirectory(path)
+                Self.syncDirectory(root)
+            }
+            let made = Opened(generation: generation, env: env, keys: keys, directory: onDisk)
             opened[generation] = made
-            // An older generation is replaced: readers that hold it finish with it, new ones
-            // read the current one.
-            for older in opened.keys where older < generation { opened.removeValue(forKey: older) }
             return made
         }
+    }
+
+    /// The current generation's environment, which must be there.
+    /// - Throws: `LedgerError.corruptRecord` when its directory is missing.
+    func required(_ generation: UInt64) throws -> Opened? {
+        guard generation > 0 else { return nil }
+        guard let store = try open(generation) else {
+            throw LedgerError(.corruptRecord, "the key store \(directory(generation)) is missing: the keys of every subject's personal fields were in it; restore the store from a backup")
+        }
+        return store
     }
 
     /// Forgets the open environment (a generation replaced), so that it closes once no reader holds it.
@@ -97,9 +143,10 @@ final class KeyStore: @unchecked Sendable {
         _ = opened.withLock { $0.removeValue(forKey: generation) }
     }
 
-    /// The keys `subject` has in `generation`.
-    func keys(of subject: String, generation: UInt64) throws -> [Key] {
-        guard let store = try open(generation) else { return [] }
+    /// The keys `subject` has in `generation`; none when that generation has been replaced
+    /// since (a reader's older snapshot), unless `required` (the writer's).
+    func keys(of subject: String, generation: UInt64, required: Bool = false) throws -> [Key] {
+        guard let store = try required ? self.required(generation) : open(generation) else { return [] }
         return try store.env.read { txn in try Self.keys(of: subject, store.keys, txn) }
     }
 
@@ -118,10 +165,10 @@ final class KeyStore: @unchecked Sendable {
         }
     }
 
-    /// Adds keys in one commit (synced) to `generation`, creating its environment if needed.
-    func add(_ keys: [(subject: String, key: Key)], generation: UInt64) throws {
+    /// Adds keys in one commit (synced) to `generation`: the current one, or 1, which it makes.
+    func add(_ keys: [(subject: String, key: Key)], generation: UInt64, creating: Bool) throws {
         guard !keys.isEmpty else { return }
-        guard let store = try open(generation, creating: true) else { return }
+        guard let store = try creating ? open(generation, creating: true) : required(generation) else { return }
         try store.env.write { txn in
             for (subject, key) in keys { try txn.put(store.keys, key: Array(subject.utf8), value: key.value) }
         }
@@ -133,9 +180,10 @@ final class KeyStore: @unchecked Sendable {
     /// - Returns: how many keys the new generation holds.
     @discardableResult
     func compact(from current: UInt64, to next: UInt64, dropping dropped: Set<[UInt8]>) throws -> Int {
+        forget(next)
         try Self.removeDirectory(directory(next))
         var live: [(name: [UInt8], value: [UInt8])] = []
-        if let old = try open(current) {
+        if let old = try required(current) {
             try old.env.read { txn in
                 try txn.withCursor(old.keys) { cursor in
                     var entry = try cursor.first()
@@ -151,8 +199,6 @@ final class KeyStore: @unchecked Sendable {
             for (name, value) in live { try txn.put(fresh.keys, key: name, value: value) }
         }
         try fresh.env.sync(force: true)
-        Self.syncDirectory(directory(next))
-        Self.syncDirectory(root)
         return live.count
     }
 
@@ -162,8 +208,10 @@ final class KeyStore: @unchecked Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
         var removed = false
         for name in names where name.hasPrefix("keys-") && name != Self.directoryName(keep) {
-            if let generation = UInt64(name.dropFirst("keys-".count)) { forget(generation) }
+            // Gone from disk first, then from this process: a reader in between finds the
+            // directory missing and goes to the current generation, never opens it twice.
             try Self.removeDirectory(root + "/" + name)
+            if let generation = UInt64(name.dropFirst("keys-".count)) { forget(generation) }
             removed = true
         }
         if removed { Self.syncDirectory(root) }

@@ -24,7 +24,7 @@ final class SealingSession {
     /// destroyed, else a new one (a subject's first personal field, or a customer who returns).
     private func key(for subject: String, _ txn: borrowing Transaction) throws -> KeyStore.Key {
         if let key = made[subject] ?? stored[subject] { return key }
-        for key in try storage.keyStore.keys(of: subject, generation: generation) where try storage.erasure(of: key.id, txn) == nil {
+        for key in try storage.keyStore.keys(of: subject, generation: generation, required: true) where try storage.erasure(of: key.id, txn) == nil {
             stored[subject] = key
             return key
         }
@@ -36,10 +36,19 @@ final class SealingSession {
     /// The keys `subject` has, here or stored: what `reveal` needs beside the key store.
     func madeKey(of subject: String) -> KeyStore.Key? { made[subject] }
 
-    /// The draft with its personal fields sealed.
+    /// The draft with its personal fields sealed. A fact that occurred by the subject's latest
+    /// `account.deleted` but arrives after it (an App Store notification delivered late, a
+    /// deletion request recorded late) belongs to the erased account: it is sealed under a key
+    /// destroyed at once, never stored, so it reads as "[Deleted User]" from the start.
     func seal(_ draft: EventDraft, _ txn: borrowing Transaction) throws -> EventDraft {
         guard PersonalData.holdsPersonalData(draft) else { return draft }
-        let key = try key(for: draft.subject, txn)
+        let key: KeyStore.Key
+        if let deletion = try storage.deletion(of: draft.subject, txn), draft.occurredAt <= deletion.occurredAt, let erased = storage.erased {
+            key = KeyStore.Key.random()
+            try txn.put(erased, key: key.id, value: LogSchema.key(deletion.position) + Array(draft.subject.utf8))
+        } else {
+            key = try self.key(for: draft.subject, txn)
+        }
         return try PersonalData.map(draft) { (location: PersonalData.Location, value: String) throws(LedgerError) -> String in
             try SealedField.seal(value, key: key, subject: draft.subject, pointer: location.pointer).text
         }
@@ -48,11 +57,14 @@ final class SealingSession {
     /// `account.deleted` of `subject` at `position`: every key of the subject, stored or made
     /// here, is recorded as destroyed; a stored one is queued for the key store's compaction,
     /// one made here is never stored at all. Later fields of the subject get a new key.
-    func erase(_ subject: String, at position: UInt64, _ txn: borrowing Transaction) throws {
-        guard let erased = storage.erased, let shredding = storage.shredding else { return }
+    func erase(_ subject: String, at position: UInt64, occurredAt: Timestamp, _ txn: borrowing Transaction) throws {
+        guard let erased = storage.erased, let shredding = storage.shredding, let erasedSubjects = storage.erasedSubjects else { return }
         var value = LogSchema.key(position)
         value.append(contentsOf: subject.utf8)
-        for key in try storage.keyStore.keys(of: subject, generation: generation) where try storage.erasure(of: key.id, txn) == nil {
+        if try storage.deletion(of: subject, txn).map({ $0.occurredAt <= occurredAt }) ?? true {
+            try txn.put(erasedSubjects, key: Array(subject.utf8), value: LogSchema.key(UInt64(bitPattern: occurredAt.milliseconds)) + LogSchema.key(position))
+        }
+        for key in try storage.keyStore.keys(of: subject, generation: generation, required: true) where try storage.erasure(of: key.id, txn) == nil {
             try txn.put(erased, key: key.id, value: value)
             try txn.put(shredding, key: key.id, value: Array(subject.utf8))
             destroysKeys = true
@@ -74,7 +86,7 @@ final class SealingSession {
             target = 1
             try txn.put(storage.meta, key: LogSchema.keyGenerationKey, value: LogSchema.key(target))
         }
-        try storage.keyStore.add(made.map { ($0.key, $0.value) }, generation: target)
+        try storage.keyStore.add(made.map { ($0.key, $0.value) }, generation: target, creating: generation == 0)
     }
 }
 
@@ -95,6 +107,14 @@ extension LogStorage {
     /// an older layout opened read-only).
     func sealedFrom(_ txn: borrowing Transaction) throws -> UInt64 {
         try txn.get(meta, key: LogSchema.sealedFromKey).flatMap(LogSchema.integer) ?? .max
+    }
+
+    /// The subject's latest `account.deleted` (by occurredAt), if it has one.
+    func deletion(of subject: String, _ txn: borrowing Transaction) throws -> (occurredAt: Timestamp, position: UInt64)? {
+        guard let erasedSubjects, let value = try txn.get(erasedSubjects, key: Array(subject.utf8)), value.count == 16,
+              let at = LogSchema.integer(UnsafeRawBufferPointer(rebasing: value[0 ..< 8])),
+              let position = LogSchema.integer(UnsafeRawBufferPointer(rebasing: value[8 ..< 16])) else { return nil }
+        return (Timestamp(milliseconds: Int64(bitPattern: at)), position)
     }
 
     /// When the key `id` was destroyed: the position of its `account.deleted` and the subject.
@@ -183,6 +203,8 @@ extension LogStorage {
             try txn.put(meta, key: LogSchema.keyGenerationKey, value: LogSchema.key(current + 1))
             try txn.removeAll(shredding)
         }
+        // The switch on disk before the old generation goes (a `.noSync` log syncs it here).
+        try env.sync(force: true)
         try removeReplacedKeys()
     }
 
@@ -192,13 +214,18 @@ extension LogStorage {
         try env.write { txn in try keyStore.removeStale(keeping: try keyGeneration(txn)) }
     }
 
+    /// Whether keys destroyed by a committed `account.deleted` wait for the key store's rewrite.
+    func shreddingPending(_ txn: borrowing Transaction) throws -> Bool {
+        guard let shredding else { return false }
+        return try txn.withCursor(shredding) { cursor in try cursor.first() != nil }
+    }
+
     /// Whether `shred` or `removeReplacedKeys` has work: what opening a store for writing checks.
     func keysNeedCare() throws -> Bool {
         guard let shredding else { return false }
         return try env.read { txn in
-            let pending = try txn.withCursor(shredding) { cursor in try cursor.first() != nil }
             let generation = try keyGeneration(txn)
-            return pending || keyStore.generationsOnDisk().contains { $0 != generation }
+            return try shreddingPending(txn) || keyStore.generationsOnDisk().contains { $0 != generation }
         }
     }
 }
