@@ -96,7 +96,9 @@ public final class Ledger: Sendable {
             for (index, view) in zip(replay, views) { status.answers[index.answer].view = view.view }
         }
         for index in status.answers.indices {
-            if let view = status.answers[index].view { status.answers[index].view = try revealed(view, of: subject) }
+            if let view = status.answers[index].view, !type(of: view).personalFields.isEmpty {
+                status.answers[index].view = try revealed(view, of: subject)
+            }
         }
         return status
     }
@@ -113,7 +115,8 @@ public final class Ledger: Sendable {
         case .view(let view): view
         case .replay: Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
         }
-        return try view.map { view throws(LedgerError) in try revealed(view, of: subject) }
+        guard let view, !M.View.personalFields.isEmpty else { return view }
+        return try revealed(view, of: subject)
     }
 
     /// Every subject's view in `model` at `t`, one at a time: from one snapshot, but for the

@@ -33,7 +33,8 @@ final class SealingSession {
         return key
     }
 
-    /// The keys `subject` has, here or stored: what `reveal` needs beside the key store.
+    /// The key made for `subject` in this transaction, not yet in the key store: what `reveal`
+    /// needs beside the key store to open a field this transaction sealed.
     func madeKey(of subject: String) -> KeyStore.Key? { made[subject] }
 
     /// The draft with its personal fields sealed. A fact that occurred by the subject's latest
