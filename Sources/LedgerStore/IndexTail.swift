@@ -97,7 +97,11 @@ struct TailStream {
 final class IndexTails: @unchecked Sendable {
     // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
     // exclusively.
-    private let lock = ReadWriteLock()
+    /// Readers hold it across a whole read, and keep overlapping under load: it prefers the
+    /// writer, whose every commit needs it exclusively, so that no stream of readers starves
+    /// appends. No path takes it shared inside a read that holds it (that would deadlock
+    /// behind a waiting writer): a read's body reads `tail` directly.
+    private let lock = ReadWriteLock(preferringWriters: true)
     var tail: IndexTail
     /// The tail's size at which an append merges it into the stored indexes.
     let limit: Int

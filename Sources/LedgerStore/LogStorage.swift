@@ -174,7 +174,9 @@ struct LogStorage: Sendable {
         var written: (pending: IndexTail, merged: Bool)?
         var destroysKeys = false
         let (result, last) = try env.write { txn in
-            try tails.withExclusive { try syncTail(txn) }
+            // Usually the tail is current (this process made the last commit): the exclusive
+            // lock, which waits for every reader holding it, only when it is not.
+            if try !tails.withShared({ try tailIsCurrent(txn) }) { try tails.withExclusive { try syncTail(txn) } }
             return try tails.withShared {
                 var head = try head(txn, checkingChain: true)
                 head.subjects = try subjectCount(txn)

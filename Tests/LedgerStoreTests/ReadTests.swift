@@ -1,13 +1,55 @@
+import Foundation
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import PropertyBased
+import Synchronization
 import Testing
 
 @Suite struct ReadTests {
     /// 50 events over three subjects, read back in chunks of 7 so every read crosses chunks.
     func fifty(_ log: EventLog) throws {
         try log.append((0..<50).map { draft("user-\($0 % 3)", $0) })
+    }
+
+    /// Readers that never pause — by subject, by id, versions, personal fields opened — beside
+    /// a thread appending one event at a time: every append finishes (the index tail's lock
+    /// prefers the writer, and no read takes it twice), and every reader keeps reading.
+    @Test func appendsFinishBesideReadersThatNeverPause() throws {
+        try withStorePath { path in
+            let log = try EventLog(path: path)
+            defer { log.close() }
+            try log.append((0..<2_000).map { draft("user-\($0 % 20)", $0) } + [PersonalDataTests.note("user-3", "a note")])
+            let stop = Mutex(false)
+            let reads = Mutex([Int](repeating: 0, count: 4))
+            let group = DispatchGroup()
+            for thread in 0..<4 {
+                group.enter()
+                Thread.detachNewThread {
+                    defer { group.leave() }
+                    var i = thread
+                    while !stop.withLock({ $0 }) {
+                        let subject = "user-\(i % 20)"
+                        switch i % 3 {
+                        case 0: _ = try? log.events(subject: subject, chunkSize: 64).collect()
+                        case 1: _ = try? log.version(of: subject)
+                        default: _ = try? log.event(at: UInt64(i % 2_000) + 1)
+                        }
+                        reads.withLock { $0[thread] += 1 }
+                        i += 4
+                    }
+                }
+            }
+            var appended = 0
+            for n in 0..<200 {
+                appended += try log.append([draft("user-\(n % 20)", 10_000 + n)]).appended
+            }
+            stop.withLock { $0 = true }
+            group.wait()
+            #expect(appended == 200)
+            #expect(reads.withLock { $0.allSatisfy { $0 > 0 } })
+            #expect(try log.lastPosition() == 2_201)
+        }
     }
 
     @Test func forwardReadsARangeInPositionOrderAcrossChunks() throws {

@@ -53,7 +53,7 @@ public struct DeletionView: ModelView, Hashable {
         (self.rule, self.renews) = (rule, renews)
     }
 
-    public static var personalFields: [String: String] { ["export.location": "/data/location"] }
+    public static let personalFields: [String: String] = ["export.location": "/data/location"]
 
     public func revealing<E: Error>(_ reveal: (String, String) throws(E) -> String) throws(E) -> DeletionView {
         var view = self

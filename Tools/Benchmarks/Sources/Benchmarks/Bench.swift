@@ -62,7 +62,8 @@ struct BenchCommand: ParsableCommand {
     static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
                         "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
-                        "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms"]
+                        "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms",
+                        "append.alone", "append.underReadLoad"]
 
     func run() throws {
         if let importChild, let importStore {
@@ -122,6 +123,9 @@ struct Bench {
     static let personalEvents = 200_000
     /// Subjects, each with a key, of the store `erase.ms` erases in.
     static let eraseSubjects = 100_000
+    /// Events in the store of `append.underReadLoad`, and the threads reading beside it.
+    static let readLoadEvents = 50_000
+    static let readers = 4
 
     let root: URL
     let events: [EventDraft]
@@ -301,6 +305,9 @@ struct Bench {
                 }
             }
         }
+        if wanted("append.alone", "append.underReadLoad") {
+            (results["append.alone"], results["append.underReadLoad"]) = try appendUnderReadLoad(singles: singles)
+        }
         if wanted("erase.ms") {
             results["erase.ms"] = try eraseMilliseconds()
         }
@@ -313,6 +320,56 @@ struct Bench {
             results["audit.longHistoryGrowth"] = long.auditLongSeconds / long.auditMediumSeconds
         }
         return results
+    }
+
+    /// One-event durable appends per second to a store of `Bench.readLoadEvents` events, alone,
+    /// then beside `Bench.readers` threads that read without pause — each subject's events
+    /// (`events(of:).collect()`) and its status, by turns — as a server answering support
+    /// while the App Store's webhook appends.
+    private func appendUnderReadLoad(singles: Int) throws -> (alone: Double, loaded: Double) {
+        let ledger = try Ledger(path: path("readLoad"))
+        defer { ledger.close() }
+        let loaded = Array(events.prefix(Bench.readLoadEvents))
+        for start in stride(from: 0, to: loaded.count, by: Bench.batch) {
+            try ledger.log.append(Array(loaded[start ..< min(start + Bench.batch, loaded.count)]))
+        }
+        let subjects = Array(Set(loaded.map(\.subject))).sorted()
+        let rest = Array(events.dropFirst(Bench.readLoadEvents).prefix(2 * singles))
+        guard rest.count == 2 * singles, !subjects.isEmpty else { throw BenchFailure("too few events for append.underReadLoad") }
+        let alone = try measure("append.alone", singles, "one-event appends, alone") { done in
+            for (i, event) in rest.prefix(singles).enumerated() {
+                try ledger.log.append([event])
+                done(i)
+            }
+        }
+        let stop = Mutex(false)
+        let reads = Mutex(0)
+        let group = DispatchGroup()
+        for thread in 0..<Bench.readers {
+            group.enter()
+            Thread.detachNewThread {
+                defer { group.leave() }
+                var i = thread
+                while !stop.withLock({ $0 }) {
+                    let subject = subjects[i % subjects.count]
+                    if i & 1 == 0 { _ = try? ledger.events(of: subject).collect() } else { _ = try? ledger.status(of: subject, at: Bench.present) }
+                    reads.withLock { $0 += 1 }
+                    i += Bench.readers
+                }
+            }
+        }
+        defer {
+            stop.withLock { $0 = true }
+            group.wait()
+        }
+        while reads.withLock({ $0 }) < Bench.readers { usleep(1_000) }   // every reader under way
+        let underLoad = try measure("append.underReadLoad", singles, "one-event appends, \(Bench.readers) threads reading") { done in
+            for (i, event) in rest.dropFirst(singles).enumerated() {
+                try ledger.log.append([event])
+                done(i)
+            }
+        }
+        return (alone, underLoad)
     }
 
     /// Milliseconds to erase one subject (`Ledger.erase`: its deletion steps, then

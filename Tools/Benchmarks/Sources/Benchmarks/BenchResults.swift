@@ -58,6 +58,7 @@ struct BenchResults {
         figure("status of a 100,000-event customer / of a 10-event one", "status.longHistory", 2, atLeast: false, unit: "×")
         figure("audit of a 100,000-event customer", "audit.longHistory", 3, atLeast: false, unit: " s")
         figure("audit of 100,000 events / of 10,000", "audit.longHistoryGrowth", 12, atLeast: false, unit: "×")
+        ratio("one-event appends beside 4 reading threads / alone", "append.underReadLoad", "append.alone", atLeast: 0.5)
         ratio("append with personal fields / as they are (shown)", "append.personal", "append.plain", atLeast: 0)
         figure("erase one subject of 100,000 with a key each (shown)", "erase.ms", 0, atLeast: false, unit: " ms")
         if let x = figures["storage.bytesPerEvent"], let y = figures["payload.bytesPerEvent"], y > 0 {
