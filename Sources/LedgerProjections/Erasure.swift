@@ -132,19 +132,24 @@ extension Ledger {
                 report.steps.append(.init(name: step.name, outcome: .done))
                 continue
             }
+            // Only the step's own failure is its outcome; an append that fails stops the erase.
+            var failure: String?
             do {
                 try step.run(subject)
+            } catch {
+                failure = (error as? LedgerError)?.message ?? "\(error)"
+            }
+            if let failure {
+                var failed = AccountDeletionStepFailed()
+                failed.step = step.name
+                failed.error = failure
+                _ = try append(.accountDeletionStepFailed(failed))
+                report.steps.append(.init(name: step.name, outcome: .failed, error: failure))
+            } else {
                 var completed = AccountDeletionStepCompleted()
                 completed.step = step.name
                 _ = try append(.accountDeletionStepCompleted(completed))
                 report.steps.append(.init(name: step.name, outcome: .completed))
-            } catch {
-                let message = (error as? LedgerError)?.message ?? "\(error)"
-                var failed = AccountDeletionStepFailed()
-                failed.step = step.name
-                failed.error = message
-                _ = try append(.accountDeletionStepFailed(failed))
-                report.steps.append(.init(name: step.name, outcome: .failed, error: message))
             }
         }
         // A step someone else runs (the app's photos, backups…) whose latest outcome is a
