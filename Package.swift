@@ -89,7 +89,14 @@ let package = Package(
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
-        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "LedgerStore", "LedgerCore", "LMDB"]),
+        // The README's "library in five minutes", as it stands there (a test keeps the two equal
+        // and runs it): an example that does not compile fails the build.
+        .executableTarget(
+            name: "readme-example",
+            dependencies: ["LedgerProjections", "LedgerModels", "LedgerCore"],
+            path: "Tests/ReadmeExample"
+        ),
+        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "LedgerStore", "LedgerCore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [
