@@ -93,7 +93,7 @@ let package = Package(
         // and runs it): an example that does not compile fails the build.
         .executableTarget(
             name: "readme-example",
-            dependencies: ["LedgerProjections", "LedgerModels", "LedgerCore"],
+            dependencies: ["LedgerProjections"],
             path: "Tests/ReadmeExample"
         ),
         .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "LedgerStore", "LedgerCore", "LMDB"]),

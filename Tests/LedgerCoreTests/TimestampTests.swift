@@ -1,9 +1,23 @@
+import Foundation
 import LedgerCore
 import LedgerTestSupport
 import PropertyBased
 import Testing
 
 @Suite struct TimestampTests {
+    /// `Date` in and out: to the millisecond (rounded down, before 1970 too), and clamped, not
+    /// trapping, beyond what 64-bit milliseconds hold.
+    @Test func convertsToAndFromDate() {
+        let t = Timestamp(milliseconds: 1_772_357_400_123)
+        #expect(Timestamp(t.date) == t)
+        #expect(t.date == Date(timeIntervalSince1970: 1_772_357_400.123))
+        #expect(Timestamp(Date(timeIntervalSince1970: 1.0009)) == Timestamp(milliseconds: 1_000))
+        #expect(Timestamp(Date(timeIntervalSince1970: -1.0001)) == Timestamp(milliseconds: -1_001))
+        #expect(Timestamp(Date.distantFuture).description == "4001-01-01T00:00:00.000Z")
+        #expect(Timestamp(Date(timeIntervalSince1970: 1e300)) == Timestamp(milliseconds: .max))
+        #expect(Timestamp(Date(timeIntervalSince1970: -1e300)) == Timestamp(milliseconds: .min))
+    }
+
     @Test func formatsAsUTCWithThreeFractionalDigits() {
         #expect(Timestamp(milliseconds: 0).description == "1970-01-01T00:00:00.000Z")
         #expect(Timestamp(milliseconds: 1_772_357_400_007).description == "2026-03-01T09:30:00.007Z")

@@ -1,10 +1,9 @@
-import LedgerCore
-import LedgerModels
 import LedgerProjections
 import LedgerTestSupport
 import Testing
 
-/// The README's "library in five minutes", run as written, with what its comments say checked.
+/// The README's "library in five minutes", with what its comments say checked, under its one import
+/// (Tests/ReadmeExample is the example itself, built and run as written).
 @Suite struct ReadmeExampleTests {
     @Test func theReadmeLibraryExampleRuns() async throws {
         try await withStorePath { path in

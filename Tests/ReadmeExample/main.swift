@@ -1,6 +1,4 @@
-import LedgerCore          // events, timestamps, the policy
-import LedgerModels        // the read models: EntitlementModel, RetentionModel, BadgeModel, AccessModel, LimitsModel, DeletionModel
-import LedgerProjections   // Ledger: the log with its read models
+import LedgerProjections   // Ledger, the events and timestamps, the policy, the read models and their views
 
 let ledger = try Ledger(path: "customers.lmdb")   // created if missing (mode 0600), reference policy
 defer { ledger.close() }
@@ -17,10 +15,10 @@ let purchase = LedgerEvent(subject: "user-42", occurredAt: trial.purchasedAt, so
                            meta: ["correlationId": "n-123"], data: trial.eventData)
 
 // Append: atomic, durable when it returns, the read models updated in the same transaction.
-try await ledger.append([purchase])     // .outcomes == [.appended(position: 1, version: 1)]
-try await ledger.append([purchase])     // .outcomes == [.duplicate(position: 1)]: the id derives from the content
+try ledger.append([purchase])     // .outcomes == [.appended(position: 1, version: 1)]; `await` it in async code
+try ledger.append([purchase])     // .outcomes == [.duplicate(position: 1)]: the id derives from the content
 // Optimistic concurrency: only if user-42's stream is still at version 1.
-// try await ledger.append([next], expecting: ["user-42": .exact(1)])
+// try ledger.append([next], expecting: ["user-42": .exact(1)])
 
 // Read your writes, at any moment.
 let march2 = Timestamp(milliseconds: 1_772_409_600_000)          // 2026-03-02T00:00:00Z
