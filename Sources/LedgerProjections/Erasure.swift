@@ -115,7 +115,7 @@ extension Ledger {
                                    subscriptionRenews: view?.renews ?? false)
         if view?.state == .completed {
             // Erased before: a customer who came back has a new key, which goes the same way.
-            guard try log.personalKeys(of: subject).live > 0 else {
+            guard try log.liveKeys(of: subject) > 0 else {
                 report.alreadyErased = true
                 return report
             }

@@ -222,23 +222,12 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// The keys `subject` has for its personal fields: how many still open them, and how many
-    /// an `account.deleted` has destroyed.
-    public func personalKeys(of subject: String) throws(LedgerError) -> (live: Int, destroyed: Int) {
+    /// How many keys `subject` has that still open its personal fields (none once it is erased
+    /// and nothing personal about it has been recorded since).
+    public func liveKeys(of subject: String) throws(LedgerError) -> Int {
         try storage.read("reading the keys of \(subject)") { txn in
             let stored = try storage.keyStore.keys(of: subject, generation: try storage.keyGeneration(txn))
-            let live = try stored.count { try storage.erasure(of: $0.id, txn) == nil }
-            var destroyed = 0
-            if let erased = storage.erased {
-                try txn.withCursor(erased) { cursor in
-                    var entry = try cursor.first()
-                    while let e = entry {
-                        if e.value.count >= 8, e.value[8...].elementsEqual(subject.utf8) { destroyed += 1 }
-                        entry = try cursor.next()
-                    }
-                }
-            }
-            return (live, destroyed)
+            return try stored.count { try storage.erasure(of: $0.id, txn) == nil }
         }
     }
 

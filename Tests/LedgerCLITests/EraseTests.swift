@@ -17,6 +17,18 @@ import Testing
         return store
     }
 
+    /// A month's App Store subscription of `subject` bought now (so it covers now), with
+    /// auto-renew turned off when `autoRenew` is false.
+    func appendCoveringSubscription(_ subject: String, to store: String, autoRenew: Bool = true) throws {
+        let now = ISO8601DateFormatter().string(from: Date())
+        let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
+        var lines = [#"{"type":"subscription.purchased","subject":"\#(subject)","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t-\#(subject)","originalTransactionId":"t-\#(subject)","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#]
+        if !autoRenew {
+            lines.append(#"{"type":"subscription.auto_renew_changed","subject":"\#(subject)","occurredAt":"\#(now)","source":"appstore","data":{"originalTransactionId":"t-\#(subject)","enabled":false}}"#)
+        }
+        #expect(try Run(["append", "--store", store, "-"], stdin: lines.joined(separator: "\n") + "\n").status == 0)
+    }
+
     /// Every file under `path`, its bytes.
     func storeBytes(_ path: String) -> [Data] {
         (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? []).compactMap { FileManager.default.contents(atPath: path + "/" + $0) }
@@ -93,10 +105,7 @@ import Testing
     @Test func eraseSaysTheSubscriptionKeepsRenewing() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"
-            let now = ISO8601DateFormatter().string(from: Date())
-            let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
-            let purchase = #"{"type":"subscription.purchased","subject":"cat","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t9","originalTransactionId":"t9","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#
-            #expect(try Run(["append", "--store", store, "-"], stdin: purchase + "\n").status == 0)
+            try appendCoveringSubscription("cat", to: store)
             let run = try Run(["erase", "cat", "--store", store, "--json"])
             #expect(run.status == 0)
             #expect(try run.json()["subscriptionWarning"] as? Bool == true)
@@ -145,10 +154,7 @@ import Testing
     @Test func onATerminalEraseAsksForYes() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"
-            let now = ISO8601DateFormatter().string(from: Date())
-            let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
-            let purchase = #"{"type":"subscription.purchased","subject":"cat","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t9","originalTransactionId":"t9","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#
-            #expect(try Run(["append", "--store", store, "-"], stdin: purchase + "\n").status == 0)
+            try appendCoveringSubscription("cat", to: store)
             let ledger = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger").path
             // script(1) runs the command on a pseudo-terminal.
             let asked = try Run(["-qec", "\(ledger) erase cat --store \(store)", "/dev/null"], environment: ["NO_COLOR": "1"], executable: "/usr/bin/script")
@@ -167,13 +173,7 @@ import Testing
     @Test func eraseSaysASubscriptionWithoutAutoRenewRunsOut() throws {
         try withDirectory { dir in
             let store = dir + "/s.lmdb"
-            let now = ISO8601DateFormatter().string(from: Date())
-            let later = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86_400))
-            let lines = [
-                #"{"type":"subscription.purchased","subject":"dan","occurredAt":"\#(now)","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t8","originalTransactionId":"t8","purchasedAt":"\#(now)","expiresAt":"\#(later)"}}"#,
-                #"{"type":"subscription.auto_renew_changed","subject":"dan","occurredAt":"\#(now)","source":"appstore","data":{"originalTransactionId":"t8","enabled":false}}"#,
-            ]
-            #expect(try Run(["append", "--store", store, "-"], stdin: lines.joined(separator: "\n") + "\n").status == 0)
+            try appendCoveringSubscription("dan", to: store, autoRenew: false)
             let run = try Run(["erase", "dan", "--store", store])
             #expect(run.status == 0)
             #expect(run.stdout.contains("The customer's App Store subscription stays in force at Apple until it expires (auto-renew is off): deleting the account does not refund it."))

@@ -53,7 +53,7 @@ import Testing
             #expect(deletion.export == .init(state: .completed, location: "[Deleted User]"))
             // Erased after the fact, the location reads so at every time.
             #expect(try ledger.status(of: "u", at: mar1.adding(seconds: 180)).json.serialized().contains("\"location\":\"[Deleted User]\""))
-            #expect(try ledger.log.personalKeys(of: "u") == (live: 0, destroyed: 1))
+            #expect(try ledger.log.liveKeys(of: "u") == 0 && ledger.log.verify().personal.keysDestroyed == 1)
 
             let audit = try ledger.audit(of: "u", at: now)
             #expect(audit.entries.map(\.summary).prefix(3) == [
@@ -93,7 +93,7 @@ import Testing
             #expect(first.deletedAt == nil && !first.isErased)
             let deletion = try #require(try ledger.view(DeletionModel.self, of: "u", at: now))
             #expect(deletion.state == .failed && deletion.failedSteps == ["likes"] && deletion.completedSteps == ["auth", "photos", "profile"])
-            #expect(try ledger.log.personalKeys(of: "u").live == 1)
+            #expect(try ledger.log.liveKeys(of: "u") == 1)
             #expect(try ledger.view(DeletionModel.self, of: "u", at: now)?.export.location == "s3://exports/u.zip")
 
             likesDown.withLock { $0 = false }
@@ -103,7 +103,7 @@ import Testing
             #expect(second.deletedAt != nil)
             #expect(runs.withLock { $0 } == ["photos", "likes", "likes"])
             #expect(try ledger.view(DeletionModel.self, of: "u", at: now.adding(seconds: 60))?.state == .completed)
-            #expect(try ledger.log.personalKeys(of: "u").live == 0)
+            #expect(try ledger.log.liveKeys(of: "u") == 0)
         }
     }
 
@@ -143,7 +143,7 @@ import Testing
                 #expect(error.code == .wrongExpectedVersion)
                 #expect(error.message == "u changed while it was being erased (another erase, or the app, appended to it); run erase again")
             }
-            #expect(try ledger.log.personalKeys(of: "u").live == 1)
+            #expect(try ledger.log.liveKeys(of: "u") == 1)
             let again = try ledger.erase("u", steps: [ErasureStep("photos") { _ in }], at: now.adding(seconds: 60))
             #expect(again.deletedAt != nil)
         }
@@ -159,7 +159,7 @@ import Testing
             #expect(try ledger.events(of: "u").collect().compactMap(noteText) == ["[Deleted User]", "back with a new account"])
             let report = try ledger.erase("u", at: now.adding(seconds: 120))
             #expect(!report.alreadyErased && report.deletedAt != nil)
-            #expect(try ledger.log.personalKeys(of: "u") == (live: 0, destroyed: 2))
+            #expect(try ledger.log.liveKeys(of: "u") == 0 && ledger.log.verify().personal.keysDestroyed == 2)
         }
     }
 

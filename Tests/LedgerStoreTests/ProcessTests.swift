@@ -145,14 +145,14 @@ import Testing
                     if acknowledged.contains(subject) { #expect(deleted, "\(subject): an acknowledged erasure is not stored") }
                     let note = events.first.flatMap { event in EventCatalog.layout(of: event.type, version: event.schemaVersion)?.decode(binary: event.payload) }
                         .flatMap { value in EventCatalog.layout(of: SupportNoteAdded.type, version: 1)?.json(value)["text"] }
-                    let keys = try log.personalKeys(of: subject)
+                    let live = try log.liveKeys(of: subject)
                     if deleted {
                         erased.append(subject)
                         #expect(note == .string("[Deleted User]") && events.first?.meta["email"] == "[Deleted User]", "\(subject)")
-                        #expect(keys.live == 0, "\(subject): a deleted account's key survived")
+                        #expect(live == 0, "\(subject): a deleted account's key survived")
                     } else {
                         #expect(note == .string("note of \(subject)"), "\(subject): a live subject's note does not open")
-                        #expect(keys.live == 1, "\(subject)")
+                        #expect(live == 1, "\(subject)")
                     }
                 }
                 // Opened for writing, every stored deletion's key is gone from every file.

@@ -177,9 +177,7 @@ final class KeyStore: @unchecked Sendable {
     /// Writes generation `next`: every key of `current` but those whose id is in `dropped`,
     /// into a new environment, committed and synced, its directory synced. A leftover
     /// directory of that name (a compaction cut short) is removed first.
-    /// - Returns: how many keys the new generation holds.
-    @discardableResult
-    func compact(from current: UInt64, to next: UInt64, dropping dropped: Set<[UInt8]>) throws -> Int {
+    func compact(from current: UInt64, to next: UInt64, dropping dropped: Set<[UInt8]>) throws {
         forget(next)
         try Self.removeDirectory(directory(next))
         var live: [(name: [UInt8], value: [UInt8])] = []
@@ -194,12 +192,11 @@ final class KeyStore: @unchecked Sendable {
                 }
             }
         }
-        guard let fresh = try open(next, creating: true) else { return 0 }
+        guard let fresh = try open(next, creating: true) else { return }
         try fresh.env.write { txn in
             for (name, value) in live { try txn.put(fresh.keys, key: name, value: value) }
         }
         try fresh.env.sync(force: true)
-        return live.count
     }
 
     /// Removes every `keys-N` directory but `keep`'s (generations replaced, or made by a

@@ -223,7 +223,7 @@ extension LogStorage {
 
     /// Whether `shred` or `removeReplacedKeys` has work: what opening a store for writing checks.
     func keysNeedCare() throws -> Bool {
-        guard let shredding else { return false }
+        guard shredding != nil else { return false }
         return try env.read { txn in
             let generation = try keyGeneration(txn)
             return try shreddingPending(txn) || keyStore.generationsOnDisk().contains { $0 != generation }
