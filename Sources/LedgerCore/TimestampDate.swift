@@ -11,9 +11,9 @@ extension Timestamp {
         let milliseconds = (date.timeIntervalSince1970 * 1000).rounded(.down)
         if milliseconds.isNaN {
             self.init(milliseconds: 0)
-        } else if milliseconds >= 9_223_372_036_854_775_807 {
+        } else if milliseconds >= Double(Int64.max) {   // 2^63: the first value past Int64
             self.init(milliseconds: .max)
-        } else if milliseconds <= -9_223_372_036_854_775_808 {
+        } else if milliseconds <= Double(Int64.min) {
             self.init(milliseconds: .min)
         } else {
             self.init(milliseconds: Int64(milliseconds))
