@@ -38,8 +38,9 @@ public final class ReadWriteLock: @unchecked Sendable {
         return try body()
     }
 
-    func lockShared() { pthread_rwlock_rdlock(lock) }
-    func unlockShared() { pthread_rwlock_unlock(lock) }
+    /// Takes it shared until `unlockShared()`: for a hold that a closure cannot scope.
+    package func lockShared() { pthread_rwlock_rdlock(lock) }
+    package func unlockShared() { pthread_rwlock_unlock(lock) }
 
     public func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_wrlock(lock)

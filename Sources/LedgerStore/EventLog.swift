@@ -203,11 +203,11 @@ public final class EventLog: Sendable {
 
     /// The event with `id`, or `nil`; personal fields opened unless `revealing` is false.
     public func event(id: EventID, revealing: Bool = true) throws(LedgerError) -> StoredEvent? {
-        try storage.readIndexed("reading event \(id)") { txn in
-            guard let (position, record) = try storage.stored(id, txn) else { return nil }
+        try storage.readIndexed("reading event \(id)", find: { txn in try storage.stored(id, txn) }, then: { found, txn in
+            guard let (position, record) = found else { return nil }
             let event = try EventRecord.decode(record, position: position)
             return revealing ? try storage.reveal(event, txn) : event
-        }
+        })
     }
 
     /// A personal value as a read model keeps it — sealed, as the log gave it to the fold —

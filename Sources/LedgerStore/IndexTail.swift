@@ -97,9 +97,9 @@ struct TailStream {
 final class IndexTails: @unchecked Sendable {
     // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
     // exclusively.
-    /// Readers hold it across a whole read, and keep overlapping under load: it prefers the
-    /// writer, whose every commit needs it exclusively, so that no stream of readers starves
-    /// appends. No path takes it shared inside a read that holds it (that would deadlock
+    /// Readers hold it while they look events up (`LogStorage.readIndexed(_:find:then:)`), and
+    /// keep overlapping under load: it prefers the writer, whose every commit needs it
+    /// exclusively, so that no stream of readers starves appends. No path takes it shared inside a read that holds it (that would deadlock
     /// behind a waiting writer): a read's body reads `tail` directly.
     private let lock = ReadWriteLock(preferringWriters: true)
     var tail: IndexTail
@@ -112,6 +112,8 @@ final class IndexTails: @unchecked Sendable {
     }
 
     func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withShared(body) }
+    func lockShared() { lock.lockShared() }
+    func unlockShared() { lock.unlockShared() }
     func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withExclusive(body) }
 
     /// The position of the event with `id` after the stored index's position, if the tail or
@@ -187,15 +189,36 @@ extension LogStorage {
     /// Runs a read transaction with the tail brought up to it and held (shared) meanwhile:
     /// for every read that looks an event up by id or by stream.
     func readIndexed<R>(_ what: @autoclosure () -> String, _ body: (borrowing Transaction) throws -> R) throws(LedgerError) -> R {
+        try readIndexed(what(), find: body, then: { found, _ in found })
+    }
+
+    /// Runs a read transaction in two steps: `find`, with the tail brought up to it and held
+    /// (shared), looks events up by id or by stream; `then`, in the same transaction with the
+    /// lock released, reads and decodes what `find` found. An appender's commit waits for
+    /// readers in `find` only — a lookup in memory and a seek or two — never for their
+    /// decoding, so readers that keep overlapping hold it up for microseconds
+    /// (`append.underReadLoad`).
+    func readIndexed<Found, R>(_ what: @autoclosure () -> String, find: (borrowing Transaction) throws -> Found,
+                               then: (Found, borrowing Transaction) throws -> R) throws(LedgerError) -> R {
         while true {
             var result: R?
-            try tails.withShared { () throws(LedgerError) in
-                try read(what()) { txn in
-                    guard try tailIsCurrent(txn) else { return }
-                    result = try body(txn)
-                }
+            // Taken before the snapshot, so the tail is never ahead of it; released by hand
+            // inside the transaction, which outlives it.
+            tails.lockShared()
+            var held = true
+            defer { if held { tails.unlockShared() } }
+            try read(what()) { txn in
+                guard try tailIsCurrent(txn) else { return }
+                let found = try find(txn)
+                tails.unlockShared()
+                held = false
+                result = try then(found, txn)
             }
             if let result { return result }
+            if held {
+                tails.unlockShared()
+                held = false
+            }
             try tails.withExclusive { () throws(LedgerError) in
                 try read(what()) { txn in try syncTail(txn) }
             }
