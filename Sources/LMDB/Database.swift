@@ -4,7 +4,7 @@ import CLMDB
 ///
 /// Opened once with `Environment.openDatabase(_:flags:)`; the handle stays valid for the life
 /// of the environment and may be used from any transaction on any thread.
-public struct Database: Sendable, Hashable {
+@_spi(Storage) public struct Database: Sendable, Hashable {
     let dbi: MDB_dbi
     /// The database's name, or `nil` for the environment's main database.
     public let name: String?
@@ -26,7 +26,7 @@ public struct Database: Sendable, Hashable {
 }
 
 /// Flags for a single put.
-public struct PutFlags: OptionSet, Sendable {
+@_spi(Storage) public struct PutFlags: OptionSet, Sendable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
     /// Fail with `.keyExists` instead of replacing an existing value.
@@ -46,7 +46,7 @@ public struct PutFlags: OptionSet, Sendable {
 ///
 /// Both buffers point into the memory map: they are valid only until the transaction ends
 /// (or, in a write transaction, until the next write). Copy what must outlive it.
-public struct Entry {
+@_spi(Storage) public struct Entry {
     /// The key's bytes.
     public let key: UnsafeRawBufferPointer
     /// The value's bytes.

@@ -23,7 +23,7 @@ import Synchronization
 /// - Do not call `write` from inside a `read` or `write` closure on the same thread: LMDB has
 ///   one writer at a time, and growing the map waits for this process's open transactions.
 /// - Values read inside a closure point into the map and are valid only inside it.
-public final class Environment: @unchecked Sendable {
+@_spi(Storage) public final class Environment: @unchecked Sendable {
     // @unchecked Sendable: LMDB environments are thread-safe (opened with MDB_NOTLS so read
     // transactions are not tied to threads); the mutable map-size state sits in a Mutex and the
     // resize is serialised against live transactions by `resizeLock`.

@@ -10,7 +10,7 @@ import Glibc
 /// do { try env.write { txn in try txn.put(db, key: k, value: v, flags: .noOverwrite) } }
 /// catch let error as LMDBError where error.code == .keyExists { … }
 /// ```
-public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
+@_spi(Storage) public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
     /// An extensible error code: the raw LMDB (or `errno`) return value with names for the
     /// ones callers act upon.
     public struct Code: RawRepresentable, Hashable, Sendable {

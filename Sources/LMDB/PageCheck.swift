@@ -2,7 +2,7 @@ import CLMDB
 import Glibc
 
 /// A page of `data.mdb` that is not what the B-tree above it says it is.
-public struct PageDamage: Sendable, Hashable, CustomStringConvertible {
+@_spi(Storage) public struct PageDamage: Sendable, Hashable, CustomStringConvertible {
     /// The page number (its byte offset is `page × page size`).
     public let page: Int
     /// The tree it belongs to: `free`, `main`, or a named database (`events`…).
@@ -14,7 +14,7 @@ public struct PageDamage: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// What a walk over the store's pages found.
-public struct PageCheckReport: Sendable, Hashable {
+@_spi(Storage) public struct PageCheckReport: Sendable, Hashable {
     /// Pages read and checked (branch, leaf and overflow pages reached from the roots).
     public let pagesChecked: Int
     /// The first damaged page, `nil` when every page reached is sound.

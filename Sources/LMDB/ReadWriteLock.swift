@@ -12,7 +12,7 @@ import Glibc
 /// (`mdb_env_set_mapsize` remaps the file: every pointer a live transaction holds would
 /// dangle, and LMDB does not check for it): transactions hold it shared, a resize exclusively.
 /// That one prefers readers, since a transaction may begin inside another.
-public final class ReadWriteLock: @unchecked Sendable {
+@_spi(Storage) public final class ReadWriteLock: @unchecked Sendable {
     // @unchecked Sendable: the pthread lock is the synchronisation; its storage is allocated
     // once, never moved, and freed only in deinit when no thread can hold a reference.
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>

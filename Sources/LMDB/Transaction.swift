@@ -7,7 +7,7 @@ import CLMDB
 /// closure returns. Values it returns point into the memory map: copy them (`Array(buffer)`)
 /// if they must outlive the closure. In a write transaction, a value read before a write to
 /// the same database may move; read it again after writing.
-public struct Transaction: ~Copyable {
+@_spi(Storage) public struct Transaction: ~Copyable {
     let handle: OpaquePointer
     let writeState: WriteState?
 
@@ -186,7 +186,7 @@ public struct Transaction: ~Copyable {
 ///
 /// Positioning calls return the entry they land on, or `nil` past either end.
 /// Entries point into the map (see `Entry`).
-public struct Cursor: ~Copyable {
+@_spi(Storage) public struct Cursor: ~Copyable {
     let handle: OpaquePointer
     let database: Database
     let writeState: WriteState?

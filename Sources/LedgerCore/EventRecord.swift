@@ -17,7 +17,7 @@
 /// ```
 ///
 /// The position is the record's key, not part of it: the hash chain fixes the order.
-public enum EventRecord {
+@_spi(Storage) public enum EventRecord {
     /// The format version this code writes and reads.
     public static let formatVersion: UInt8 = 1
     /// Size of the SHA-256 hash at the end of a record.

@@ -1,6 +1,6 @@
 import Foundation
-import LedgerCore
-import LedgerStore
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
 import Synchronization
 
 /// The demo's two passes over its customers: plan every history to learn the order the

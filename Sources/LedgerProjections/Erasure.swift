@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 
 /// One step of an account deletion (seed 003: each subcollection, the images, the profile,
 /// and the sign-in last): a name and the work. A step that throws is recorded as failed with

@@ -21,7 +21,7 @@ import LedgerStore
 /// read transactions of their own.
 public final class Ledger: Sendable {
     /// The event log underneath.
-    public let log: EventLog
+    @_spi(Storage) public let log: EventLog
     let engine: ProjectionEngine
 
     /// Opens (or creates) the store at `path` with `models` registered.
@@ -238,7 +238,7 @@ public final class Ledger: Sendable {
 
     /// Every key of a fold's served states (`"facts"` or a model's name) with its encoded
     /// state, in key order: for tools that compare builds byte for byte.
-    public func servedStates(of fold: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
+    @_spi(Storage) public func servedStates(of fold: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
         try engine.servedStates(of: fold)
     }
 

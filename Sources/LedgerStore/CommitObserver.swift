@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// Code that runs inside every append's write transaction: the projection engine, which keeps
 /// its read models in the same store and must commit their changes with the events that caused
@@ -9,7 +9,7 @@ import LedgerCore
 /// event in position order, then `finish` before the commit. A throw from any of them aborts
 /// the whole transaction: no event and no read-model change is written. `committed` runs after
 /// a successful commit, outside any transaction.
-public protocol CommitObserver: Sendable {
+package protocol CommitObserver: Sendable {
     /// Starts watching one write transaction; `head` is the last position before it.
     func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession
     /// A write transaction committed; `head` is now the last position.
@@ -17,7 +17,7 @@ public protocol CommitObserver: Sendable {
 }
 
 /// What a `CommitObserver` does within one write transaction.
-public protocol CommitSession: AnyObject {
+package protocol CommitSession: AnyObject {
     /// An event was just written in `txn`; `data` is its payload, decoded and upcast when the
     /// append checked it.
     func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws

@@ -1,7 +1,7 @@
 import Foundation
 import Crypto
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// The append-only event log of a store: every event once, under a gap-free global position,
 /// indexed by id and by (subject, version), chained by SHA-256.
@@ -49,7 +49,7 @@ public final class EventLog: Sendable {
         public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
         /// Makes the code run inside every append's write transaction (the projection engine),
         /// given the opened environment so that it can open its own databases.
-        public var observer: (@Sendable (Environment) throws -> any CommitObserver)?
+        package var observer: (@Sendable (Environment) throws -> any CommitObserver)?
 
         public init() {}
     }
@@ -149,7 +149,7 @@ public final class EventLog: Sendable {
     }
 
     /// How many append calls the writer has gathered into how many transactions since open.
-    public var commitCounters: CommitCounters { writer?.commitCounters ?? CommitCounters() }
+    @_spi(Storage) public var commitCounters: CommitCounters { writer?.commitCounters ?? CommitCounters() }
 
     /// Flushes commits to disk: needed only for a `.noSync` log.
     public func sync() throws(LedgerError) {
@@ -265,10 +265,10 @@ public final class EventLog: Sendable {
 
     /// The LMDB environment underneath, for modules that keep their own databases in the same
     /// store (the projection engine).
-    public var environment: Environment { storage.env }
+    @_spi(Storage) public var environment: Environment { storage.env }
 
     /// The observer made from `Options.observer`, if any.
-    public var observer: (any CommitObserver)? { storage.observer }
+    package var observer: (any CommitObserver)? { storage.observer }
 }
 
 /// Counts and sizes of a log.

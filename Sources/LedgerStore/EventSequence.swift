@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 extension EventLog {
     /// Events from position `from` (default 1) up to `through` (default: the end, as far as it

@@ -1,6 +1,6 @@
 import Dispatch
 import Glibc
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import Synchronization
 
 /// One caller's batch waiting for the writer thread.
@@ -168,7 +168,7 @@ private final class ThreadBody: Sendable {
 }
 
 /// What group commit has done: how many batches it gathered into how many transactions.
-public struct CommitCounters: Sendable, Hashable {
+@_spi(Storage) public struct CommitCounters: Sendable, Hashable {
     /// Write transactions committed (fsyncs, for a durable log).
     public var transactions = 0
     /// Append calls they carried (successful or rejected).

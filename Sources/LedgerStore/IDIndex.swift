@@ -1,6 +1,6 @@
 import Crypto
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// The id index (store layout 3): for every event, the first 8 bytes of SHA-256(id) and its
 /// position, packed.

@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// The id and stream index entries of the latest events, kept in memory instead of in the
 /// stored indexes until enough of them gather (store layout 5).

@@ -1,26 +1,26 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// What code running beside the log in the same store — the projection engine — reads of it
 /// inside its own transactions (or the append's, from `CommitObserver`): the head, the events
 /// in position order, and the store's policy. It never reads the log's databases otherwise.
-public struct LogAccess: Sendable {
+package struct LogAccess: Sendable {
     let events: Database
     let meta: Database
 
     /// The log's databases in `env` (the store must exist).
-    public init(_ env: Environment) throws {
+    package init(_ env: Environment) throws {
         events = try env.openDatabase(LogSchema.events, flags: [])
         meta = try env.openDatabase(LogSchema.meta, flags: [])
     }
 
     /// The last position of the log (0 when empty).
-    public func head(_ txn: borrowing Transaction) throws -> UInt64 {
+    package func head(_ txn: borrowing Transaction) throws -> UInt64 {
         try txn.withCursor(events) { cursor in try cursor.last().flatMap { LogSchema.integer($0.key) } ?? 0 }
     }
 
     /// How many subjects have events.
-    public func subjectCount(_ txn: borrowing Transaction) throws -> UInt64 {
+    package func subjectCount(_ txn: borrowing Transaction) throws -> UInt64 {
         try txn.get(meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
     }
 
@@ -29,7 +29,7 @@ public struct LogAccess: Sendable {
     /// alone); `tick` gets the position every 65,536 events, for progress reports.
     /// - Throws: `LedgerError.corruptRecord` for a record that does not decode, or a position
     ///   missing from the log (positions are gap-free), naming the position.
-    public func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
+    package func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
                              tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
         let filter = EventRecord.TypeFilter(types)
@@ -50,12 +50,12 @@ public struct LogAccess: Sendable {
 
     /// The store's policy document as stored (canonical JSON), `nil` when it has none; valid
     /// until `txn` ends.
-    public func policyBytes(_ txn: borrowing Transaction) throws -> UnsafeRawBufferPointer? {
+    package func policyBytes(_ txn: borrowing Transaction) throws -> UnsafeRawBufferPointer? {
         try txn.get(meta, key: LogSchema.policyKey)
     }
 
     /// Records `policy` as the store's, in `txn` (a rebuild swapping in a new policy).
-    public func setPolicy(_ policy: Policy, _ txn: borrowing Transaction) throws {
+    package func setPolicy(_ policy: Policy, _ txn: borrowing Transaction) throws {
         try txn.put(meta, key: LogSchema.policyKey, value: LogSchema.policyValue(policy))
     }
 }

@@ -1,10 +1,10 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// The named databases of a store and how their keys are laid out.
 ///
 /// Every integer in a key is big-endian so that LMDB's byte order is numeric order.
-public enum LogSchema {
+@_spi(Storage) public enum LogSchema {
     /// position (u64 BE) → record (see `EventRecord`).
     public static let events = "events"
     /// `idKey` → one fixed-size value per event, sorted: the first 8 bytes of SHA-256(id) ‖

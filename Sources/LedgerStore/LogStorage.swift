@@ -1,6 +1,6 @@
 import Crypto
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// The environment and databases of a store, and the commit that the writer thread runs.
 struct LogStorage: Sendable {

@@ -1,6 +1,6 @@
 import Foundation
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// What `EventLog.verify()` found.
 public struct VerifyReport: Sendable, Hashable {

@@ -1,4 +1,5 @@
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 extension EventLog {
     /// The policy this store was built with (SPEC §3), `nil` for a store made before policies

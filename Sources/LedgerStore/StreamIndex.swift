@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// A run of one subject's consecutive versions in the stream index (store layout 2): the
 /// value under `LogSchema.streamKey(subject, version: first)` holds the positions of versions

@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// One event of a streamed batch, with where it came from (for error messages) and, for a
 /// restore, the position and recordedAt it had.

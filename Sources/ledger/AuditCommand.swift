@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
+@_spi(Storage) import LedgerProjections
 
 struct AuditCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 
 struct AppendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// Shorthands for the command line's `--json` output, built on the ledger's own `JSON`: keys

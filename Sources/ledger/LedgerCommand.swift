@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
-import LMDB
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerStore
 
 /// `ledger`: the command line over the EntitlementLedger library.
 @main

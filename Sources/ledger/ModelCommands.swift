@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 
 /// Parses a command-line time (`--at`, `--now`…): any RFC 3339 time with a zone that events
 /// could carry (years 0000–9999 once in UTC), by the parser events' times go through.

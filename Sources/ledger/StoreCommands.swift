@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerDemo
 import LedgerModels
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

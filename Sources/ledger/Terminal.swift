@@ -1,8 +1,8 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerDemo
 import LedgerModels
-import LedgerProjections
+@_spi(Storage) import LedgerProjections
 
 /// What the command line may do to its output: colour only on a terminal and never when
 /// `NO_COLOR` is set (no-color.org); progress only on a terminal.

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import LMDB
+@_spi(Storage) import LMDB
 import Synchronization
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
-import LMDB
-import LedgerCore
-import LedgerStore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
 import Testing
 
 /// Runs the built `ledger` binary (beside the test bundle) and captures what it says.

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import Testing
 
 /// A damaged store, or a careless operator, gets a clear refusal: never a crash, never a

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import Testing
 
 /// `status`, `rebuild`, `stats` and `verify` over the read models, through the built binary.

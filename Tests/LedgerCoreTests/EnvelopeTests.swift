@@ -1,6 +1,6 @@
 import Foundation
-import LedgerCore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 @Suite struct EnvelopeDecoderTests {

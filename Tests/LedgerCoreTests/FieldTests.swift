@@ -1,6 +1,6 @@
 import Testing
 
-@testable import LedgerCore
+@_spi(Storage) @testable import LedgerCore
 
 @Suite struct FieldTests {
     /// Every field of every layout is read straight into its stored property. A key path

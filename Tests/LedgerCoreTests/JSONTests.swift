@@ -1,5 +1,5 @@
-import LedgerCore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Testing
 

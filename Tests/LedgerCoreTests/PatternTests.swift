@@ -1,8 +1,8 @@
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@testable import LedgerCore
+@_spi(Storage) @testable import LedgerCore
 
 /// The Swift checks of the string codecs accept exactly what their schema patterns do.
 @Suite struct PatternTests {

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import Testing
 
 @Suite struct PolicyTests {

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import Testing
 
 /// `Schemas/` in the repository.

@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Access rules of SPEC §4 (seed 002: one free session per device per local calendar day, a

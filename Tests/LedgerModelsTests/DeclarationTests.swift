@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// What every model declares agrees with what it does: the event types it `reads` are the

@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Entitlement rules of SPEC §4, one rule per test, each asserting the complete view.

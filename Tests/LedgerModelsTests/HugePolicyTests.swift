@@ -1,7 +1,7 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// A policy built in code is not bounded by the decoder: with every span and count at 10^12 or

@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Limits rules of SPEC §4 (seed 001: 25 people and 5 tags on the free tier), one rule per test

@@ -1,6 +1,6 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 @testable import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Retention rules of SPEC §4 (seed 000), one rule per test, each asserting complete views.

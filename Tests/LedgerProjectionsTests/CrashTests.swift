@@ -1,8 +1,9 @@
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-@testable import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) @testable import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// A rebuild killed with SIGKILL in a real child process.

@@ -1,9 +1,9 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Synchronization
 import Testing

@@ -1,10 +1,10 @@
 import Foundation
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-@testable import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) @testable import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// The engine's folds over real stores: a rebuild's fold of the whole log against the states

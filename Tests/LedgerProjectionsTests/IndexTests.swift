@@ -1,9 +1,9 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-@testable import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) @testable import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// A model's time-ordered index across subjects (`ReadModel.indexEntries`), kept by the engine

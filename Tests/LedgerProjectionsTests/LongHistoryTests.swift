@@ -1,10 +1,10 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerDemo
 import LedgerModels
-@testable import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) @testable import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// A customer's long history costs nothing extra: the badge keeps a count and each message as

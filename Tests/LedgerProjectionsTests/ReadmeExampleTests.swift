@@ -1,5 +1,5 @@
 import LedgerProjections
-import LedgerTestSupport
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// The README's "library in five minutes", with what its comments say checked, under its one import

@@ -1,8 +1,8 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-@testable import LedgerProjections
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) @testable import LedgerProjections
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Changing a rule: dry runs, rebuilds under a new policy, staleness.

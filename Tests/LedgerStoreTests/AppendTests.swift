@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Synchronization
 import Testing
 

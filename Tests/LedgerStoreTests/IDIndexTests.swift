@@ -1,8 +1,8 @@
 import Crypto
-import LMDB
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Replaces a store's id index with layout 2's (event id → position, u64 BE, a key each) and

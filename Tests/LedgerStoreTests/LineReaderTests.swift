@@ -1,6 +1,6 @@
 import Foundation
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 @Suite struct LineReaderTests {

@@ -1,7 +1,7 @@
 import Foundation
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// The log used on its own, as an app that keeps no read models would: append, duplicates,

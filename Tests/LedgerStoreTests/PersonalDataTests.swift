@@ -1,8 +1,8 @@
 import Foundation
-import LMDB
-import LedgerCore
-@testable import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) @testable import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Personal fields sealed under per-subject keys, and erased by destroying the key (SPEC §2.3).

@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
-import LMDB
-import LedgerCore
-@testable import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) @testable import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Tests that need a second, real process: `ledger-test-child` (see Tests/LedgerTestChild).

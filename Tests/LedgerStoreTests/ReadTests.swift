@@ -1,7 +1,7 @@
 import Foundation
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Synchronization
 import Testing

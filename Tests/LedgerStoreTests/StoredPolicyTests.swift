@@ -1,6 +1,6 @@
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 @Suite struct StoredPolicyTests {

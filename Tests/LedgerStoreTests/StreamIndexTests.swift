@@ -1,7 +1,7 @@
-import LMDB
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// The stream index of store layout 2: each subject's positions packed in chunks of 128

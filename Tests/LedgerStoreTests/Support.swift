@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
-import LMDB
-import LedgerCore
-import LedgerStore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
 import Testing
 
 /// A small valid event (`usage.recorded`); `n` varies every field that matters. A `payload`

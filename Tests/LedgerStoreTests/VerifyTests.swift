@@ -1,7 +1,7 @@
-import LMDB
-import LedgerCore
-import LedgerStore
-import LedgerTestSupport
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// Tampering goes through the raw LMDB layer, with the log closed (one handle per process).

@@ -8,11 +8,11 @@
 //   ledger-test-child erase-loop STORE SUBJECTS                  give SUBJECTS subjects a note each (once), print "ready", then erase
 //                                                                each not yet erased (Ledger.erase), printing "erased S" after each returns
 import Glibc
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 
 /// Writes a line straight to a file descriptor: no stdio buffer, so a line the parent reads
 /// was said before the kill.

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Builds valid `data` for a layout from a seed, guided by each field's schema: what any
 /// client could send. Objects have sorted keys and times are canonical, so a round trip must
@@ -52,7 +52,7 @@ public struct DataGenerator {
 
     /// Valid data for `layout`: required fields always, each optional one half the time
     /// (all of them when a cross-field rule asks for them).
-    public mutating func data(for layout: Layout, allOptionals: Bool = false) -> JSONObject {
+    @_spi(Storage) public mutating func data(for layout: Layout, allOptionals: Bool = false) -> JSONObject {
         var object = JSONObject()
         for field in layout.fields where field.isRequired || allOptionals || next() & 1 == 0 {
             object[field.name] = value(for: field.schema)
@@ -62,7 +62,7 @@ public struct DataGenerator {
 }
 
 /// Every layout the catalog knows, current and legacy.
-public let everyLayout: [Layout] = EventCatalog.typeNames.flatMap { type in
+@_spi(Storage) public let everyLayout: [Layout] = EventCatalog.typeNames.flatMap { type in
     EventCatalog.versions(of: type).compactMap { EventCatalog.layout(of: type, version: $0) }
 }
 

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// What a store shows of `events` appended in this order (SPEC §2.3): an `account.deleted`

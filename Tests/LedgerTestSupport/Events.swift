@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// A time from RFC 3339 text (the tests' fixed dates).

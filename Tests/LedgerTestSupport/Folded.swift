@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// Events folded in memory as the engine folds them — each event positioned by its place in

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// Random but plausible subscription histories for property tests: purchases (some trials),

@@ -1,7 +1,7 @@
 /// One event as read from a JSONL line (SPEC §2.1), every field checked: the envelope, and
 /// `data` checked against its type's layout and encoded as the log stores it.
 /// (`EventCatalog.decode` or the layout turns `payload` back into typed data or JSON.)
-public struct Envelope: Sendable, Hashable {
+@_spi(Storage) public struct Envelope: Sendable, Hashable {
     /// The idempotency key, when the line gives one (otherwise it is derived from the content).
     public var id: EventID?
     /// A type of SPEC §2.3.
@@ -39,7 +39,7 @@ public struct Envelope: Sendable, Hashable {
 }
 
 /// One problem with one line of input, reported as `FILE:LINE: POINTER: MESSAGE` (SPEC §5).
-public struct InputProblem: Sendable, Hashable, CustomStringConvertible {
+@_spi(Storage) public struct InputProblem: Sendable, Hashable, CustomStringConvertible {
     /// The file, as named on the command line (`-` for standard input).
     public var file: String
     /// The line, from 1.
@@ -60,7 +60,7 @@ public struct InputProblem: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Every problem found in some input: a batch with any is rejected whole.
-public struct InputProblems: Error, Sendable, Hashable, CustomStringConvertible {
+@_spi(Storage) public struct InputProblems: Error, Sendable, Hashable, CustomStringConvertible {
     /// The problems, in input order.
     public var problems: [InputProblem]
 
@@ -72,7 +72,7 @@ public struct InputProblems: Error, Sendable, Hashable, CustomStringConvertible 
 
 /// Reads JSONL lines into envelopes, strictly: no unknown or missing keys, no wrong JSON types,
 /// times with a zone, known types and sources. Every problem of a line is reported.
-public enum EnvelopeDecoder {
+@_spi(Storage) public enum EnvelopeDecoder {
     /// The longest line read, in bytes: room for any event within `EventLimits.maxEventBytes`
     /// however it is spelt (a control character in a string takes six bytes as `\u0001`), and
     /// a bound on the memory one line takes. The limit itself is on the event, encoded.

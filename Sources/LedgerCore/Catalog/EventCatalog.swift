@@ -3,7 +3,7 @@
 /// payload the log stores. Older versions are upcast on read, never rewritten.
 public enum EventCatalog {
     /// Layouts of earlier schema versions, each upcast to the next.
-    public static let legacyTypes: [any LegacyPayloadLayout.Type] = [UsageRecordedV1.self]
+    @_spi(Storage) public static let legacyTypes: [any LegacyPayloadLayout.Type] = [UsageRecordedV1.self]
 
     /// Every layout by type name and schema version.
     static let layouts: [String: [UInt16: Layout]] = {
@@ -21,7 +21,7 @@ public enum EventCatalog {
 
     /// A type name the catalog knows (legacy layouts included), with its layouts: what a
     /// record's type bytes resolve to without making a string or hashing one.
-    public struct KnownType: Sendable {
+    @_spi(Storage) public struct KnownType: Sendable {
         /// Its place in `known`.
         public let index: Int
         public let name: String
@@ -32,7 +32,7 @@ public enum EventCatalog {
     }
 
     /// Every type name the catalog knows, in byte order.
-    public static let known: [KnownType] = layouts.keys.sorted().enumerated().map { index, name in
+    @_spi(Storage) public static let known: [KnownType] = layouts.keys.sorted().enumerated().map { index, name in
         KnownType(index: index, name: name, utf8: Array(name.utf8),
                   decoders: (layouts[name] ?? [:]).sorted { $0.key < $1.key }.map { version, layout in
                       (version: version, decode: { payload in decode(layout, payload: payload) })
@@ -89,7 +89,7 @@ public enum EventCatalog {
     }
 
     /// The layout of `type` at `version`, `nil` for an unknown pair.
-    public static func layout(of type: String, version: UInt16) -> Layout? { layouts[type]?[version] }
+    @_spi(Storage) public static func layout(of type: String, version: UInt16) -> Layout? { layouts[type]?[version] }
 
     /// The schema versions a type accepts on input, oldest first.
     public static func versions(of type: String) -> [UInt16] { (layouts[type] ?? [:]).keys.sorted() }
@@ -123,7 +123,7 @@ public enum EventCatalog {
 }
 
 /// One layout with its type erased: what the catalog, the decoders and the schema generator use.
-public struct Layout: Sendable {
+@_spi(Storage) public struct Layout: Sendable {
     /// One field, described.
     public struct FieldInfo: Sendable, Hashable {
         public let name: String

@@ -9,7 +9,7 @@ extension Envelope {
 }
 
 /// The canonical JSONL form of stored events, as `ledger export` writes them.
-public enum EventLine {
+@_spi(Storage) public enum EventLine {
     /// A stored event as one canonical line (no newline): sorted keys, UTC millisecond times,
     /// `schemaVersion` and `data` as stored (never upcast, so the line appends back to the same
     /// event), `meta` only when not empty, plus `position` and `recordedAt`.

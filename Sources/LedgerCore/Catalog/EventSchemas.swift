@@ -6,14 +6,14 @@
 /// 256, meta's 4 KiB, the event's 64 KiB; `maxLength` counts characters), calendar validity
 /// beyond the pattern (a 30 February), and that a whole number is written without a fraction
 /// (JSON Schema takes `1.0` as an integer; the ledger does not).
-public enum EventSchemas {
+package enum EventSchemas {
     /// Where the schemas say they live; `$ref`s between them are relative to it.
-    public static let base = "https://entitlementledger.example/schemas/"
+    package static let base = "https://entitlementledger.example/schemas/"
     static let draft = "https://json-schema.org/draft/2020-12/schema"
     static let uuidPattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 
     /// Every schema file: its path under `Schemas/` and its content.
-    public static func files() -> [(path: String, schema: JSON)] {
+    package static func files() -> [(path: String, schema: JSON)] {
         var files: [(String, JSON)] = [("event.schema.json", envelope())]
         for type in EventCatalog.typeNames {
             for version in EventCatalog.versions(of: type) {
@@ -26,7 +26,7 @@ public enum EventSchemas {
     static func dataPath(_ layout: Layout) -> String { "events/\(layout.type).v\(layout.schemaVersion).schema.json" }
 
     /// The schema of one layout's `data` object.
-    public static func data(_ layout: Layout) -> JSON {
+    package static func data(_ layout: Layout) -> JSON {
         var properties = JSONObject()
         for field in layout.fields {
             var schema = field.schema
@@ -47,7 +47,7 @@ public enum EventSchemas {
     }
 
     /// The schema of one event line.
-    public static func envelope() -> JSON {
+    package static func envelope() -> JSON {
         let time: JSON = ["type": "string", "pattern": .string(Patterns.time)]
         var dispatch: [JSON] = []
         for type in EventCatalog.typeNames {

@@ -11,7 +11,7 @@ public protocol PayloadLayout: Sendable, Hashable {
     /// The fields, in binary order. Never reorder the fields of a shipped version: add a new
     /// version with an upcaster instead. The catalog reads this once per layout, so a shared
     /// shape may compute it (see PayloadShapes.swift).
-    static var fields: [Field<Self>] { get }
+    @_spi(Storage) static var fields: [Field<Self>] { get }
     /// Every field at its default; only the decoders use it, before setting each field.
     init()
     /// Rules that span fields (checked once every field is valid on its own).
@@ -62,7 +62,7 @@ public struct FieldViolations: Error, Sendable, Hashable {
 
 /// One field of a layout: its JSON key, whether it is required or personal, and how its value
 /// moves between JSON, the binary payload and the typed property.
-public struct Field<Root: PayloadLayout>: @unchecked Sendable {
+@_spi(Storage) public struct Field<Root: PayloadLayout>: @unchecked Sendable {
     // @unchecked: the closures capture only key paths and codecs, which are immutable values.
 
     /// The key under `data`.

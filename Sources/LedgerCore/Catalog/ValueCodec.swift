@@ -1,7 +1,7 @@
 /// How one kind of data value is read from JSON, written to JSON and to the binary payload,
 /// and described in JSON Schema. Every field of every event type uses one of these, so the
 /// strict decoder, the binary codec and the generated schemas cannot drift apart.
-public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
+@_spi(Storage) public struct ValueCodec<Value: Sendable & Hashable>: Sendable {
     /// The JSON Schema of a valid value.
     public let schema: JSONObject
     /// What a valid value is, for messages: "expected <this>, got 42".
@@ -217,7 +217,7 @@ struct PayloadReader {
 
 /// The patterns of the string codecs, written once for both the Swift check and the schema.
 /// Each Swift check accepts exactly what its pattern does.
-public enum Patterns {
+@_spi(Storage) public enum Patterns {
     public static let time = "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
     public static let decimal = "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?$"
     public static let currency = "^[A-Z]{3}$"

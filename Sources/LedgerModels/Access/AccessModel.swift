@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Access (SPEC §4, seed 002): Careguide's once-per-day sessions for free users, per device and
 /// local calendar day, and the signals of abuse that inform support without blocking anyone.

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// The access view of one subject at a time (SPEC §4–§5): the current device's sessions, every
 /// device's, and the signals.
@@ -133,7 +133,7 @@ public struct AccessView: ModelView, Hashable {
 
 /// SPEC §4's access rules, as pure functions: how each session event moves its device's
 /// session, and what the current device may do at t.
-public enum AccessRules {
+package enum AccessRules {
     static let day: Int64 = 86_400_000
 
     /// Folds one fact (the next in business-time order) into the sessions.

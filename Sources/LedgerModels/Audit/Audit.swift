@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// How much of the log an audit may use: what the ledger had recorded by a time, or up to a
 /// position (bitemporal: what we knew, against what was true).
@@ -92,10 +92,10 @@ public struct AuditReport: Sendable, Hashable {
 /// folds them in business-time order (position breaks ties) into the subject's facts and every
 /// model, evaluating each view after each event and at each time a view can change by itself,
 /// and reports the fields that changed with the rule behind them.
-public enum Audit {
+package enum Audit {
     /// The audit of `subject` at `t` from `events` (its events recorded by `knownAt`, in any
     /// order), under `policy`, through `models` (those the policy has are shown).
-    public static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
+    package static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
                               models: [any ReadModel.Type] = ReadModels.all, policy: Policy) -> AuditReport {
         let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         var facts = SubjectFacts()

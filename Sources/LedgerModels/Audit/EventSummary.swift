@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// One line saying what an event is, for the audit: the facts a support agent reads first.
 /// Personal fields (a note's text, a deletion request's reason, an export's location) show as

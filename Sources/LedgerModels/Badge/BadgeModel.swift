@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Badge (SPEC §4, seed 004 CH27 L229): the app icon's count and what makes it up. The state
 /// keeps the count of unread messages (each message, by id, is an item: delivered, read), the

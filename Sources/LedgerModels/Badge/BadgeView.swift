@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// The badge of one subject at a time (SPEC §4–§5).
 public struct BadgeView: ModelView, Hashable {
@@ -32,7 +32,7 @@ public struct BadgeView: ModelView, Hashable {
 }
 
 /// The badge formula of 004 CH27 L229 and its components, as pure functions.
-public enum BadgeRules {
+package enum BadgeRules {
     static func view(of state: BadgeModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> BadgeView {
         BadgeView(unreadInbox: unreadInbox(state, at: t), maintenanceDueToday: maintenanceDueToday(state, at: t),
                   billingIssue: facts.subscription.billingIssue(at: t, policy: policy.subscription),
@@ -51,7 +51,7 @@ public enum BadgeRules {
     /// The zone of the latest session start at or before `t` among `events`, `nil` with none:
     /// the badge's own rule for "today", folded from the events alone (how the audit and the
     /// command line show a subject's times locally).
-    public static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
+    package static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
         var state = BadgeModel.State()
         for event in events where event.type == SessionStarted.type && event.occurredAt <= t { BadgeModel.apply(event, to: &state) }
         return sessionZone(state, at: t)

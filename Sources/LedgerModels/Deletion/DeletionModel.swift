@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Deletion (SPEC §4, seeds 003 and 004 CH34): where the subject's account deletion stands, the
 /// App Store subscription it does not cancel, and the data export. The state keeps the

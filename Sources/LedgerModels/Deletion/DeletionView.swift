@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Where an account deletion stands (SPEC §4).
 public enum DeletionState: String, Sendable, Hashable, Encodable {
@@ -107,7 +107,7 @@ public struct DeletionView: ModelView, Hashable {
 /// SPEC §4's deletion sequence, as a pure function of the events that happened by t. A soft
 /// policy without `softGraceDays` (the decoder refuses one; a policy made in code can hold it)
 /// has no grace: nothing can be cancelled and the deletion falls due at the request.
-public enum DeletionRules {
+package enum DeletionRules {
     /// Step names in UTF-8 byte order.
     static func sorted(_ names: some Sequence<String>) -> [String] { names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
 

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Due (SPEC §4, seeds 000 and 004 CH27): what falls due when, across subjects — the
 /// trial-ending reminder, the payment-failure alert, the retention e-mails and tier changes, a

@@ -1,13 +1,13 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// SPEC §4's due items, each a pure function of the subject's facts and the due state,
 /// decided at its own time on the events that happened by then.
-public enum DueRules {
-    public static let trialEndingSoon = "trialEndingSoon"
-    public static let paymentFailed = "paymentFailed"
-    public static let deletionQueued = "deletionQueued"
-    public static let retentionEmail = "retentionEmail"
-    public static let tierChanged = "tierChanged"
+package enum DueRules {
+    package static let trialEndingSoon = "trialEndingSoon"
+    package static let paymentFailed = "paymentFailed"
+    package static let deletionQueued = "deletionQueued"
+    package static let retentionEmail = "retentionEmail"
+    package static let tierChanged = "tierChanged"
 
     static func items(of state: DueModel.State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
         var items: [IndexEntry] = []

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Entitlement (SPEC §4, seed 004): what a subject may use at a time, and why. The plan comes
 /// from the subject's facts (`Plan`); the model's own state is the client-side purchase

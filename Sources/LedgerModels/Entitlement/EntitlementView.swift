@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// The entitlement of one subject at a time (SPEC §4–§5).
 public struct EntitlementView: ModelView, Hashable {

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A fact with its business time and the position of the event that stated it.
 ///

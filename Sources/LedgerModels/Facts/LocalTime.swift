@@ -1,22 +1,22 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Local calendar dates in an IANA time zone, DST-correct (the badge's "due today", the
 /// access model's "per local calendar day"). An unknown zone name counts as UTC.
-public enum LocalTime {
+package enum LocalTime {
     /// The zone, or UTC.
-    public static func zone(_ identifier: String) -> TimeZone {
+    package static func zone(_ identifier: String) -> TimeZone {
         TimeZone(identifier: identifier) ?? TimeZone(secondsFromGMT: 0) ?? .current
     }
 
     /// The local date at `t` in `zone`, as days since 1970-01-01.
-    public static func day(at t: Timestamp, in zone: TimeZone) -> Int64 {
+    package static func day(at t: Timestamp, in zone: TimeZone) -> Int64 {
         t.adding(seconds: offset(of: zone, at: t)).milliseconds.floorDivided(by: 86_400_000).quotient
     }
 
     /// The instant local `day` (days since 1970-01-01) begins in `zone`: its first instant whose
     /// local date is `day`, so a DST change at midnight is honoured.
-    public static func start(ofDay day: Int64, in zone: TimeZone) -> Timestamp {
+    package static func start(ofDay day: Int64, in zone: TimeZone) -> Timestamp {
         let midnightUTC = Timestamp(milliseconds: day.multipliedClamping(by: 86_400_000))
         let guess = midnightUTC.adding(seconds: -offset(of: zone, at: midnightUTC))
         var t = midnightUTC.adding(seconds: -offset(of: zone, at: guess))
@@ -36,7 +36,7 @@ public enum LocalTime {
     }
 
     /// Days since 1970-01-01 of a `YYYY-MM-DD` date, or `nil`.
-    public static func day(of date: String) -> Int64? {
+    package static func day(of date: String) -> Int64? {
         let parts = date.split(separator: "-")
         guard parts.count == 3, let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2]),
               (1...12).contains(m), (1...CivilDate.daysIn(month: m, year: y)).contains(d) else { return nil }

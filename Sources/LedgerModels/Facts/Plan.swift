@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// The plan a subject is on at a time.
 public enum PlanState: String, Sendable, Hashable, CaseIterable, Encodable {

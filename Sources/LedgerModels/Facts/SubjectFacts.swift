@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// What decides a subject's plan, folded once per subject: its store subscription, support
 /// grants, device snapshots, sign-ins and deletion. Every model's view receives it, so that

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A subject's App Store subscription facts (part of `SubjectFacts`, which every model's view
 /// receives). The rules over them — coverage, billing grace, billing issue — are written once,

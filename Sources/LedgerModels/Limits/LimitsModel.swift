@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Limits (SPEC §4, seed 001): how many resources of each kind the free tier allows, and where
 /// the subject stands. Each resource (kind, resourceId) is an item holding its latest creation

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Where a subject stands against one resource kind's free-tier limit.
 public enum LimitState: String, Sendable, Hashable, Encodable {
@@ -110,7 +110,7 @@ public struct LimitsView: ModelView, Hashable {
 }
 
 /// SPEC §4's limit rules, as pure functions.
-public enum LimitsRules {
+package enum LimitsRules {
     static func view(of state: LimitsModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, limits: Policy.Limits) -> LimitsView {
         let plan = Plan.decide(facts, at: t, policy: policy.subscription).planState
         let paid = plan == .trial || plan == .pro || plan == .proGrace
@@ -128,7 +128,7 @@ public enum LimitsRules {
     }
 
     /// `blocked` at or over the limit, `warning` from ⌈ratio × limit⌉, else `ok`.
-    public static func limitState(count: Int64, limit: Int64, ratio: Double) -> LimitState {
+    package static func limitState(count: Int64, limit: Int64, ratio: Double) -> LimitState {
         if count >= limit { return .blocked }
         if count >= warningThreshold(limit: limit, ratio: ratio) { return .warning }
         return .ok
@@ -136,7 +136,7 @@ public enum LimitsRules {
 
     /// ⌈ratio × limit⌉ in exact decimal arithmetic on the ratio as written (its shortest
     /// decimal form): in binary floating point ⌈0.07 × 100⌉ comes out 8.
-    public static func warningThreshold(limit: Int64, ratio: Double) -> Int64 {
+    package static func warningThreshold(limit: Int64, ratio: Double) -> Int64 {
         guard let (digits, scale) = decimal(ratio) else { return Int64((ratio * Double(limit)).rounded(.up)) }
         let product = Int128(digits) * Int128(limit)
         var power: Int128 = 1

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A read model: a pure reducer over one key's events (the subject unless it says otherwise),
 /// and a view of the state it folds at a time, under a policy. No I/O, no clock: the engine

@@ -1,14 +1,14 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A subject's views at a time worked out from its events alone, through the same reducers
 /// the engine runs: how the ledger answers for a time a stored state does not answer for
 /// (`ReadModel.answersFrom`), such as `status --at` a past moment of a long history.
-public enum Replay {
+package enum Replay {
     /// Every model's view of `subject` at `t` (`nil` where the policy has no such model), from
     /// its events (in any order): those that happened by `t`, folded in business-time order
     /// (position breaking ties: how a model that folds sessions in order sees them), each into
     /// the models that key it to `subject`.
-    public static func views(of subject: String, from events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
+    package static func views(of subject: String, from events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
                              policy: Policy) -> [(model: String, view: (any ModelView)?)] {
         let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         let facts = self.facts(of: happened)
@@ -16,7 +16,7 @@ public enum Replay {
     }
 
     /// One model's view of `subject` at `t` from its events (in any order).
-    public static func view<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
+    package static func view<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
         let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         return typedView(model, of: subject, happened, facts: facts(of: happened), at: t, policy: policy)
     }

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A value a read model's state is made of, with a compact, deterministic binary encoding:
 /// the same value always encodes to the same bytes, so states built incrementally and by a

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Encodes a view as SPEC §5's JSON: members in the order the view encodes them (a struct's
 /// synthesized `Encodable` follows its declaration), every key present — an optional with no

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Retention (SPEC §4, seed 000): what happens to a subject's data once paid access ends —
 /// the tier, its capabilities, and what reactivating costs. The tier depends on the plan,

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Where a subject's data stands (000's timeline).
 public enum RetentionTier: String, Sendable, Hashable, CaseIterable, Encodable {

@@ -1,4 +1,4 @@
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// What the engine folds and stores per key: the subjects' facts (`SubjectFacts`, which every

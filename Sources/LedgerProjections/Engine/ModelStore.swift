@@ -1,8 +1,8 @@
 import Crypto
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 import Synchronization
 
 /// One build of every fold (the facts and each model): which generation of `models` holds

@@ -1,7 +1,7 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 import Synchronization
 
 /// Runs the read models against the log of one store: inline in every append's write

@@ -1,7 +1,7 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 
 /// A model as `stats` reports it.
 public struct ModelStatus: Sendable, Hashable {

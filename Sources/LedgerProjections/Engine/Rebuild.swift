@@ -1,8 +1,8 @@
 import Foundation
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 
 /// How far a rebuild (or verify) has got, for a progress bar.
 public struct RebuildProgress: Sendable, Hashable {

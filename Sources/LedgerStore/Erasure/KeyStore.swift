@@ -1,6 +1,6 @@
 import Foundation
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import Synchronization
 
 /// The subjects' keys for their personal fields, in an LMDB environment of their own beside

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// A personal field as the log stores it: `sealed.1.` and the base64 of key id (16) ‖ nonce
 /// (12) ‖ ciphertext ‖ tag (16), AES-256-GCM under the subject's key with the subject and the

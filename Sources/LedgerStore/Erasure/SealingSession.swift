@@ -1,5 +1,5 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 
 /// What one write transaction does to personal data: seals each personal field under its
 /// subject's key (making the key on the subject's first one), marks the keys an

@@ -1,8 +1,8 @@
 import Glibc
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Why a JSONL append appended nothing.
-public enum ImportError: Error, Sendable, CustomStringConvertible {
+@_spi(Storage) public enum ImportError: Error, Sendable, CustomStringConvertible {
     /// Lines that break the event format: every one found up to the report limit, and how many
     /// there were in all.
     case input(InputProblems, total: Int)
@@ -29,7 +29,7 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 /// pass read each spool back and append it inside one write transaction. Memory stays bounded
 /// however many lines a file has, each line is parsed once, and standard input (`-`) works
 /// like any file.
-public enum JSONLImport {
+@_spi(Storage) public enum JSONLImport {
     /// How many problems are reported in detail; the rest are counted.
     public static let problemLimit = 100
 
@@ -189,7 +189,7 @@ public enum JSONLImport {
 
 /// The checked events of one input, in a temporary file that is unlinked as soon as it is
 /// created: it lives as long as its descriptor, so a killed append leaves nothing behind.
-public final class Spool: Sendable {
+@_spi(Storage) public final class Spool: Sendable {
     let descriptor: Int32
     /// Where it was created, for messages (the name is gone).
     let directory: String

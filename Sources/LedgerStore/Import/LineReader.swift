@@ -1,5 +1,5 @@
 import Glibc
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 /// Reads a file, or standard input, line by line in bounded memory: one 64 KiB chunk and at
 /// most `keepBytes` of the current line, however long the file or the line.
@@ -7,7 +7,7 @@ import LedgerCore
 /// Lines end with `\n` (a `\r` before it is dropped). A line longer than `keepBytes` is
 /// returned cut short, with its full `length`, so the caller can say how long it was.
 /// Foundation has no streaming byte reader on Linux (`FileHandle.bytes` does not exist there).
-public struct LineReader: ~Copyable {
+@_spi(Storage) public struct LineReader: ~Copyable {
     /// One line of input.
     public struct Line: Sendable, Hashable {
         /// Its number, from 1.

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 import LedgerDemo
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

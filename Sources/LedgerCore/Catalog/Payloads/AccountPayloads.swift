@@ -5,7 +5,7 @@ public struct AccountCreated: EventPayload {
     public static let type = "account.created"
     public var signedIn = false
     public init() {}
-    public static let fields: [Field<Self>] = [.required("signedIn", \.signedIn, .bool)]
+    @_spi(Storage) public static let fields: [Field<Self>] = [.required("signedIn", \.signedIn, .bool)]
     public consuming func intoEventData() -> EventData { .accountCreated(self) }
 }
 
@@ -28,7 +28,7 @@ public struct AccountDeletionRequested: EventPayload {
     public static let type = "account.deletion_requested"
     public var reason: String?
     public init() {}
-    public static let fields: [Field<Self>] = [.optional("reason", \.reason, .text, personal: true)]
+    @_spi(Storage) public static let fields: [Field<Self>] = [.optional("reason", \.reason, .text, personal: true)]
     public consuming func intoEventData() -> EventData { .accountDeletionRequested(self) }
 }
 
@@ -45,7 +45,7 @@ public struct AccountDeletionStepCompleted: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
-    public static let fields = shape(step: \.step, error: \.error)
+    @_spi(Storage) public static let fields = shape(step: \.step, error: \.error)
     public consuming func intoEventData() -> EventData { .accountDeletionStepCompleted(self) }
 }
 
@@ -55,7 +55,7 @@ public struct AccountDeletionStepFailed: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
-    public static let fields = shape(step: \.step, error: \.error)
+    @_spi(Storage) public static let fields = shape(step: \.step, error: \.error)
     public consuming func intoEventData() -> EventData { .accountDeletionStepFailed(self) }
 }
 
@@ -71,7 +71,7 @@ public struct AccountExportRequested: DataExportPayload {
     public static let type = "account.export_requested"
     public var location: String?
     public init() {}
-    public static let fields = shape(location: \.location)
+    @_spi(Storage) public static let fields = shape(location: \.location)
     public consuming func intoEventData() -> EventData { .accountExportRequested(self) }
 }
 
@@ -80,7 +80,7 @@ public struct AccountExportCompleted: DataExportPayload {
     public static let type = "account.export_completed"
     public var location: String?
     public init() {}
-    public static let fields = shape(location: \.location)
+    @_spi(Storage) public static let fields = shape(location: \.location)
     public consuming func intoEventData() -> EventData { .accountExportCompleted(self) }
 }
 
@@ -91,7 +91,7 @@ public struct SupportEntitlementGranted: EventPayload {
     public var reason = ""
     public var agent = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("until", \.until, .time),
         .required("reason", \.reason, .text),
         .required("agent", \.agent, .identifier),
@@ -105,7 +105,7 @@ public struct SupportNoteAdded: EventPayload {
     public var text = ""
     public var agent = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("text", \.text, .text, personal: true),
         .required("agent", \.agent, .identifier),
     ]
@@ -117,6 +117,6 @@ public struct FamilyOrganizerCancelled: EventPayload {
     public static let type = "family.organizer_cancelled"
     public var organizer = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("organizer", \.organizer, .subject)]
+    @_spi(Storage) public static let fields: [Field<Self>] = [.required("organizer", \.organizer, .subject)]
     public consuming func intoEventData() -> EventData { .familyOrganizerCancelled(self) }
 }

@@ -5,7 +5,7 @@ public struct InboxMessageDelivered: InboxMessagePayload {
     public static let type = "inbox.message_delivered"
     public var messageId = ""
     public init() {}
-    public static let fields = shape(messageId: \.messageId)
+    @_spi(Storage) public static let fields = shape(messageId: \.messageId)
     public consuming func intoEventData() -> EventData { .inboxMessageDelivered(self) }
 }
 
@@ -14,7 +14,7 @@ public struct InboxMessageRead: InboxMessagePayload {
     public static let type = "inbox.message_read"
     public var messageId = ""
     public init() {}
-    public static let fields = shape(messageId: \.messageId)
+    @_spi(Storage) public static let fields = shape(messageId: \.messageId)
     public consuming func intoEventData() -> EventData { .inboxMessageRead(self) }
 }
 
@@ -24,7 +24,7 @@ public struct MaintenanceScheduled: EventPayload {
     public var taskId = ""
     public var dueDate = "1970-01-01"
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("taskId", \.taskId, .identifier),
         .required("dueDate", \.dueDate, .localDate),
     ]
@@ -36,7 +36,7 @@ public struct MaintenanceCompleted: EventPayload {
     public static let type = "maintenance.completed"
     public var taskId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("taskId", \.taskId, .identifier)]
+    @_spi(Storage) public static let fields: [Field<Self>] = [.required("taskId", \.taskId, .identifier)]
     public consuming func intoEventData() -> EventData { .maintenanceCompleted(self) }
 }
 
@@ -45,7 +45,7 @@ public struct SecurityFlagRaised: SecurityFlagPayload {
     public static let type = "security.flag_raised"
     public var flag = ""
     public init() {}
-    public static let fields = shape(flag: \.flag)
+    @_spi(Storage) public static let fields = shape(flag: \.flag)
     public consuming func intoEventData() -> EventData { .securityFlagRaised(self) }
 }
 
@@ -54,7 +54,7 @@ public struct SecurityFlagCleared: SecurityFlagPayload {
     public static let type = "security.flag_cleared"
     public var flag = ""
     public init() {}
-    public static let fields = shape(flag: \.flag)
+    @_spi(Storage) public static let fields = shape(flag: \.flag)
     public consuming func intoEventData() -> EventData { .securityFlagCleared(self) }
 }
 
@@ -64,7 +64,7 @@ public struct NotificationPreferencesChanged: EventPayload {
     public var category = ""
     public var enabled = true
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("category", \.category, .identifier),
         .required("enabled", \.enabled, .bool),
     ]
@@ -77,7 +77,7 @@ public struct NotificationSent: EventPayload {
     public var kind = ""
     public var channel = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("kind", \.kind, .identifier),
         .required("channel", \.channel, .identifier),
     ]

@@ -9,7 +9,7 @@
 public protocol NoDataPayload: EventPayload {}
 
 extension NoDataPayload {
-    public static var fields: [Field<Self>] { [] }
+    @_spi(Storage) public static var fields: [Field<Self>] { [] }
 }
 
 /// A product and an optional reason: `purchase.started`, `purchase.pending`, `purchase.failed`.
@@ -19,7 +19,7 @@ public protocol ProductAttemptPayload: EventPayload {
 }
 
 extension ProductAttemptPayload {
-    public static func shape(productId: WritableKeyPath<Self, String>, reason: WritableKeyPath<Self, String?>) -> [Field<Self>] {
+    @_spi(Storage) public static func shape(productId: WritableKeyPath<Self, String>, reason: WritableKeyPath<Self, String?>) -> [Field<Self>] {
         [.required("productId", productId, .identifier), .optional("reason", reason, .text)]
     }
 }
@@ -33,7 +33,7 @@ public protocol TransactionEndPayload: EventPayload {
 }
 
 extension TransactionEndPayload {
-    public static func shape(transactionId: WritableKeyPath<Self, String>, originalTransactionId: WritableKeyPath<Self, String>,
+    @_spi(Storage) public static func shape(transactionId: WritableKeyPath<Self, String>, originalTransactionId: WritableKeyPath<Self, String>,
                              reason: WritableKeyPath<Self, String?>) -> [Field<Self>] {
         [.required("transactionId", transactionId, .identifier),
          .required("originalTransactionId", originalTransactionId, .identifier),
@@ -48,7 +48,7 @@ public protocol DeletionStepPayload: EventPayload {
 }
 
 extension DeletionStepPayload {
-    public static func shape(step: WritableKeyPath<Self, String>, error: WritableKeyPath<Self, String?>) -> [Field<Self>] {
+    @_spi(Storage) public static func shape(step: WritableKeyPath<Self, String>, error: WritableKeyPath<Self, String?>) -> [Field<Self>] {
         [.required("step", step, .identifier), .optional("error", error, .text)]
     }
 }
@@ -59,7 +59,7 @@ public protocol DataExportPayload: EventPayload {
 }
 
 extension DataExportPayload {
-    public static func shape(location: WritableKeyPath<Self, String?>) -> [Field<Self>] { [.optional("location", location, .text, personal: true)] }
+    @_spi(Storage) public static func shape(location: WritableKeyPath<Self, String?>) -> [Field<Self>] { [.optional("location", location, .text, personal: true)] }
 }
 
 /// A device: `session.backgrounded`, `session.foregrounded`.
@@ -68,7 +68,7 @@ public protocol DevicePayload: EventPayload {
 }
 
 extension DevicePayload {
-    public static func shape(deviceId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("deviceId", deviceId, .identifier)] }
+    @_spi(Storage) public static func shape(deviceId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("deviceId", deviceId, .identifier)] }
 }
 
 /// A resource of a kind: `resource.created`, `resource.deleted`.
@@ -78,7 +78,7 @@ public protocol ResourcePayload: EventPayload {
 }
 
 extension ResourcePayload {
-    public static func shape(kind: WritableKeyPath<Self, String>, resourceId: WritableKeyPath<Self, String>) -> [Field<Self>] {
+    @_spi(Storage) public static func shape(kind: WritableKeyPath<Self, String>, resourceId: WritableKeyPath<Self, String>) -> [Field<Self>] {
         [.required("kind", kind, .identifier), .required("resourceId", resourceId, .identifier)]
     }
 }
@@ -89,7 +89,7 @@ public protocol InboxMessagePayload: EventPayload {
 }
 
 extension InboxMessagePayload {
-    public static func shape(messageId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("messageId", messageId, .identifier)] }
+    @_spi(Storage) public static func shape(messageId: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("messageId", messageId, .identifier)] }
 }
 
 /// A security flag: `security.flag_raised`, `security.flag_cleared`.
@@ -98,5 +98,5 @@ public protocol SecurityFlagPayload: EventPayload {
 }
 
 extension SecurityFlagPayload {
-    public static func shape(flag: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("flag", flag, .identifier)] }
+    @_spi(Storage) public static func shape(flag: WritableKeyPath<Self, String>) -> [Field<Self>] { [.required("flag", flag, .identifier)] }
 }

@@ -49,7 +49,7 @@ public struct SubscriptionPurchased: EventPayload {
     public var currency: String?
     public var environment: StoreEnvironment?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
@@ -74,7 +74,7 @@ public struct SubscriptionRenewed: EventPayload {
     public var expiresAt = Timestamp(milliseconds: 0)
     public var billingRecovery: Bool?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
@@ -91,7 +91,7 @@ public struct SubscriptionRenewalFailed: EventPayload {
     public var originalTransactionId = ""
     public var gracePeriodExpiresAt: Timestamp?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .optional("gracePeriodExpiresAt", \.gracePeriodExpiresAt, .time),
     ]
@@ -103,7 +103,7 @@ public struct SubscriptionGraceExpired: EventPayload {
     public static let type = "subscription.grace_expired"
     public var originalTransactionId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
     ]
     public consuming func intoEventData() -> EventData { .subscriptionGraceExpired(self) }
@@ -115,7 +115,7 @@ public struct SubscriptionAutoRenewChanged: EventPayload {
     public var originalTransactionId = ""
     public var enabled = false
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("enabled", \.enabled, .bool),
     ]
@@ -128,7 +128,7 @@ public struct SubscriptionExpired: EventPayload {
     public var originalTransactionId = ""
     public var reason = ExpirationReason.other
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("reason", \.reason, .choice),
     ]
@@ -142,7 +142,7 @@ public struct SubscriptionRefunded: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
-    public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
+    @_spi(Storage) public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .subscriptionRefunded(self) }
 }
 
@@ -152,7 +152,7 @@ public struct SubscriptionRefundReversed: EventPayload {
     public var transactionId = ""
     public var originalTransactionId = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
     ]
@@ -166,7 +166,7 @@ public struct SubscriptionRevoked: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
-    public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
+    @_spi(Storage) public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .subscriptionRevoked(self) }
 }
 
@@ -183,7 +183,7 @@ public struct SubscriptionProductChanged: EventPayload {
     public var purchasedAt: Timestamp?
     public var expiresAt: Timestamp?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("fromProductId", \.fromProductId, .identifier),
         .required("toProductId", \.toProductId, .identifier),
@@ -219,7 +219,7 @@ public struct SubscriptionRenewalExtended: EventPayload {
     public var originalTransactionId = ""
     public var expiresAt = Timestamp(milliseconds: 0)
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("expiresAt", \.expiresAt, .time),
@@ -233,7 +233,7 @@ public struct PurchaseStarted: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields = shape(productId: \.productId, reason: \.reason)
+    @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchaseStarted(self) }
 }
 
@@ -243,7 +243,7 @@ public struct PurchasePending: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields = shape(productId: \.productId, reason: \.reason)
+    @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchasePending(self) }
 }
 
@@ -253,7 +253,7 @@ public struct PurchaseFailed: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
-    public static let fields = shape(productId: \.productId, reason: \.reason)
+    @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchaseFailed(self) }
 }
 
@@ -263,7 +263,7 @@ public struct EntitlementVerified: EventPayload {
     public var plan = VerifiedPlan.free
     public var expiresAt: Timestamp?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("plan", \.plan, .choice),
         .optional("expiresAt", \.expiresAt, .time),
     ]
@@ -275,7 +275,7 @@ public struct EntitlementVerificationFailed: EventPayload {
     public static let type = "entitlement.verification_failed"
     public var reason = VerificationFailure.other
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("reason", \.reason, .choice),
     ]
     public consuming func intoEventData() -> EventData { .entitlementVerificationFailed(self) }
@@ -293,7 +293,7 @@ public struct RestoreSucceeded: EventPayload {
     public static let type = "restore.succeeded"
     public var plan: VerifiedPlan?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .optional("plan", \.plan, .choice),
     ]
     public consuming func intoEventData() -> EventData { .restoreSucceeded(self) }
@@ -304,7 +304,7 @@ public struct RestoreFailed: EventPayload {
     public static let type = "restore.failed"
     public var errorCode: String?
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .optional("errorCode", \.errorCode, .identifier),
     ]
     public consuming func intoEventData() -> EventData { .restoreFailed(self) }
@@ -317,7 +317,7 @@ public struct OneOffPurchased: EventPayload {
     public var transactionId = ""
     public var kind = OneOffKind.recoveryPass
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
         .required("kind", \.kind, .choice),
@@ -334,7 +334,7 @@ public struct AppStoreNotification: EventPayload {
     public var signedDate = Timestamp(milliseconds: 0)
     public var payload = JSONObject()
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("notificationType", \.notificationType, .identifier),
         .optional("subtype", \.subtype, .identifier),
         .required("notificationUUID", \.notificationUUID, .identifier),
@@ -351,7 +351,7 @@ public struct AppStoreSubjectBound: EventPayload {
     public var originalTransactionId = ""
     public var from = ""
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("from", \.from, .subject),
     ]

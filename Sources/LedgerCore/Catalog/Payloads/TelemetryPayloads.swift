@@ -12,7 +12,7 @@ public struct SessionStarted: EventPayload {
     public var deviceId = ""
     public var timeZone = "UTC"
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("deviceId", \.deviceId, .identifier),
         .required("timeZone", \.timeZone, .timeZone),
     ]
@@ -24,7 +24,7 @@ public struct SessionBackgrounded: DevicePayload {
     public static let type = "session.backgrounded"
     public var deviceId = ""
     public init() {}
-    public static let fields = shape(deviceId: \.deviceId)
+    @_spi(Storage) public static let fields = shape(deviceId: \.deviceId)
     public consuming func intoEventData() -> EventData { .sessionBackgrounded(self) }
 }
 
@@ -33,7 +33,7 @@ public struct SessionForegrounded: DevicePayload {
     public static let type = "session.foregrounded"
     public var deviceId = ""
     public init() {}
-    public static let fields = shape(deviceId: \.deviceId)
+    @_spi(Storage) public static let fields = shape(deviceId: \.deviceId)
     public consuming func intoEventData() -> EventData { .sessionForegrounded(self) }
 }
 
@@ -43,7 +43,7 @@ public struct SessionEnded: EventPayload {
     public var deviceId = ""
     public var reason = SessionEndReason.user
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("deviceId", \.deviceId, .identifier),
         .required("reason", \.reason, .choice),
     ]
@@ -57,7 +57,7 @@ public struct UsageRecorded: EventPayload {
     public var feature = ""
     public var count: Int64 = 1
     public init() {}
-    public static let fields: [Field<Self>] = [
+    @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("feature", \.feature, .identifier),
         .required("count", \.count, .positiveCount),
     ]
@@ -71,7 +71,7 @@ public struct UsageRecordedV1: LegacyPayloadLayout {
     public static let schemaVersion: UInt16 = 1
     public var feature = ""
     public init() {}
-    public static let fields: [Field<Self>] = [.required("feature", \.feature, .identifier)]
+    @_spi(Storage) public static let fields: [Field<Self>] = [.required("feature", \.feature, .identifier)]
 
     public func upcast() -> any PayloadLayout {
         var next = UsageRecorded()
@@ -87,7 +87,7 @@ public struct ResourceCreated: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
-    public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
+    @_spi(Storage) public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public consuming func intoEventData() -> EventData { .resourceCreated(self) }
 }
 
@@ -97,6 +97,6 @@ public struct ResourceDeleted: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
-    public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
+    @_spi(Storage) public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public consuming func intoEventData() -> EventData { .resourceDeleted(self) }
 }

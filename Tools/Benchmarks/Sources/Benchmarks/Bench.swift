@@ -1,12 +1,12 @@
 import ArgumentParser
 import CCallgrind
 import Foundation
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerDemo
 import LedgerModels
-import LedgerProjections
-import LedgerStore
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 import Synchronization
 
 @main

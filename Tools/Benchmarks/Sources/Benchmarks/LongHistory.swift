@@ -1,7 +1,7 @@
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
+@_spi(Storage) import LedgerProjections
 
 /// The long-history cases: one store holding a loyal customer's history of 100,000 events (a
 /// subscription renewed monthly for five years, and each day sessions and inbox messages

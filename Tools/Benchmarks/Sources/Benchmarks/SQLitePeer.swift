@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import LedgerCore
+@_spi(Storage) import LedgerCore
 import LedgerModels
 
 /// The benchmark's peer: the same events kept the way a careful SQLite event store keeps them,
