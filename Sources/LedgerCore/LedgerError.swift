@@ -8,7 +8,19 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+        /// `.invalidEvent` for the payload rules `violations` break (fields relative to `data`):
+    /// the first as `field` and `message`, all of them in `violations`.
+    static func invalidData(_ violations: [FieldViolation], subject: String) -> LedgerError {
+        let all = violations.map { Violation(field: JSONPointer.make(["data", $0.field]), message: $0.message) }
+        var error = LedgerError(.invalidEvent, all[0].message, field: all[0].field, subject: subject)
+        if all.count > 1 {
+            error.message += " (and \(all.count - 1) more: \(all.dropFirst().map(\.field).joined(separator: ", ")))"
+        }
+        error.violations = all
+        return error
+    }
+
+    public var description: String { rawValue }
 
         /// An event breaks a rule of the envelope (size, UTF-8, empty subject…). Nothing of its batch was written.
         public static let invalidEvent = Code(rawValue: "invalidEvent")
@@ -24,6 +36,24 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unsupportedFormat = Code(rawValue: "unsupportedFormat")
         /// The log has been closed.
         public static let closed = Code(rawValue: "closed")
+        /// The store was opened read-only (`EventLog.Options.readOnly`): appends, rebuilds and
+        /// erasures need it opened for writing.
+        public static let readOnly = Code(rawValue: "readOnly")
+        /// A read model was asked for by a name the ledger does not have; the message lists
+        /// the names it has.
+        public static let unknownModel = Code(rawValue: "unknownModel")
+        /// A rebuild is already running in this process; wait for it to finish.
+        public static let rebuildRunning = Code(rawValue: "rebuildRunning")
+    }
+
+    /// One thing wrong with an event's input: the field as a JSON pointer, and what is wrong.
+    public struct Violation: Sendable, Hashable {
+        public var field: String
+        public var message: String
+        public init(field: String, message: String) {
+            self.field = field
+            self.message = message
+        }
     }
 
     /// What kind of error this is.
@@ -48,6 +78,9 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     public var position: UInt64?
     /// For `.storage`: LMDB's (or the OS's) return code.
     public var storageCode: Int32?
+    /// For `.invalidEvent` from a payload's rules: every field that breaks one, in field order
+    /// (`field` and `message` are the first of them), so that a form can mark them all at once.
+    public var violations: [Violation] = []
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, index: Int? = nil, field: String? = nil, subject: String? = nil,
@@ -58,6 +91,18 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         self.field = field
         self.subject = subject
         self.position = position
+    }
+
+    /// `.invalidEvent` for the payload rules `violations` break (fields relative to `data`):
+    /// the first as `field` and `message`, all of them in `violations`.
+    static func invalidData(_ violations: [FieldViolation], subject: String) -> LedgerError {
+        let all = violations.map { Violation(field: JSONPointer.make(["data", $0.field]), message: $0.message) }
+        var error = LedgerError(.invalidEvent, all[0].message, field: all[0].field, subject: subject)
+        if all.count > 1 {
+            error.message += " (and \(all.count - 1) more: \(all.dropFirst().map(\.field).joined(separator: ", ")))"
+        }
+        error.violations = all
+        return error
     }
 
     public var description: String {

@@ -1,7 +1,7 @@
-import LMDB
-import LedgerCore
+@_spi(Storage) import LMDB
+@_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerStore
+@_spi(Storage) import LedgerStore
 
 /// A store with its read models: the event log and the engine that keeps the models in it,
 /// as apps embed it and as the `ledger` command uses it.
@@ -23,6 +23,8 @@ public final class Ledger: Sendable {
     /// The event log underneath.
     @_spi(Storage) public let log: EventLog
     let engine: ProjectionEngine
+    /// Opened with `EventLog.Options.readOnly`: reads only.
+    let readOnly: Bool
 
     /// Opens (or creates) the store at `path` with `models` registered.
     /// - Throws: `LedgerError`.
@@ -36,6 +38,7 @@ public final class Ledger: Sendable {
         }
         self.log = log
         self.engine = engine
+        readOnly = options.readOnly
         if !options.readOnly {
             if try log.policy() == nil { try log.setPolicy(policy ?? .reference) }
             try engine.catchUp()
@@ -66,6 +69,20 @@ public final class Ledger: Sendable {
         try await log.append(try Self.drafts(events), expecting: expecting)
     }
 
+    /// Appends drafts — events whose payload is already encoded (`EventCatalog.encode`), or read
+    /// back from another store — atomically; see `append(_:expecting:)` for typed events.
+    /// A rejected batch's error names the failing event's `index`.
+    @discardableResult
+    public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
+        try log.append(drafts, expecting: expecting)
+    }
+
+    /// Appends drafts, suspending until they are durable.
+    @discardableResult
+    public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) async throws(LedgerError) -> AppendResult {
+        try await log.append(drafts, expecting: expecting)
+    }
+
     /// The events' drafts; a bad one's error names its index in the batch.
     private static func drafts(_ events: [LedgerEvent]) throws(LedgerError) -> [EventDraft] {
         var drafts: [EventDraft] = []
@@ -89,7 +106,21 @@ public final class Ledger: Sendable {
     ///
     /// The stored states answer the present and the future; for a time before a subject's
     /// latest facts (`ReadModel.answersFrom`) its events are replayed from the log instead.
-    public func status(of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> Status {
+    ///
+    /// With `knownAt`, the views are worked out from the events the ledger had recorded by then
+    /// (bitemporal: what support would have seen at that moment), replayed from the log.
+    public func status(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> Status {
+        if let knownAt {
+            let shown = engine.models.filter { $0.shownInStatus }
+            let views = Replay.views(of: subject, from: try recordedEvents(of: subject, knownAt: knownAt), at: t, models: shown, policy: try policy())
+            var status = Status(subject: subject, at: t, answers: views.map { Status.Answer(model: $0.model, view: $0.view) }, stale: [])
+            for index in status.answers.indices {
+                if let view = status.answers[index].view, !type(of: view).personalFields.isEmpty {
+                    status.answers[index].view = try revealed(view, of: subject)
+                }
+            }
+            return status
+        }
         var (status, replay) = try engine.status(of: subject, at: t)
         if !replay.isEmpty {
             let views = Replay.views(of: subject, from: try recordedEvents(of: subject), at: t, models: replay.map { engine.models[$0.model] }, policy: try policy())
@@ -109,11 +140,15 @@ public final class Ledger: Sendable {
     }
 
     /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
-    /// no such model.
-    public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now()) throws(LedgerError) -> M.View? {
-        let view: M.View? = switch try engine.view(model, of: subject, at: t) {
-        case .view(let view): view
-        case .replay: Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
+    /// no such model. With `knownAt`, from the events recorded by then (see `status`).
+    public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> M.View? {
+        let view: M.View? = if let knownAt {
+            Replay.view(model, of: subject, from: try recordedEvents(of: subject, knownAt: knownAt), at: t, policy: try policy())
+        } else {
+            switch try engine.view(model, of: subject, at: t) {
+            case .view(let view): view
+            case .replay: Replay.view(model, of: subject, from: try recordedEvents(of: subject), at: t, policy: try policy())
+            }
         }
         guard let view, !M.View.personalFields.isEmpty else { return view }
         return try revealed(view, of: subject)
@@ -130,8 +165,9 @@ public final class Ledger: Sendable {
 
     /// `subject`'s events, decoded, personal fields sealed as the log stores them: what a
     /// replay folds, so that its views equal the stored states' (`revealed` opens both).
-    func recordedEvents(of subject: String) throws(LedgerError) -> [RecordedEvent] {
-        try log.events(subject: subject, revealing: false).collect().map { event throws(LedgerError) in try RecordedEvent(event) }
+    func recordedEvents(of subject: String, knownAt: KnownAt? = nil) throws(LedgerError) -> [RecordedEvent] {
+        try log.events(subject: subject, revealing: false).collect().filter { knownAt?.includes($0) ?? true }
+            .map { event throws(LedgerError) in try RecordedEvent(event) }
     }
 
     /// The events from position `from` through `through` (default: the head), in position order.
@@ -142,6 +178,21 @@ public final class Ledger: Sendable {
     /// `subject`'s events from `fromVersion`, in version order.
     public func events(of subject: String, fromVersion: UInt64 = 1) -> EventSequence {
         log.events(subject: subject, fromVersion: fromVersion)
+    }
+
+    /// The event at `position`, `nil` past the head.
+    public func event(at position: UInt64) throws(LedgerError) -> StoredEvent? {
+        try log.event(at: position)
+    }
+
+    /// `subject`'s version: how many events it has (0 for none). What `expecting:` compares.
+    public func version(of subject: String) throws(LedgerError) -> UInt64 {
+        try log.version(of: subject)
+    }
+
+    /// The last position written (0 for an empty store).
+    public func lastPosition() throws(LedgerError) -> UInt64 {
+        try log.lastPosition()
     }
 
     /// The event with `id`, `nil` when the store has none.
@@ -199,6 +250,9 @@ public final class Ledger: Sendable {
     @discardableResult
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        if readOnly && !dryRun {
+            throw LedgerError(.readOnly, "the store was opened read-only; open it without `readOnly` to rebuild (a dry run works read-only)")
+        }
         var report = try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
         // A personal field's change is shown opened, as `status` shows it.
         for index in report.changes.indices {
@@ -246,12 +300,35 @@ public final class Ledger: Sendable {
     @discardableResult
     public func catchUp() throws(LedgerError) -> UInt64 { try engine.catchUp() }
 
-    /// Every head position from now on, as appends in this process commit them.
+    /// Every head position from now on, as appends through this `Ledger` commit them; the
+    /// stream finishes when the ledger closes.
+    ///
+    /// Appends by another process (or another `Ledger` on the same path) are not announced:
+    /// their events are in the log, and `lastPosition()` and every read see them, but no
+    /// position arrives here until this ledger appends again. A process that follows another's
+    /// appends polls `lastPosition()` (and `catchUp()` brings the models to it).
     public func positions() throws(LedgerError) -> AsyncStream<UInt64> { try engine.positions() }
 
-    /// Waits until the log's head has reached `position`.
-    public func waitForPosition(_ position: UInt64) async throws(LedgerError) {
-        for await head in try positions() where head >= position { return }
+    /// How `waitForPosition` ended.
+    public enum Wait: Sendable, Hashable {
+        /// The head reached the position: it is `head`, at or past it.
+        case reached(head: UInt64)
+        /// The waiting task was cancelled first.
+        case cancelled
+        /// The ledger closed first.
+        case closed
+    }
+
+    /// Waits until the head has reached `position` (at once if it has), the task is cancelled,
+    /// or the ledger closes, and says which. Only this ledger's appends move it (see
+    /// `positions()`).
+    @discardableResult
+    public func waitForPosition(_ position: UInt64) async throws(LedgerError) -> Wait {
+        let stream = try positions()
+        let head = try lastPosition()
+        if head >= position { return .reached(head: head) }
+        for await head in stream where head >= position { return .reached(head: head) }
+        return Task.isCancelled ? .cancelled : .closed
     }
 }
 

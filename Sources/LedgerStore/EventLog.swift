@@ -157,7 +157,7 @@ public final class EventLog: Sendable {
     }
 
     private func requireWriter() throws(LedgerError) -> GroupCommitWriter {
-        guard let writer else { throw LedgerError(.storage, "the log was opened read-only; open it without `readOnly` to append") }
+        guard let writer else { throw LedgerError(.readOnly, "the log was opened read-only; open it without `readOnly` to append") }
         return writer
     }
 

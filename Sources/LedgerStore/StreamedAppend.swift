@@ -75,7 +75,7 @@ extension EventLog {
     /// store's write lock for the whole batch, so other appends wait.
     /// - Throws: `LedgerError` with the event's file and line; nothing is written.
     public func appendStream(restoring: Bool = false, _ makeEvents: () throws -> any StreamedEvents) throws(LedgerError) -> StreamSummary {
-        guard writer != nil else { throw LedgerError(.storage, "the log was opened read-only; open it without `readOnly` to append") }
+        guard writer != nil else { throw LedgerError(.readOnly, "the log was opened read-only; open it without `readOnly` to append") }
         do {
             return try storage.commitStream(restoring: restoring, makeEvents)
         } catch let error as LedgerError {

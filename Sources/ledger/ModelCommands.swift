@@ -168,7 +168,7 @@ struct RebuildCommand: ParsableCommand {
             report = built
         case .failure(let error):
             // An unknown model name is a usage error.
-            throw error.code == .invalidEvent ? CommandFailure.input(error.message) : error
+            throw error.code == .unknownModel ? CommandFailure.input(error.message) : error
         }
         if global.json {
             print(report.json.serialized())

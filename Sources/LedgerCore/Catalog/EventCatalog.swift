@@ -288,9 +288,9 @@ extension EventCatalog {
         // do for JSON.
         let payload = data.payload
         let current = layout(of: draft.type, version: Swift.type(of: payload).schemaVersion)
-        if let violation = (current?.ruleViolations(payload) ?? []).first ?? payload.violations().first {
-            throw LedgerError(.invalidEvent, violation.message, field: JSONPointer.make(["data", violation.field]), subject: draft.subject)
-        }
+        var violations = current?.ruleViolations(payload) ?? []
+        if violations.isEmpty { violations = payload.violations() }
+        if !violations.isEmpty { throw LedgerError.invalidData(violations, subject: draft.subject) }
         return data
     }
 }

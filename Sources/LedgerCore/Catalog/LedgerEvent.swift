@@ -48,17 +48,26 @@ public struct LedgerEvent: Sendable, Hashable {
         }
         // The fields' input rules first: a time outside years 0000–9999 would otherwise be
         // reported as the text its JSON form makes ("expected an RFC 3339 time, got 10000-…").
-        if let first = layout.ruleViolations(payload).first {
-            throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
-        }
-        if case .failure(let failure) = layout.decode(layout.json(payload)), let first = failure.violations.first {
-            throw LedgerError(.invalidEvent, first.message, field: JSONPointer.make(["data", first.field]), subject: subject)
-        }
+        var violations = layout.ruleViolations(payload)
+        if violations.isEmpty, case .failure(let failure) = layout.decode(layout.json(payload)) { violations = failure.violations }
+        if !violations.isEmpty { throw LedgerError.invalidData(violations, subject: subject) }
         var draft = EventDraft(id: id ?? EventID(high: 0, low: 0), subject: subject, type: type, schemaVersion: version,
                                occurredAt: occurredAt, source: source, meta: meta, payload: layout.binary(payload))
         if id == nil { draft.id = EventIdentity.derive(for: draft) }
         try draft.validate()
         return draft
+    }
+}
+
+extension StoredEvent {
+    /// The event's data, typed: its payload decoded and upcast to the type's current layout.
+    ///
+    /// ```swift
+    /// if case .subscriptionPurchased(let purchase) = try event.data { print(purchase.expiresAt) }
+    /// ```
+    /// - Throws: `LedgerError.corruptRecord` when the payload does not decode as its type.
+    public var data: EventData {
+        get throws(LedgerError) { try RecordedEvent(self).event.data }
     }
 }
 

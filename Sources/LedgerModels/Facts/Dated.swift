@@ -23,7 +23,7 @@ extension Array {
     /// Inserts a dated fact at its place in (time, position) order. Taken, not copied: a copy
     /// retains its strings. Most facts come last, and are appended (`insert` copies the fact
     /// once more on its way in).
-    mutating func insertDated<V>(_ fact: consuming Dated<V>) where Element == Dated<V> {
+    public mutating func insertDated<V>(_ fact: consuming Dated<V>) where Element == Dated<V> {
         var index = endIndex
         while index > startIndex, (self[index - 1].at, self[index - 1].position) > (fact.at, fact.position) { index -= 1 }
         if index == endIndex {
@@ -34,7 +34,7 @@ extension Array {
     }
 
     /// The facts known at `t`: those whose time is at or before it.
-    func known<V>(at t: Timestamp) -> ArraySlice<Element> where Element == Dated<V> {
+    public func known<V>(at t: Timestamp) -> ArraySlice<Element> where Element == Dated<V> {
         var end = endIndex
         while end > startIndex, self[end - 1].at > t { end -= 1 }
         return self[startIndex..<end]

@@ -154,7 +154,7 @@ extension ProjectionEngine {
             defer { running = true }
             return running
         }
-        guard !alreadyRunning else { throw LedgerError(.storage, "a rebuild is already running in this process; wait for it to finish") }
+        guard !alreadyRunning else { throw LedgerError(.rebuildRunning, "a rebuild is already running in this process; wait for it to finish") }
         defer { rebuildLock.withLock { $0 = false } }
         do {
             if !dryRun { try collectGarbage() }
@@ -180,7 +180,7 @@ extension ProjectionEngine {
         var chosen: [any ReadModel.Type] = []
         for name in names {
             guard let model = models.first(where: { $0.name == name }) else {
-                throw LedgerError(.invalidEvent, "no read model named \(name); the models are \(modelNames.joined(separator: ", "))")
+                throw LedgerError(.unknownModel, "no read model named \(name); the models are \(modelNames.joined(separator: ", "))")
             }
             if !chosen.contains(where: { $0.name == name }) { chosen.append(model) }
         }
