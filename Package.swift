@@ -96,7 +96,14 @@ let package = Package(
             dependencies: ["LedgerProjections"],
             path: "Tests/ReadmeExample"
         ),
-        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "LedgerStore", "LedgerCore", "LMDB"]),
+        // The DocC articles' examples, as they stand there (a test keeps the two equal and runs
+        // them).
+        .executableTarget(
+            name: "docc-examples",
+            dependencies: ["LedgerProjections"],
+            path: "Tests/DocCExamples"
+        ),
+        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "docc-examples", "LedgerStore", "LedgerCore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [
