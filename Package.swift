@@ -3,8 +3,11 @@ import PackageDescription
 
 let package = Package(
     name: "EntitlementLedger",
+    // `LedgerProjections` is the product an app adds: one import brings all it uses. The others
+    // serve the benchmarks (Tools/Benchmarks, a package of their own). The `ledger` command is an
+    // executable target, not a product, so that a package depending on this one resolves none
+    // of its packages (swift-argument-parser).
     products: [
-        .executable(name: "ledger", targets: ["ledger"]),
         .library(name: "LedgerProjections", targets: ["LedgerProjections"]),
         .library(name: "LedgerModels", targets: ["LedgerModels"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
