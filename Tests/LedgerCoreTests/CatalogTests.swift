@@ -29,6 +29,25 @@ import Testing
         }
     }
 
+    /// A payload is made in one expression, each field named; what is left out keeps the value
+    /// `init()` gives it.
+    @Test func payloadsHaveMemberwiseInitialisersDefaultingAsInitDoes() {
+        let at = Timestamp(milliseconds: 1_772_357_400_000)
+        var byField = SubscriptionPurchased()
+        byField.productId = "pro.monthly"
+        byField.transactionId = "t1"
+        byField.originalTransactionId = "t1"
+        byField.purchasedAt = at
+        byField.expiresAt = at
+        byField.offer = .freeTrial
+        #expect(SubscriptionPurchased(productId: "pro.monthly", transactionId: "t1", originalTransactionId: "t1", purchasedAt: at, expiresAt: at, offer: .freeTrial) == byField)
+        #expect(SubscriptionPurchased(productId: "pro.monthly") != byField)
+        #expect(UsageRecorded(feature: "export") == { var usage = UsageRecorded(); usage.feature = "export"; return usage }())
+        #expect(UsageRecorded(feature: "export").count == 1)
+        #expect(SessionStarted(deviceId: "d1").timeZone == SessionStarted().timeZone)
+        #expect(SubscriptionExpired(originalTransactionId: "t1").reason == SubscriptionExpired().reason)
+    }
+
     @Test func everyCurrentPayloadTypeWrapsIntoItsOwnCase() {
         for type in EventCatalog.payloadTypes {
             let payload = type.init()

@@ -5,6 +5,10 @@ public struct AccountCreated: EventPayload {
     public static let type = "account.created"
     public var signedIn = false
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(signedIn: Bool = false) {
+        self.signedIn = signedIn
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [.required("signedIn", \.signedIn, .bool)]
     public consuming func intoEventData() -> EventData { .accountCreated(self) }
 }
@@ -28,6 +32,10 @@ public struct AccountDeletionRequested: EventPayload {
     public static let type = "account.deletion_requested"
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(reason: String? = nil) {
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [.optional("reason", \.reason, .text, personal: true)]
     public consuming func intoEventData() -> EventData { .accountDeletionRequested(self) }
 }
@@ -45,6 +53,11 @@ public struct AccountDeletionStepCompleted: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(step: String = "", error: String? = nil) {
+        self.step = step
+        self.error = error
+    }
     @_spi(Storage) public static let fields = shape(step: \.step, error: \.error)
     public consuming func intoEventData() -> EventData { .accountDeletionStepCompleted(self) }
 }
@@ -55,6 +68,11 @@ public struct AccountDeletionStepFailed: DeletionStepPayload {
     public var step = ""
     public var error: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(step: String = "", error: String? = nil) {
+        self.step = step
+        self.error = error
+    }
     @_spi(Storage) public static let fields = shape(step: \.step, error: \.error)
     public consuming func intoEventData() -> EventData { .accountDeletionStepFailed(self) }
 }
@@ -71,6 +89,10 @@ public struct AccountExportRequested: DataExportPayload {
     public static let type = "account.export_requested"
     public var location: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(location: String? = nil) {
+        self.location = location
+    }
     @_spi(Storage) public static let fields = shape(location: \.location)
     public consuming func intoEventData() -> EventData { .accountExportRequested(self) }
 }
@@ -80,6 +102,10 @@ public struct AccountExportCompleted: DataExportPayload {
     public static let type = "account.export_completed"
     public var location: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(location: String? = nil) {
+        self.location = location
+    }
     @_spi(Storage) public static let fields = shape(location: \.location)
     public consuming func intoEventData() -> EventData { .accountExportCompleted(self) }
 }
@@ -91,6 +117,12 @@ public struct SupportEntitlementGranted: EventPayload {
     public var reason = ""
     public var agent = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(until: Timestamp = Timestamp(milliseconds: 0), reason: String = "", agent: String = "") {
+        self.until = until
+        self.reason = reason
+        self.agent = agent
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("until", \.until, .time),
         .required("reason", \.reason, .text),
@@ -105,6 +137,11 @@ public struct SupportNoteAdded: EventPayload {
     public var text = ""
     public var agent = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(text: String = "", agent: String = "") {
+        self.text = text
+        self.agent = agent
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("text", \.text, .text, personal: true),
         .required("agent", \.agent, .identifier),
@@ -117,6 +154,10 @@ public struct FamilyOrganizerCancelled: EventPayload {
     public static let type = "family.organizer_cancelled"
     public var organizer = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(organizer: String = "") {
+        self.organizer = organizer
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [.required("organizer", \.organizer, .subject)]
     public consuming func intoEventData() -> EventData { .familyOrganizerCancelled(self) }
 }

@@ -5,6 +5,10 @@ public struct InboxMessageDelivered: InboxMessagePayload {
     public static let type = "inbox.message_delivered"
     public var messageId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(messageId: String = "") {
+        self.messageId = messageId
+    }
     @_spi(Storage) public static let fields = shape(messageId: \.messageId)
     public consuming func intoEventData() -> EventData { .inboxMessageDelivered(self) }
 }
@@ -14,6 +18,10 @@ public struct InboxMessageRead: InboxMessagePayload {
     public static let type = "inbox.message_read"
     public var messageId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(messageId: String = "") {
+        self.messageId = messageId
+    }
     @_spi(Storage) public static let fields = shape(messageId: \.messageId)
     public consuming func intoEventData() -> EventData { .inboxMessageRead(self) }
 }
@@ -24,6 +32,11 @@ public struct MaintenanceScheduled: EventPayload {
     public var taskId = ""
     public var dueDate = "1970-01-01"
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(taskId: String = "", dueDate: String = "1970-01-01") {
+        self.taskId = taskId
+        self.dueDate = dueDate
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("taskId", \.taskId, .identifier),
         .required("dueDate", \.dueDate, .localDate),
@@ -36,6 +49,10 @@ public struct MaintenanceCompleted: EventPayload {
     public static let type = "maintenance.completed"
     public var taskId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(taskId: String = "") {
+        self.taskId = taskId
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [.required("taskId", \.taskId, .identifier)]
     public consuming func intoEventData() -> EventData { .maintenanceCompleted(self) }
 }
@@ -45,6 +62,10 @@ public struct SecurityFlagRaised: SecurityFlagPayload {
     public static let type = "security.flag_raised"
     public var flag = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(flag: String = "") {
+        self.flag = flag
+    }
     @_spi(Storage) public static let fields = shape(flag: \.flag)
     public consuming func intoEventData() -> EventData { .securityFlagRaised(self) }
 }
@@ -54,6 +75,10 @@ public struct SecurityFlagCleared: SecurityFlagPayload {
     public static let type = "security.flag_cleared"
     public var flag = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(flag: String = "") {
+        self.flag = flag
+    }
     @_spi(Storage) public static let fields = shape(flag: \.flag)
     public consuming func intoEventData() -> EventData { .securityFlagCleared(self) }
 }
@@ -64,6 +89,11 @@ public struct NotificationPreferencesChanged: EventPayload {
     public var category = ""
     public var enabled = true
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(category: String = "", enabled: Bool = true) {
+        self.category = category
+        self.enabled = enabled
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("category", \.category, .identifier),
         .required("enabled", \.enabled, .bool),
@@ -77,6 +107,11 @@ public struct NotificationSent: EventPayload {
     public var kind = ""
     public var channel = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(kind: String = "", channel: String = "") {
+        self.kind = kind
+        self.channel = channel
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("kind", \.kind, .identifier),
         .required("channel", \.channel, .identifier),

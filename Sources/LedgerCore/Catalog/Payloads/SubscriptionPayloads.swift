@@ -49,6 +49,30 @@ public struct SubscriptionPurchased: EventPayload {
     public var currency: String?
     public var environment: StoreEnvironment?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(
+        productId: String = "",
+        transactionId: String = "",
+        originalTransactionId: String = "",
+        purchasedAt: Timestamp = Timestamp(milliseconds: 0),
+        expiresAt: Timestamp = Timestamp(milliseconds: 0),
+        offer: Offer? = nil,
+        period: String? = nil,
+        price: String? = nil,
+        currency: String? = nil,
+        environment: StoreEnvironment? = nil
+    ) {
+        self.productId = productId
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.offer = offer
+        self.period = period
+        self.price = price
+        self.currency = currency
+        self.environment = environment
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
@@ -74,6 +98,22 @@ public struct SubscriptionRenewed: EventPayload {
     public var expiresAt = Timestamp(milliseconds: 0)
     public var billingRecovery: Bool?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(
+        productId: String = "",
+        transactionId: String = "",
+        originalTransactionId: String = "",
+        purchasedAt: Timestamp = Timestamp(milliseconds: 0),
+        expiresAt: Timestamp = Timestamp(milliseconds: 0),
+        billingRecovery: Bool? = nil
+    ) {
+        self.productId = productId
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.billingRecovery = billingRecovery
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
@@ -91,6 +131,11 @@ public struct SubscriptionRenewalFailed: EventPayload {
     public var originalTransactionId = ""
     public var gracePeriodExpiresAt: Timestamp?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(originalTransactionId: String = "", gracePeriodExpiresAt: Timestamp? = nil) {
+        self.originalTransactionId = originalTransactionId
+        self.gracePeriodExpiresAt = gracePeriodExpiresAt
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .optional("gracePeriodExpiresAt", \.gracePeriodExpiresAt, .time),
@@ -103,6 +148,10 @@ public struct SubscriptionGraceExpired: EventPayload {
     public static let type = "subscription.grace_expired"
     public var originalTransactionId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(originalTransactionId: String = "") {
+        self.originalTransactionId = originalTransactionId
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
     ]
@@ -115,6 +164,11 @@ public struct SubscriptionAutoRenewChanged: EventPayload {
     public var originalTransactionId = ""
     public var enabled = false
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(originalTransactionId: String = "", enabled: Bool = false) {
+        self.originalTransactionId = originalTransactionId
+        self.enabled = enabled
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("enabled", \.enabled, .bool),
@@ -128,6 +182,11 @@ public struct SubscriptionExpired: EventPayload {
     public var originalTransactionId = ""
     public var reason = ExpirationReason.other
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(originalTransactionId: String = "", reason: ExpirationReason = ExpirationReason.other) {
+        self.originalTransactionId = originalTransactionId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("reason", \.reason, .choice),
@@ -142,6 +201,12 @@ public struct SubscriptionRefunded: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(transactionId: String = "", originalTransactionId: String = "", reason: String? = nil) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .subscriptionRefunded(self) }
 }
@@ -152,6 +217,11 @@ public struct SubscriptionRefundReversed: EventPayload {
     public var transactionId = ""
     public var originalTransactionId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(transactionId: String = "", originalTransactionId: String = "") {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
@@ -166,6 +236,12 @@ public struct SubscriptionRevoked: TransactionEndPayload {
     public var originalTransactionId = ""
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(transactionId: String = "", originalTransactionId: String = "", reason: String? = nil) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields = shape(transactionId: \.transactionId, originalTransactionId: \.originalTransactionId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .subscriptionRevoked(self) }
 }
@@ -183,6 +259,24 @@ public struct SubscriptionProductChanged: EventPayload {
     public var purchasedAt: Timestamp?
     public var expiresAt: Timestamp?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(
+        originalTransactionId: String = "",
+        fromProductId: String = "",
+        toProductId: String = "",
+        effective: ChangeTiming = ChangeTiming.nextRenewal,
+        transactionId: String? = nil,
+        purchasedAt: Timestamp? = nil,
+        expiresAt: Timestamp? = nil
+    ) {
+        self.originalTransactionId = originalTransactionId
+        self.fromProductId = fromProductId
+        self.toProductId = toProductId
+        self.effective = effective
+        self.transactionId = transactionId
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("fromProductId", \.fromProductId, .identifier),
@@ -219,6 +313,16 @@ public struct SubscriptionRenewalExtended: EventPayload {
     public var originalTransactionId = ""
     public var expiresAt = Timestamp(milliseconds: 0)
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(
+        transactionId: String = "",
+        originalTransactionId: String = "",
+        expiresAt: Timestamp = Timestamp(milliseconds: 0)
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.expiresAt = expiresAt
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("transactionId", \.transactionId, .identifier),
         .required("originalTransactionId", \.originalTransactionId, .identifier),
@@ -233,6 +337,11 @@ public struct PurchaseStarted: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(productId: String = "", reason: String? = nil) {
+        self.productId = productId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchaseStarted(self) }
 }
@@ -243,6 +352,11 @@ public struct PurchasePending: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(productId: String = "", reason: String? = nil) {
+        self.productId = productId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchasePending(self) }
 }
@@ -253,6 +367,11 @@ public struct PurchaseFailed: ProductAttemptPayload {
     public var productId = ""
     public var reason: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(productId: String = "", reason: String? = nil) {
+        self.productId = productId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields = shape(productId: \.productId, reason: \.reason)
     public consuming func intoEventData() -> EventData { .purchaseFailed(self) }
 }
@@ -263,6 +382,11 @@ public struct EntitlementVerified: EventPayload {
     public var plan = VerifiedPlan.free
     public var expiresAt: Timestamp?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(plan: VerifiedPlan = VerifiedPlan.free, expiresAt: Timestamp? = nil) {
+        self.plan = plan
+        self.expiresAt = expiresAt
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("plan", \.plan, .choice),
         .optional("expiresAt", \.expiresAt, .time),
@@ -275,6 +399,10 @@ public struct EntitlementVerificationFailed: EventPayload {
     public static let type = "entitlement.verification_failed"
     public var reason = VerificationFailure.other
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(reason: VerificationFailure = VerificationFailure.other) {
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("reason", \.reason, .choice),
     ]
@@ -293,6 +421,10 @@ public struct RestoreSucceeded: EventPayload {
     public static let type = "restore.succeeded"
     public var plan: VerifiedPlan?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(plan: VerifiedPlan? = nil) {
+        self.plan = plan
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .optional("plan", \.plan, .choice),
     ]
@@ -304,6 +436,10 @@ public struct RestoreFailed: EventPayload {
     public static let type = "restore.failed"
     public var errorCode: String?
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(errorCode: String? = nil) {
+        self.errorCode = errorCode
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .optional("errorCode", \.errorCode, .identifier),
     ]
@@ -317,6 +453,12 @@ public struct OneOffPurchased: EventPayload {
     public var transactionId = ""
     public var kind = OneOffKind.recoveryPass
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(productId: String = "", transactionId: String = "", kind: OneOffKind = OneOffKind.recoveryPass) {
+        self.productId = productId
+        self.transactionId = transactionId
+        self.kind = kind
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("productId", \.productId, .identifier),
         .required("transactionId", \.transactionId, .identifier),
@@ -334,6 +476,20 @@ public struct AppStoreNotification: EventPayload {
     public var signedDate = Timestamp(milliseconds: 0)
     public var payload = JSONObject()
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(
+        notificationType: String = "",
+        subtype: String? = nil,
+        notificationUUID: String = "",
+        signedDate: Timestamp = Timestamp(milliseconds: 0),
+        payload: JSONObject = JSONObject()
+    ) {
+        self.notificationType = notificationType
+        self.subtype = subtype
+        self.notificationUUID = notificationUUID
+        self.signedDate = signedDate
+        self.payload = payload
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("notificationType", \.notificationType, .identifier),
         .optional("subtype", \.subtype, .identifier),
@@ -351,6 +507,11 @@ public struct AppStoreSubjectBound: EventPayload {
     public var originalTransactionId = ""
     public var from = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(originalTransactionId: String = "", from: String = "") {
+        self.originalTransactionId = originalTransactionId
+        self.from = from
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("originalTransactionId", \.originalTransactionId, .identifier),
         .required("from", \.from, .subject),

@@ -12,6 +12,11 @@ public struct SessionStarted: EventPayload {
     public var deviceId = ""
     public var timeZone = "UTC"
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(deviceId: String = "", timeZone: String = "UTC") {
+        self.deviceId = deviceId
+        self.timeZone = timeZone
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("deviceId", \.deviceId, .identifier),
         .required("timeZone", \.timeZone, .timeZone),
@@ -24,6 +29,10 @@ public struct SessionBackgrounded: DevicePayload {
     public static let type = "session.backgrounded"
     public var deviceId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(deviceId: String = "") {
+        self.deviceId = deviceId
+    }
     @_spi(Storage) public static let fields = shape(deviceId: \.deviceId)
     public consuming func intoEventData() -> EventData { .sessionBackgrounded(self) }
 }
@@ -33,6 +42,10 @@ public struct SessionForegrounded: DevicePayload {
     public static let type = "session.foregrounded"
     public var deviceId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(deviceId: String = "") {
+        self.deviceId = deviceId
+    }
     @_spi(Storage) public static let fields = shape(deviceId: \.deviceId)
     public consuming func intoEventData() -> EventData { .sessionForegrounded(self) }
 }
@@ -43,6 +56,11 @@ public struct SessionEnded: EventPayload {
     public var deviceId = ""
     public var reason = SessionEndReason.user
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(deviceId: String = "", reason: SessionEndReason = SessionEndReason.user) {
+        self.deviceId = deviceId
+        self.reason = reason
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("deviceId", \.deviceId, .identifier),
         .required("reason", \.reason, .choice),
@@ -57,6 +75,11 @@ public struct UsageRecorded: EventPayload {
     public var feature = ""
     public var count: Int64 = 1
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(feature: String = "", count: Int64 = 1) {
+        self.feature = feature
+        self.count = count
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [
         .required("feature", \.feature, .identifier),
         .required("count", \.count, .positiveCount),
@@ -71,6 +94,10 @@ public struct UsageRecordedV1: LegacyPayloadLayout {
     public static let schemaVersion: UInt16 = 1
     public var feature = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(feature: String = "") {
+        self.feature = feature
+    }
     @_spi(Storage) public static let fields: [Field<Self>] = [.required("feature", \.feature, .identifier)]
 
     public func upcast() -> any PayloadLayout {
@@ -87,6 +114,11 @@ public struct ResourceCreated: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(kind: String = "", resourceId: String = "") {
+        self.kind = kind
+        self.resourceId = resourceId
+    }
     @_spi(Storage) public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public consuming func intoEventData() -> EventData { .resourceCreated(self) }
 }
@@ -97,6 +129,11 @@ public struct ResourceDeleted: ResourcePayload {
     public var kind = ""
     public var resourceId = ""
     public init() {}
+    /// Every field, each defaulting to its value in `init()`.
+    public init(kind: String = "", resourceId: String = "") {
+        self.kind = kind
+        self.resourceId = resourceId
+    }
     @_spi(Storage) public static let fields = shape(kind: \.kind, resourceId: \.resourceId)
     public consuming func intoEventData() -> EventData { .resourceDeleted(self) }
 }
