@@ -183,8 +183,8 @@ import Testing
             }
             #expect(try erasedInAppendOrder(events) != events, "seed \(seed): nothing erased")
             let times = [ts("2026-02-01T00:00:00Z"), ts("2026-06-01T00:00:00Z"), ts("2027-06-01T00:00:00Z")]
-            try await withStorePath { first in
-                try await withStorePath { second in
+            try withStorePath { first in
+                try withStorePath { second in
                     let a = try Ledger(path: first)
                     defer { a.close() }
                     for chunk in stride(from: 0, to: events.count, by: 4) { try a.append(Array(events[chunk ..< min(chunk + 4, events.count)])) }
