@@ -8,19 +8,7 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        /// `.invalidEvent` for the payload rules `violations` break (fields relative to `data`):
-    /// the first as `field` and `message`, all of them in `violations`.
-    static func invalidData(_ violations: [FieldViolation], subject: String) -> LedgerError {
-        let all = violations.map { Violation(field: JSONPointer.make(["data", $0.field]), message: $0.message) }
-        var error = LedgerError(.invalidEvent, all[0].message, field: all[0].field, subject: subject)
-        if all.count > 1 {
-            error.message += " (and \(all.count - 1) more: \(all.dropFirst().map(\.field).joined(separator: ", ")))"
-        }
-        error.violations = all
-        return error
-    }
-
-    public var description: String { rawValue }
+        public var description: String { rawValue }
 
         /// An event breaks a rule of the envelope (size, UTF-8, empty subject…). Nothing of its batch was written.
         public static let invalidEvent = Code(rawValue: "invalidEvent")
@@ -78,8 +66,9 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     public var position: UInt64?
     /// For `.storage`: LMDB's (or the OS's) return code.
     public var storageCode: Int32?
-    /// For `.invalidEvent` from a payload's rules: every field that breaks one, in field order
-    /// (`field` and `message` are the first of them), so that a form can mark them all at once.
+    /// For `.invalidEvent` from a payload's rules: every field that breaks its own rule, in
+    /// field order (`field` is the first of them), so that a form can mark them all at once; the
+    /// rules across fields are checked, and listed here, once every field holds on its own.
     public var violations: [Violation] = []
 
     /// Creates an error.
@@ -94,7 +83,8 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `.invalidEvent` for the payload rules `violations` break (fields relative to `data`):
-    /// the first as `field` and `message`, all of them in `violations`.
+    /// the first as `field`, its message (with the other fields named) as `message`, all of
+    /// them in `violations`.
     static func invalidData(_ violations: [FieldViolation], subject: String) -> LedgerError {
         let all = violations.map { Violation(field: JSONPointer.make(["data", $0.field]), message: $0.message) }
         var error = LedgerError(.invalidEvent, all[0].message, field: all[0].field, subject: subject)

@@ -92,6 +92,8 @@ extension Ledger {
     /// runs only the steps not yet done.
     /// - Throws: `LedgerError` when an append fails; a step's failure is in the report.
     public func erase(_ subject: String, steps: [ErasureStep] = [], at now: Timestamp = .now(), source: EventSource = .support) throws(LedgerError) -> ErasureReport {
+        // Before any step runs: a step deletes the app's data, which only an append records.
+        try requireWritable("erase a customer")
         var policy = try policy()
         if policy.deletion == nil { policy.deletion = Policy.Deletion(mode: .hard, softGraceDays: nil) }
         func deletion() throws(LedgerError) -> DeletionView? {

@@ -45,6 +45,10 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// Flushes commits to disk: needed only for a store opened with
+    /// `EventLog.Options.durability = .noSync`, whose appends return before the fsync.
+    public func sync() throws(LedgerError) { try log.sync() }
+
     /// Finishes queued appends and stops the writer; subscriptions end.
     public func close() {
         log.close()
@@ -250,9 +254,7 @@ public final class Ledger: Sendable {
     @discardableResult
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
-        if readOnly && !dryRun {
-            throw LedgerError(.readOnly, "the store was opened read-only; open it without `readOnly` to rebuild (a dry run works read-only)")
-        }
+        if !dryRun { try requireWritable("rebuild (a dry run works read-only)") }
         var report = try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
         // A personal field's change is shown opened, as `status` shows it.
         for index in report.changes.indices {
@@ -298,7 +300,17 @@ public final class Ledger: Sendable {
 
     /// Brings every model up to the head of the log (appends made by a process without them).
     @discardableResult
-    public func catchUp() throws(LedgerError) -> UInt64 { try engine.catchUp() }
+    public func catchUp() throws(LedgerError) -> UInt64 {
+        try requireWritable("catch the models up")
+        return try engine.catchUp()
+    }
+
+    /// Throws `.readOnly` when the store was opened read-only, before `what` starts.
+    func requireWritable(_ what: String) throws(LedgerError) {
+        guard !readOnly else {
+            throw LedgerError(.readOnly, "the store was opened read-only; open it without `readOnly` to \(what)")
+        }
+    }
 
     /// Every head position from now on, as appends through this `Ledger` commit them; the
     /// stream finishes when the ledger closes.
@@ -328,6 +340,8 @@ public final class Ledger: Sendable {
         let head = try lastPosition()
         if head >= position { return .reached(head: head) }
         for await head in stream where head >= position { return .reached(head: head) }
+        // The stream ended: a cancelled task's, or every stream once the ledger has closed
+        // (also one asked for after that).
         return Task.isCancelled ? .cancelled : .closed
     }
 }

@@ -88,8 +88,10 @@ struct TailStream {
 
 /// A log's index tail and the lock readers and writers share it under.
 ///
-/// Readers hold the lock shared while they read a snapshot, and take it exclusively only to
-/// bring the tail up to their snapshot (`LogStorage.readIndexed`). A write transaction brings
+/// Readers hold the lock shared while they look events up in a snapshot — a read by id or by
+/// stream releases it before decoding what it found (`LogStorage.readIndexed(_:find:then:)`);
+/// `version(of:)` and the verifier hold it for their whole, short, body — and take it
+/// exclusively only to bring the tail up to their snapshot. A write transaction brings
 /// it up to itself under the exclusive lock first, then holds it shared while it writes,
 /// keeping its own entries apart (`Head.pending`), and adds them under the exclusive lock
 /// once it has committed. Since the tail only ever holds committed events, and a reader
@@ -97,10 +99,10 @@ struct TailStream {
 final class IndexTails: @unchecked Sendable {
     // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
     // exclusively.
-    /// Readers hold it while they look events up (`LogStorage.readIndexed(_:find:then:)`), and
-    /// keep overlapping under load: it prefers the writer, whose every commit needs it
-    /// exclusively, so that no stream of readers starves appends. No path takes it shared inside a read that holds it (that would deadlock
-    /// behind a waiting writer): a read's body reads `tail` directly.
+    /// Readers hold it while they look events up, and keep overlapping under load: it prefers
+    /// the writer, whose every commit needs it exclusively, so that no stream of readers
+    /// starves appends. No path takes it shared inside a read that holds it (that would
+    /// deadlock behind a waiting writer): a read's body reads `tail` directly.
     private let lock = ReadWriteLock(preferringWriters: true)
     var tail: IndexTail
     /// The tail's size at which an append merges it into the stored indexes.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LedgerProjections
 @_spi(Storage) import LedgerTestSupport
 import Testing
@@ -94,6 +95,30 @@ import Testing
         }
     }
 
+    /// A wait begun after the ledger closed ends at once, as does a subscription.
+    @Test func waitingAfterCloseSaysClosed() async throws {
+        try await withStorePath { path in
+            let ledger = try Ledger(path: path)
+            ledger.close()
+            #expect(try await ledger.waitForPosition(10) == .closed)
+            var heads = try ledger.positions().makeAsyncIterator()
+            #expect(await heads.next() == nil)
+        }
+    }
+
+    /// A store opened with `.noSync` is flushed through the ledger.
+    @Test func aNoSyncLedgerIsFlushedBySync() throws {
+        try withStorePath { path in
+            var options = EventLog.Options()
+            options.durability = .noSync
+            let ledger = try Ledger(path: path, options: options)
+            defer { ledger.close() }
+            try ledger.append([Make.created("u1", at: jan1)])
+            try ledger.sync()
+            #expect(try ledger.lastPosition() == 1)
+        }
+    }
+
     /// After `close()`, the same process opens the path again, reads what it wrote and appends.
     @Test func closingFreesThePathForANewLedger() throws {
         try withStorePath { path in
@@ -134,6 +159,15 @@ import Testing
             #expect { try ledger.rebuild() } throws: { error in
                 (error as? LedgerError)?.code == .readOnly
             }
+            #expect { try ledger.catchUp() } throws: { error in
+                (error as? LedgerError)?.code == .readOnly
+            }
+            // Refused before any step runs: the step would delete the app's data unrecorded.
+            let ran = Mutex(false)
+            #expect { try ledger.erase("u1", steps: [ErasureStep("files") { _ in ran.withLock { $0 = true } }]) } throws: { error in
+                (error as? LedgerError)?.code == .readOnly
+            }
+            #expect(ran.withLock { $0 } == false)
         }
     }
 

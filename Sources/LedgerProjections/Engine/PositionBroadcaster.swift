@@ -7,18 +7,25 @@ final class PositionBroadcaster: Sendable {
         var next = 0
         var streams: [Int: AsyncStream<UInt64>.Continuation] = [:]
         var last: UInt64 = 0
+        /// The store has closed: a stream asked for now ends at once.
+        var finished = false
     }
 
     private let subscribers = Mutex(Subscribers())
 
     /// Every head position committed from now on (the latest only, when a subscriber falls
-    /// behind), starting with `current`.
+    /// behind), starting with `current`; after `finish()`, a stream that has ended.
     func stream(current: UInt64) -> AsyncStream<UInt64> {
         let (stream, continuation) = AsyncStream.makeStream(of: UInt64.self, bufferingPolicy: .bufferingNewest(1))
-        let id = subscribers.withLock { state in
+        let id: Int? = subscribers.withLock { state in
+            guard !state.finished else { return nil }
             state.next += 1
             state.streams[state.next] = continuation
             return state.next
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
         }
         continuation.yield(max(current, subscribers.withLock { $0.last }))
         continuation.onTermination = { [weak self] _ in
@@ -38,6 +45,7 @@ final class PositionBroadcaster: Sendable {
     /// Ends every stream (the store is closing).
     func finish() {
         let streams = subscribers.withLock { state in
+            state.finished = true
             defer { state.streams = [:] }
             return Array(state.streams.values)
         }
