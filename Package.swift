@@ -18,6 +18,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        // X.509 chains of the App Store's signed notifications (LedgerAppStore).
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
         // `swift package generate-documentation`: the DocC catalogs under Sources/*/*.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -42,6 +45,16 @@ let package = Package(
         // The read models as pure code: reducers, views and their rules; no store.
         .target(name: "LedgerModels", dependencies: ["LedgerCore"]),
         .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels", .product(name: "Crypto", package: "swift-crypto")]),
+        // The App Store's signed notifications: verification as Apple's library does it.
+        .target(
+            name: "LedgerAppStore",
+            dependencies: [
+                "LedgerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
         // The demo's customer histories: `ledger demo` and the benchmarks (Tools/Benchmarks).
         .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerModels"]),
         .executableTarget(
@@ -113,6 +126,16 @@ let package = Package(
                 "LedgerCore",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerAppStoreTests",
+            dependencies: [
+                "LedgerAppStore",
+                "LedgerCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
         .testTarget(
