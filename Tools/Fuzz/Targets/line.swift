@@ -2,7 +2,7 @@
 // JSONParser under it). A line may be refused with problems; it must never trap. A line that
 // is accepted must take the append path whole: its draft encodes as a record that decodes back
 // to the same draft, and exporting that record gives a line that reads back as the same event.
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -1,7 +1,7 @@
 // Fuzz target `policy`: a policy document as `--policy FILE` reads it (Policy.decode, and
 // JSONParser under it). A document may be refused with violations; it must never trap. One that
 // is accepted must hash, and its canonical JSON must decode back to the same policy.
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPolicy(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

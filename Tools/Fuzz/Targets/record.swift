@@ -6,7 +6,7 @@
 // Seeds: run with LEDGER_FUZZ_RECORD_SEEDS=DIR and JSONL files as arguments, this binary
 // writes each valid line of those files to DIR as a record (what Tools/fuzz does first).
 import Foundation
-import LedgerCore
+@_spi(Storage) import LedgerCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRecord(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
