@@ -44,7 +44,7 @@ let package = Package(
         ),
         // The read models as pure code: reducers, views and their rules; no store.
         .target(name: "LedgerModels", dependencies: ["LedgerCore"]),
-        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "LedgerProjections", dependencies: ["LMDB", "LedgerCore", "LedgerStore", "LedgerModels", "LedgerAppStore", .product(name: "Crypto", package: "swift-crypto")]),
         // The App Store's signed notifications: verification as Apple's library does it.
         .target(
             name: "LedgerAppStore",
@@ -133,6 +133,8 @@ let package = Package(
             dependencies: [
                 "LedgerAppStore",
                 "LedgerCore",
+                "LedgerModels",
+                "LedgerProjections",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -31,6 +31,23 @@ public struct AppStoreRejection: Error, Sendable, Hashable, CustomStringConverti
         case wrongEnvironment
         /// `appAppleId` is not the configured one (production).
         case wrongAppAppleId
+
+        /// The reason in a few words, as an error line names it.
+        public var words: String {
+            switch self {
+            case .malformed: "malformed JWS"
+            case .tooLarge: "body too large"
+            case .unsupportedAlgorithm: "algorithm not ES256"
+            case .badCertificates: "bad x5c"
+            case .certificateExpired: "certificate not valid at signedDate"
+            case .missingOID: "missing Apple OID"
+            case .untrustedChain: "chain does not reach a configured root"
+            case .badSignature: "bad signature"
+            case .wrongBundle: "wrong bundle"
+            case .wrongEnvironment: "wrong environment"
+            case .wrongAppAppleId: "wrong appAppleId"
+            }
+        }
     }
 
     public var reason: Reason
@@ -44,6 +61,13 @@ public struct AppStoreRejection: Error, Sendable, Hashable, CustomStringConverti
     }
 
     public var description: String { "\(pointer): \(message)" }
+
+    /// The line an ingest reports under `/signedPayload`: the reason, the nested part at fault
+    /// when it is one, and the detail ("bad signature in data/signedTransactionInfo: …").
+    public var summary: String {
+        let part = pointer.hasPrefix("/signedPayload/") ? " in \(pointer.dropFirst("/signedPayload/".count))" : ""
+        return "\(reason.words)\(part): \(message)"
+    }
 }
 
 /// A notification that verified: its payload, and its nested transaction and renewal info, each

@@ -3,6 +3,8 @@
 // back (the append's result, the event streams, the log's options and counts).
 @_exported import LedgerCore
 @_exported import LedgerModels
+// The App Store's signed notifications: the verifier and its configuration (`ingestAppStore`).
+@_exported import LedgerAppStore
 @_exported import class LedgerStore.EventLog
 @_exported import struct LedgerStore.AppendResult
 @_exported import enum LedgerStore.AppendOutcome

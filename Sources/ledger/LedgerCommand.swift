@@ -27,7 +27,7 @@ struct LedgerCommand: ParsableCommand {
         groupedSubcommands: [
             CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self]),
             CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
-                                                          VerifyCommand.self, StatsCommand.self, EraseCommand.self]),
+                                                          VerifyCommand.self, StatsCommand.self, EraseCommand.self, IngestCommand.self]),
             CommandGroup(name: "Tools", subcommands: [SchemasCommand.self, DemoCommand.self]),
         ]
     )

@@ -71,11 +71,19 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             try ledger.append(events(["u2", "u1"]))
+            let holders = UInt8(try #require(ReadModels.all.firstIndex { $0 == HoldersModel.self })) + 1
             let expected = { (generation: UInt8) -> [[UInt8]] in
-                ["u1", "u2"].flatMap { subject in (0 ... ReadModels.all.count).compactMap { tag -> [UInt8]? in
+                let prefix: [UInt8] = [0, 0, 0, generation, 0, 2]
+                var keys: [[UInt8]] = []
+                // The holders of each store subscription, under its id (t0 and t1 sort first).
+                for original in ["t0", "t1"] { keys.append(prefix + Array(original.utf8) + [holders]) }
+                for subject in ["u1", "u2"] {
                     // The deletion model reads none of these events: it has no state of them.
-                    tag == 6 ? nil : [0, 0, 0, generation, 0, 2] + Array(subject.utf8) + [UInt8(tag)]
-                } }
+                    for tag in 0 ... UInt8(ReadModels.all.count) where tag != 6 && tag != holders {
+                        keys.append(prefix + Array(subject.utf8) + [tag])
+                    }
+                }
+                return keys
             }
             #expect(try storedKeys(ledger) == expected(1))
             try ledger.rebuild()

@@ -102,7 +102,7 @@ package enum Audit {
         // The facts' change times, sorted, worked out again only when the facts change.
         var factsTimes: [Timestamp] = []
         var factsChanged = true
-        let folds = models.compactMap { model in makeTimeline(model, policy: policy) }
+        let folds = models.filter { $0.keyedBySubject }.compactMap { model in makeTimeline(model, policy: policy) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
         var previous = folds.map { $0.step(facts, start, policy, factsChanged: true, factsTimes: factsTimes).step }

@@ -67,6 +67,10 @@ public protocol ReadModel: Sendable {
     /// Whether `status` shows the model (SPEC §5's shape): an index alone, such as `due`, is
     /// read by range instead. Default: yes.
     static var shownInStatus: Bool { get }
+    /// Whether `key(for:)` is the event's subject, so that a subject's events are all a key's:
+    /// the audit and the replay fold such a model. One keyed otherwise (the holders of a store
+    /// subscription, by its id) is read by its key alone and shown in neither. Default: yes.
+    static var keyedBySubject: Bool { get }
     /// Entries of the model's time-ordered index across keys (`Ledger.index`): what falls due
     /// and when, worked out from the key's state and its facts under the policy. The engine
     /// keeps the index in each append's transaction, for every key whose state or facts the
@@ -98,6 +102,7 @@ extension ReadModel {
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }
     public static var isIndexed: Bool { false }
     public static var shownInStatus: Bool { true }
+    public static var keyedBySubject: Bool { true }
     public static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
 }
 

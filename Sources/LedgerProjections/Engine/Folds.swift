@@ -9,6 +9,8 @@ struct Fold: Sendable {
     let reads: Set<String>
     /// The model, `nil` for the facts.
     let model: (any ReadModel.Type)?
+    /// Whether its keys are subjects (`ReadModel.keyedBySubject`; the facts' are).
+    var keyedBySubject: Bool { model?.keyedBySubject ?? true }
 
     static let factsName = "facts"
     /// Bumped when `SubjectFacts.apply` or its fields change meaning.

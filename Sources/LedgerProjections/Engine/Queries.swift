@@ -228,11 +228,16 @@ extension ProjectionEngine {
             try store.env.read { txn in
                 let policy = try self.policy(txn)
                 guard let served = try store.served(txn), let record = served.record(M.name), let facts = served.record(Fold.factsName) else { return }
+                // A key is a subject when a fold keyed by subject holds a state of it; a model
+                // keyed otherwise (the holders of a subscription) answers for its own keys only.
+                let subjectTags = Set(served.folds.filter { record in folds.first { $0.name == record.name }?.keyedBySubject ?? false }.map(\.tagByte))
                 var current: String?
                 var found: [UInt8: UnsafeRawBufferPointer] = [:]
                 func flush() throws {
                     guard let key = current else { return }
                     defer { found.removeAll(keepingCapacity: true) }
+                    let answers = M.keyedBySubject ? found.keys.contains(where: subjectTags.contains) : found[record.tagByte] != nil
+                    guard answers else { return }
                     let view: M.View?
                     do {
                         view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy)

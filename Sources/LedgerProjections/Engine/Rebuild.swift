@@ -299,7 +299,11 @@ extension ProjectionEngine {
         }
         var compared: [(model: any ReadModel.Type, old: UInt8, new: UInt8)] = []
         var notCompared: [String] = []
-        for model in chosen {
+        // The views compared are subjects': a model keyed otherwise (the holders of a
+        // subscription) answers the same under any policy, and its keys are no subjects.
+        let oldSubjectTags = Set(generation.folds.filter { record in folds.first { $0.name == record.name }?.keyedBySubject ?? false }.map(\.tagByte))
+        let newSubjectTags = Set(folds.indices.filter { folds[$0].keyedBySubject }.map(UInt8.init))
+        for model in chosen where model.keyedBySubject {
             guard let record = generation.record(model.name), let index = folds.firstIndex(where: { $0.name == model.name }) else { continue }
             guard record.version == UInt64(model.version) else {
                 notCompared.append(model.name)
@@ -311,6 +315,7 @@ extension ProjectionEngine {
         var replayed: [String] = []
         /// One key's served and new states, by tag.
         func differ(_ key: [UInt8], _ old: [UInt8: UnsafeRawBufferPointer], _ new: [UInt8: [UInt8]]) throws {
+            guard old.keys.contains(where: oldSubjectTags.contains) || new.keys.contains(where: newSubjectTags.contains) else { return }
             let subject = String(decoding: key.dropFirst(2), as: UTF8.self)
             let factsSame = old[oldFacts.tagByte].map { $0.hasSameBytes(as: new[0] ?? []) } ?? (new[0] == nil)
             var changes: [ViewChange] = []

@@ -1,0 +1,158 @@
+import Foundation
+import LedgerAppStore
+@_spi(Storage) import LedgerCore
+import LedgerModels
+import LedgerProjections
+import Testing
+
+/// Signed notifications into a real store: subjects, bindings, retries and batches.
+@Suite(.enabled(if: Samples.present, Comment(rawValue: Samples.absent)))
+struct IngestTests {
+    static let day: Int64 = 86_400_000
+    static let start: Int64 = 1_772_357_400_000                      // 2026-03-01T09:30:00Z
+
+    /// A store in a fresh directory, removed afterwards.
+    func withLedger<R>(_ body: (Ledger) async throws -> R) async throws -> R {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ledger = try Ledger(path: dir.appendingPathComponent("store.lmdb").path)
+        defer { ledger.close() }
+        return try await body(ledger)
+    }
+
+    let verifier: SignedDataVerifier
+
+    init() throws {
+        verifier = try SignedDataVerifier(try Samples.configuration())
+    }
+
+    /// A POST body of a notification about subscription `original`, signed `day` days after
+    /// the start, its transaction's coverage from then for 30 days.
+    static func body(_ type: String, _ subtype: String? = nil, day: Int64, uuid: Int, original: String = "2000000100",
+                     token: String? = nil) throws -> [UInt8] {
+        let signed = start + day * Self.day
+        var transaction: JSONObject = ["transactionId": .string("\(original)-\(day)"), "originalTransactionId": .string(original),
+                                       "bundleId": "com.example", "productId": "pro.monthly", "environment": "Sandbox",
+                                       "purchaseDate": .integer(signed), "expiresDate": .integer(signed + 30 * Self.day), "signedDate": .integer(signed)]
+        if let token { transaction["appAccountToken"] = .string(token) }
+        let payload = Samples.notification(type, subtype: subtype, uuid: String(format: "00000000-0000-4000-8000-%012d", uuid), signedDate: signed,
+                                           data: [("signedTransactionInfo", .string(try Samples.mint(.object(transaction))))])
+        return Samples.body(try Samples.mint(payload))
+    }
+
+    @Test func theAppAccountTokenIsTheSubject() async throws {
+        try await withLedger { ledger in
+            let token = "7E3FB20B-4CDB-47CC-936D-99D65F608138"
+            let result = try await ledger.ingestAppStore(try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 1, token: token), verifier: verifier)
+            #expect(result.outcomes == [.appended(position: 1, version: 1), .appended(position: 2, version: 2)])
+            let subject = token.lowercased()
+            let at = Timestamp(milliseconds: Self.start + Self.day)
+            #expect(try ledger.view(EntitlementModel.self, of: subject, at: at)?.planState == .pro)
+            #expect(try ledger.view(HoldersModel.self, of: "2000000100")?.subjects == [subject])
+        }
+    }
+
+    /// A notification delivered again is all duplicates.
+    @Test func aRetryIsADuplicate() async throws {
+        try await withLedger { ledger in
+            let body = try Self.body("DID_RENEW", day: 30, uuid: 2, token: "7e3fb20b-4cdb-47cc-936d-99d65f608138")
+            try await ledger.ingestAppStore(body, verifier: verifier)
+            let again = try await ledger.ingestAppStore(body, verifier: verifier)
+            #expect(again.outcomes == [.duplicate(position: 1), .duplicate(position: 2)])
+        }
+    }
+
+    /// Without a token, a notification waits under `appstore:<id>`; once the app reports the
+    /// purchase, the next goes to the app's subject with a binding of the waiting one.
+    @Test func waitingNotificationsAreBoundOnceTheAppReportsThePurchase() async throws {
+        try await withLedger { ledger in
+            try await ledger.ingestAppStore(try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 3), verifier: verifier)
+            #expect(try ledger.version(of: "appstore:2000000100") == 2)
+            // The app reports the purchase it saw.
+            let seen = SubscriptionPurchased(productId: "pro.monthly", transactionId: "2000000100-0", originalTransactionId: "2000000100",
+                                             purchasedAt: Timestamp(milliseconds: Self.start), expiresAt: Timestamp(milliseconds: Self.start + 30 * Self.day))
+            try await ledger.append([LedgerEvent(subject: "user-42", occurredAt: seen.purchasedAt, source: .app, data: seen.eventData)])
+            try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 30, uuid: 4), verifier: verifier)
+            let events = try ledger.events(of: "user-42").collect()
+            #expect(events.map(\.type) == [SubscriptionPurchased.type, AppStoreNotification.type, SubscriptionRenewed.type, AppStoreSubjectBound.type])
+            guard case .appStoreSubjectBound(let binding) = try events.last?.data else {
+                Issue.record("no binding")
+                return
+            }
+            #expect(binding == AppStoreSubjectBound(originalTransactionId: "2000000100", from: "appstore:2000000100"))
+            let holders = try #require(try ledger.view(HoldersModel.self, of: "2000000100"))
+            #expect(holders.subjects == ["appstore:2000000100", "user-42"])
+            #expect(holders.latest == "user-42")
+            #expect(holders.bound == ["appstore:2000000100"])
+            // The next one binds nothing more.
+            try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 60, uuid: 5), verifier: verifier)
+            #expect(try ledger.events(of: "user-42").collect().filter { $0.type == AppStoreSubjectBound.type }.count == 1)
+        }
+    }
+
+    /// An earlier line of the same batch counts: the token of the first names the second's subject.
+    @Test func anEarlierLineOfTheBatchNamesTheSubject() async throws {
+        try await withLedger { ledger in
+            try await ledger.ingestAppStore([try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 6, token: "aaaaaaaa-0000-4000-8000-000000000001"),
+                                             try Self.body("DID_RENEW", day: 30, uuid: 7)], verifier: verifier)
+            #expect(try ledger.version(of: "aaaaaaaa-0000-4000-8000-000000000001") == 4)
+            #expect(try ledger.version(of: "appstore:2000000100") == 0)
+        }
+    }
+
+    /// A notification about no transaction is kept under the app's bundle.
+    @Test func aTestNotificationIsKeptUnderTheBundle() async throws {
+        try await withLedger { ledger in
+            try await ledger.ingestAppStore(Samples.body(try Samples.text("mock_signed_data/testNotification")), verifier: verifier)
+            #expect(try ledger.events(of: "appstore:com.example").collect().map(\.type) == [AppStoreNotification.type])
+        }
+    }
+
+    /// One forged body rejects its whole batch, naming its index and the part at fault.
+    @Test func aForgedBodyRejectsTheBatch() async throws {
+        try await withLedger { ledger in
+            var forged = try Self.body("DID_RENEW", day: 30, uuid: 9, token: "aaaaaaaa-0000-4000-8000-000000000001")
+            forged[forged.count - 10] = forged[forged.count - 10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            let batch = [try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 8), forged]
+            do throws(LedgerError) {
+                try await ledger.ingestAppStore(batch, verifier: verifier)
+                Issue.record("a forged body was ingested")
+            } catch {
+                #expect(error.code == .invalidEvent)
+                #expect(error.index == 1)
+                #expect(error.field == "/signedPayload")
+            }
+            #expect(try ledger.lastPosition() == 0)
+        }
+    }
+
+    /// A lifecycle delivered in any order, with retries, gives the views in-order delivery gives.
+    @Test func anyDeliveryOrderGivesTheSameViews() async throws {
+        let token = "bbbbbbbb-0000-4000-8000-000000000002"
+        let lifecycle = [
+            try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 10, token: token),
+            try Self.body("DID_RENEW", day: 30, uuid: 11, token: token),
+            try Self.body("DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", day: 40, uuid: 12, token: token),
+            try Self.body("EXPIRED", "VOLUNTARY", day: 60, uuid: 13, token: token),
+        ]
+        let times = [1, 35, 45, 61, 90].map { Timestamp(milliseconds: Self.start + Int64($0) * Self.day) }
+        func views(_ deliveries: [[[UInt8]]]) async throws -> [String] {
+            try await withLedger { ledger in
+                for batch in deliveries { try await ledger.ingestAppStore(batch, verifier: verifier) }
+                // The positions a reason cites are where the events landed, which arrival decides.
+                return try times.map { time in
+                    try ledger.status(of: token, at: time).json.serialized()
+                        .replacingOccurrences(of: #""position":[0-9]+"#, with: #""position":_"#, options: .regularExpression)
+                }
+            }
+        }
+        let inOrder = try await views(lifecycle.map { [$0] })
+        let reversed = try await views(lifecycle.reversed().map { [$0] })
+        let shuffled = try await views([[lifecycle[2], lifecycle[0]], [lifecycle[3]], [lifecycle[0], lifecycle[1]], [lifecycle[2]]])
+        #expect(reversed == inOrder)
+        #expect(shuffled == inOrder)
+        #expect(inOrder[0].contains(#""planState":"pro""#))
+        #expect(inOrder[4].contains(#""planState":"guest""#) || inOrder[4].contains(#""planState":"free""#))
+    }
+}
