@@ -36,17 +36,7 @@ struct IngestAppStoreCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .long, help: ArgumentHelp("A trusted root certificate, PEM or DER (repeatable).", valueName: "PEM"))
-    var root: [String] = []
-
-    @Option(name: .customLong("bundle-id"), help: "The app's bundle id.")
-    var bundleId: String
-
-    @Option(name: .long, help: "Production or Sandbox.")
-    var environment: String
-
-    @Option(name: .customLong("app-apple-id"), help: "In production, the app's Apple id every notification must name.")
-    var appAppleId: Int64?
+    @OptionGroup var appStore: AppStoreOptions
 
     @Option(name: .long, help: ArgumentHelp("Apple's Get Notification History response (JSON), instead of JSONL files (repeatable).", valueName: "FILE"))
     var history: [String] = []
@@ -55,8 +45,7 @@ struct IngestAppStoreCommand: ParsableCommand {
     var files: [String] = []
 
     func validate() throws {
-        guard !root.isEmpty else { throw ValidationError("name the root certificate the chains must reach with --root (Apple Root CA G3, or a test root)") }
-        guard AppStoreEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment is Production or Sandbox, not \(environment)") }
+        try appStore.validate(required: false)
         guard !files.isEmpty || !history.isEmpty else { throw ValidationError("name at least one JSONL file (- for standard input) or a --history file") }
         guard files.filter({ $0 == "-" }).count <= 1 else { throw ValidationError("standard input (-) can be read only once") }
     }
@@ -68,13 +57,16 @@ struct IngestAppStoreCommand: ParsableCommand {
     }
 
     func run() throws {
-        var roots: [[UInt8]] = []
-        for path in root {
-            guard let bytes = FileManager.default.contents(atPath: path) else { throw CommandFailure.input("\(path): cannot read the root certificate") }
-            roots += try AppStoreConfiguration.certificates(inFile: Array(bytes), named: path)
+        // The flags, else what `ledger init --appstore-…` recorded in the store.
+        var configuration = try appStore.configuration()
+        if configuration == nil, FileManager.default.fileExists(atPath: global.storePath + "/data.mdb") {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            configuration = try ledger.appStoreConfiguration()
         }
-        let configuration = AppStoreConfiguration(rootCertificates: roots, bundleId: bundleId,
-                                                  environment: AppStoreEnvironment(rawValue: environment) ?? .production, appAppleId: appAppleId)
+        guard let configuration else {
+            throw CommandFailure.input("give --root, --bundle-id and --environment, or record them in the store with `ledger init --appstore-root … --appstore-bundle-id … --appstore-environment …`")
+        }
         let verifier = try SignedDataVerifier(configuration)
         let batches = try files.map(readLines) + history.map(readHistory)
 
@@ -195,5 +187,45 @@ enum Blocking {
 extension Result where Failure == any Error {
     init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+
+/// The App Store settings a command takes: `ingest appstore` as `--root`, `--bundle-id`, …;
+/// `init` as `--appstore-root`, … (see `AppStoreOptions.init`).
+struct AppStoreOptions: ParsableArguments {
+    @Option(name: [.customLong("root"), .customLong("appstore-root")], help: ArgumentHelp("A trusted root certificate, PEM or DER (repeatable): Apple Root CA G3, or a test root.", valueName: "PEM"))
+    var root: [String] = []
+
+    @Option(name: [.customLong("bundle-id"), .customLong("appstore-bundle-id")], help: "The app's bundle id.")
+    var bundleId: String?
+
+    @Option(name: [.customLong("environment"), .customLong("appstore-environment")], help: "Production or Sandbox.")
+    var environment: String?
+
+    @Option(name: [.customLong("app-apple-id"), .customLong("appstore-app-apple-id")], help: "In production, the app's Apple id every notification must name.")
+    var appAppleId: Int64?
+
+    /// All of root, bundle id and environment, or (unless `required`) none.
+    func validate(required: Bool) throws {
+        let given = [!root.isEmpty, bundleId != nil, environment != nil]
+        if given.contains(true) || required {
+            guard !root.isEmpty else { throw ValidationError("name the root certificate the chains must reach with --root (Apple Root CA G3, or a test root)") }
+            guard bundleId != nil else { throw ValidationError("name the app's bundle id with --bundle-id") }
+            guard let environment else { throw ValidationError("name the environment with --environment Production or Sandbox") }
+            guard AppStoreEnvironment(rawValue: environment) != nil else { throw ValidationError("--environment is Production or Sandbox, not \(environment)") }
+        } else if appAppleId != nil {
+            throw ValidationError("--app-apple-id goes with --root, --bundle-id and --environment")
+        }
+    }
+
+    /// The configuration the flags give, `nil` when none is given.
+    func configuration() throws -> AppStoreConfiguration? {
+        guard !root.isEmpty, let bundleId, let environment, let chosen = AppStoreEnvironment(rawValue: environment) else { return nil }
+        var roots: [[UInt8]] = []
+        for path in root {
+            guard let bytes = FileManager.default.contents(atPath: path) else { throw CommandFailure.input("\(path): cannot read the root certificate") }
+            roots += try AppStoreConfiguration.certificates(inFile: Array(bytes), named: path)
+        }
+        return AppStoreConfiguration(rootCertificates: roots, bundleId: bundleId, environment: chosen, appAppleId: appAppleId)
     }
 }

@@ -19,6 +19,8 @@ struct InitCommand: ParsableCommand {
               ledger init --store customers.lmdb
               ledger init --store photos.lmdb --policy photolala
               ledger init --store mine.lmdb --policy my-policy.json
+              ledger init --store app.lmdb --appstore-root AppleRootCA-G3.cer \\
+                --appstore-bundle-id com.example.app --appstore-environment Production
             """
     )
 
@@ -27,14 +29,22 @@ struct InitCommand: ParsableCommand {
     @Option(name: .long, help: "A policy document, or a built-in pack by name: reference, handz, photolala, facerecall, careguide, stampbook, stampbook-soft (default: reference).")
     var policy: String?
 
+    @OptionGroup var appStore: AppStoreOptions
+
+    func validate() throws {
+        try appStore.validate(required: false)
+    }
+
     func run() throws {
         let path = global.storePath
         if FileManager.default.fileExists(atPath: path + "/data.mdb") {
             throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store")
         }
         let chosen = try policy.map(readPolicy) ?? Policy.reference
+        let appStoreConfiguration = try appStore.configuration()
         let ledger = try global.openLedger(create: true, policy: chosen)
-        ledger.close()
+        defer { ledger.close() }
+        if let appStoreConfiguration { try ledger.setAppStoreConfiguration(appStoreConfiguration) }
         if global.json {
             print(JSON.object([
                 ("store", .string(path)), ("created", .bool(true)),

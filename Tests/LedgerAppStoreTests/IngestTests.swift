@@ -41,6 +41,17 @@ struct IngestTests {
         return Samples.body(try Samples.mint(payload))
     }
 
+    /// The configuration recorded in the store reads back the same.
+    @Test func theStoreKeepsItsAppStoreConfiguration() async throws {
+        try await withLedger { ledger in
+            #expect(try ledger.appStoreConfiguration() == nil)
+            let configuration = try Samples.configuration(environment: .production, appAppleId: 1234)
+            try ledger.setAppStoreConfiguration(configuration)
+            #expect(try ledger.appStoreConfiguration() == configuration)
+            #expect(try ledger.verify().isValid)
+        }
+    }
+
     @Test func theAppAccountTokenIsTheSubject() async throws {
         try await withLedger { ledger in
             let token = "7E3FB20B-4CDB-47CC-936D-99D65F608138"

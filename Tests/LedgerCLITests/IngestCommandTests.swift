@@ -84,9 +84,26 @@ struct IngestCommandTests {
         }
     }
 
+    /// Settings recorded by `init` serve an ingest with no flags; without either, it says so.
+    @Test func settingsRecordedByInitServeAnIngestWithoutFlags() throws {
+        try withDirectory { dir in
+            try (Self.body("testNotification") + "\n").write(toFile: dir + "/n.jsonl", atomically: true, encoding: .utf8)
+            let bare = try Run(["ingest", "appstore", "--store", dir + "/s.lmdb", dir + "/n.jsonl"])
+            #expect(bare.status == 2)
+            #expect(bare.stderr.contains("ledger init --appstore-root"))
+            let initialised = try Run(["init", "--store", dir + "/s.lmdb", "--appstore-root", Self.samples.appendingPathComponent("certs/testCA.der").path,
+                                       "--appstore-bundle-id", "com.example", "--appstore-environment", "Sandbox"])
+            #expect(initialised.status == 0, "\(initialised.stderr)")
+            let run = try Run(["ingest", "appstore", "--store", dir + "/s.lmdb", dir + "/n.jsonl"])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout == "Ingested 1 event at position 1.\n")
+            #expect(try Run(["verify", "--store", dir + "/s.lmdb"]).status == 0)
+        }
+    }
+
     @Test func withoutARootTheCommandSaysWhatToGive() throws {
         try withDirectory { dir in
-            let run = try Run(["ingest", "appstore", "--store", dir + "/s.lmdb", "--bundle-id", "com.example", "--environment", "Sandbox", "-"])
+            let run = try Run(["ingest", "appstore", "--store", dir + "/s.lmdb", "--bundle-id", "com.example", "--environment", "Sandbox", "-"], stdin: "")
             #expect(run.status == 2)
             #expect(run.stderr.contains("--root"))
         }
