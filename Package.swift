@@ -135,6 +135,8 @@ let package = Package(
                 "LedgerCore",
                 "LedgerModels",
                 "LedgerProjections",
+                "LedgerTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
