@@ -27,10 +27,11 @@ struct IngestAppStoreCommand: ParsableCommand {
             response instead, to take in what an outage missed.
 
             Examples:
-              ledger ingest appstore --root AppleRootCA-G3.cer --bundle-id com.example.app \\
-                --environment Production --app-apple-id 1234 notifications.jsonl
-              ledger ingest appstore --root AppleRootCA-G3.cer --bundle-id com.example.app \\
-                --environment Sandbox --history history.json
+              ledger ingest appstore --root AppleRootCA-G3.cer \\
+                --bundle-id com.example.app --environment Production notifications.jsonl
+              ledger ingest appstore --root AppleRootCA-G3.cer \\
+                --bundle-id com.example.app --environment Sandbox --history history.json
+              ledger ingest appstore notifications.jsonl    # the settings ledger init recorded
             """
     )
 

@@ -13,7 +13,9 @@ struct InitCommand: ParsableCommand {
         discussion: """
             Creates the store directory (mode 0700) and its files (mode 0600: they hold customers' data), \
             and records the policy its read models are built with. The policy is a JSON document \
-            (Schemas/policy.schema.json); Schemas/policies/ has one pack per source app.
+            (Schemas/policy.schema.json); Schemas/policies/ has one pack per source app. With \
+            --appstore-root, --appstore-bundle-id and --appstore-environment it also records the App \
+            Store settings `ledger ingest appstore` then uses without flags.
 
             Examples:
               ledger init --store customers.lmdb
