@@ -52,9 +52,8 @@ extension VerifiedNotification {
                 effective: .immediate, transactionId: try t.string("transactionId"), purchasedAt: try t.time("purchaseDate"),
                 expiresAt: try t.time("expiresDate")).eventData
         case .productChanged(.nextRenewal):
-            let from = try t.string("productId")
-            data = SubscriptionProductChanged(originalTransactionId: original, fromProductId: from,
-                                              toProductId: r.optionalString("autoRenewProductId") ?? from, effective: .nextRenewal).eventData
+            data = SubscriptionProductChanged(originalTransactionId: original, fromProductId: try t.string("productId"),
+                                              toProductId: try r.string("autoRenewProductId"), effective: .nextRenewal).eventData
         case .productChangeCancelled:
             let current = try t.string("productId")
             data = SubscriptionProductChanged(originalTransactionId: original, fromProductId: current, toProductId: current, effective: .nextRenewal).eventData
@@ -92,6 +91,10 @@ extension VerifiedNotification {
         }
         return nil
     }
+
+    /// The id of the `appstore.notification` this notification yields: a notification already
+    /// stored has an event under it.
+    public var notificationEventID: EventID { Self.id(notificationUUID, AppStoreNotification.type) }
 
     /// The payload with its nested signed data decoded, as support reads it.
     var readablePayload: JSONObject {

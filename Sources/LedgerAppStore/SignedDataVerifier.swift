@@ -152,7 +152,13 @@ public struct SignedDataVerifier: Sendable {
         var transaction: JSONObject?
         var renewal: JSONObject?
         if let (key, data) = app {
-            try check(data, at: "\(pointer)/\(key)")
+            // An external purchase token names no environment: its id says it (Apple's library
+            // reads a "SANDBOX" prefix as the sandbox).
+            var named = data
+            if key == "externalPurchaseToken", named["environment"] == nil, case .string(let id)? = data["externalPurchaseId"] {
+                named["environment"] = .string(id.hasPrefix("SANDBOX") ? AppStoreEnvironment.sandbox.rawValue : AppStoreEnvironment.production.rawValue)
+            }
+            try check(named, at: "\(pointer)/\(key)", checksAppAppleId: true)
             if case .string(let jws) = data["signedTransactionInfo"] {
                 let nested = "\(pointer)/\(key)/signedTransactionInfo"
                 transaction = try await verify(jws, at: nested).payload
@@ -174,8 +180,10 @@ public struct SignedDataVerifier: Sendable {
     }
 
     /// The app's identifiers in `object` against the configuration. A renewal info names no
-    /// bundle or app id: only its environment is checked.
-    private func check(_ object: JSONObject, at pointer: String, hasBundle: Bool = true) throws(AppStoreRejection) {
+    /// bundle or app id: only its environment is checked. The notification itself names the
+    /// app id (`checksAppAppleId`): in production, when one is configured, it must be it —
+    /// absent is no match (as in Apple's library).
+    private func check(_ object: JSONObject, at pointer: String, hasBundle: Bool = true, checksAppAppleId: Bool = false) throws(AppStoreRejection) {
         if hasBundle {
             let bundle: String? = if case .string(let value) = object["bundleId"] { value } else { nil }
             guard bundle == configuration.bundleId else {
@@ -186,10 +194,10 @@ public struct SignedDataVerifier: Sendable {
         guard environment == configuration.environment.rawValue else {
             throw AppStoreRejection(.wrongEnvironment, "environment is \(environment.map { "\"\($0)\"" } ?? "missing"), not \"\(configuration.environment.rawValue)\"", at: pointer)
         }
-        if hasBundle, configuration.environment == .production, let expected = configuration.appAppleId, object["appAppleId"] != nil {
+        if checksAppAppleId, configuration.environment == .production, let expected = configuration.appAppleId {
             let actual: Int64? = if case .number(let number) = object["appAppleId"] { number.int64 } else { nil }
             guard actual == expected else {
-                throw AppStoreRejection(.wrongAppAppleId, "appAppleId is \(actual.map(String.init) ?? "not a number"), not \(expected)", at: pointer)
+                throw AppStoreRejection(.wrongAppAppleId, "appAppleId is \(actual.map(String.init) ?? "missing"), not \(expected)", at: pointer)
             }
         }
     }

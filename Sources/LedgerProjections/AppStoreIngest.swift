@@ -4,69 +4,41 @@ import LedgerAppStore
 import LedgerModels
 @_spi(Storage) import LedgerStore
 
+/// What the batches of one ingest have decided so far, for the next: the subject each
+/// subscription and each notification went to, the holding subjects bound, the products.
+/// Several batches prepared before any is appended (the command line's files) share one.
+public struct AppStoreIngestContext: Sendable {
+    /// originalTransactionId → the subject its latest notification went to.
+    var holders: [String: String] = [:]
+    /// notificationUUID (lower-cased) → the subject it went to.
+    var notifications: [String: String] = [:]
+    /// Holding subjects bound.
+    var bound: Set<String> = []
+    /// originalTransactionId → the product it has, as these batches left it.
+    var products: [String: String] = [:]
+
+    public init() {}
+}
+
 extension Ledger {
     /// Ingests App Store Server Notifications V2: each of `bodies` one POST body
     /// (`{"signedPayload": …}`), verified by `verifier` (SPEC §2.2), then all their events
     /// appended as one atomic batch. A notification delivered again yields the same events,
-    /// reported as duplicates.
+    /// under the same subject, reported as duplicates.
     ///
-    /// Each notification goes under its subject: the `appAccountToken` of its transaction (or
-    /// renewal info); else the subject that reported its `originalTransactionId` last (an
-    /// earlier body of `bodies` counts), from the holders index (`HoldersModel`); else it waits
-    /// under `appstore:<originalTransactionId>`. Once a subject holds it, an
-    /// `appstore.subject_bound` names the waiting subject in that subject's stream (the log is
-    /// never rewritten). A notification about no transaction (TEST, summaries) goes under
-    /// `appstore:<bundleId>`.
-    /// - Throws: `LedgerError.invalidEvent` naming the failing body's `index` and, as `field`, the
-    ///   reason (`AppStoreRejection.summary`) under `/signedPayload`; nothing of the batch is appended.
+    /// Each notification goes under its subject: the one it went to when first stored; else the
+    /// `appAccountToken` of its transaction (or renewal info); else the subject that named its
+    /// `originalTransactionId` last (an earlier body counts), from the holders index
+    /// (`HoldersModel`); else it waits under `appstore:<originalTransactionId>`. Once a subject
+    /// holds a subscription that waited, an `appstore.subject_bound` in that subject's stream
+    /// names the waiting subject (the log is never rewritten). A notification about no
+    /// transaction (TEST, summaries) goes under `appstore:<bundleId>`.
+    /// - Throws: `LedgerError.invalidEvent` naming the failing body's `index` and the reason
+    ///   (`AppStoreRejection.summary`) under `/signedPayload`; nothing of the batch is appended.
     @discardableResult
     public func ingestAppStore(_ bodies: [[UInt8]], verifier: SignedDataVerifier) async throws(LedgerError) -> AppendResult {
-        var verified: [VerifiedNotification] = []
-        for (index, body) in bodies.enumerated() {
-            do {
-                verified.append(try await verifier.verifyNotification(body: body))
-            } catch {
-                throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
-            }
-        }
-        var events: [LedgerEvent] = []
-        var holders: [String: String] = [:]        // originalTransactionId → subject, this batch
-        var bindings: Set<String> = []             // holding subjects bound in this batch
-        for (index, notification) in verified.enumerated() {
-            let subject: String
-            var binding: AppStoreSubjectBound?
-            if let original = notification.originalTransactionId {
-                let waiting = "appstore:\(original)"
-                let held = try view(HoldersModel.self, of: original)
-                if let token = notification.appAccountToken {
-                    subject = token
-                } else if let earlier = holders[original] {
-                    subject = earlier
-                } else {
-                    subject = held?.latest ?? waiting
-                }
-                // Events wait under the holding subject, and a subject now holds it.
-                let waited = (held?.subjects.contains(waiting) ?? false) || holders[original] == waiting
-                if subject != waiting, waited, !(held?.bound.contains(waiting) ?? false), !bindings.contains(waiting) {
-                    binding = AppStoreSubjectBound(originalTransactionId: original, from: waiting)
-                    bindings.insert(waiting)
-                }
-                holders[original] = subject
-            } else {
-                subject = "appstore:\(verifier.configuration.bundleId)"
-            }
-            let previous = try previousProduct(of: notification, holder: subject)
-            do {
-                events += try notification.events(subject: subject, previousProductId: previous)
-            } catch {
-                throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
-            }
-            if let binding {
-                events.append(LedgerEvent(id: Self.bindingID(binding, subject: subject), subject: subject, occurredAt: notification.signedDate,
-                                          source: .appstore, data: binding.eventData))
-            }
-        }
-        return try await append(events)
+        var context = AppStoreIngestContext()
+        return try await append(try await prepareAppStore(bodies, verifier: verifier, context: &context))
     }
 
     /// One POST body (see `ingestAppStore(_:verifier:)`).
@@ -75,28 +47,110 @@ extension Ledger {
         try await ingestAppStore([body], verifier: verifier)
     }
 
-    /// The product an immediate upgrade leaves: the holder's latest subscription product, as
-    /// the facts know it.
-    private func previousProduct(of notification: VerifiedNotification, holder: String) throws(LedgerError) -> String? {
-        guard AppStoreMapping.yield(type: notification.notificationType, subtype: notification.subtype) == .productChanged(.immediate),
-              let original = notification.originalTransactionId else { return nil }
-        let facts = try recordedEvents(of: holder).filter { event in
-            if case .subscriptionPurchased(let p) = event.data { return p.originalTransactionId == original }
-            if case .subscriptionRenewed(let r) = event.data { return r.originalTransactionId == original }
-            return false
-        }
-        return facts.max { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }.flatMap { event in
-            switch event.data {
-            case .subscriptionPurchased(let p): p.productId
-            case .subscriptionRenewed(let r): r.productId
-            default: nil
+    /// The events `ingestAppStore` would append for `bodies`, nothing appended: verified,
+    /// under their subjects, mapped. Batches prepared in turn with one `context` see each
+    /// other's decisions, so that all can be checked before any is appended.
+    /// - Throws: as `ingestAppStore`.
+    public func prepareAppStore(_ bodies: [[UInt8]], verifier: SignedDataVerifier,
+                                context: inout AppStoreIngestContext) async throws(LedgerError) -> [LedgerEvent] {
+        var events: [LedgerEvent] = []
+        for (index, body) in bodies.enumerated() {
+            let notification: VerifiedNotification
+            do {
+                notification = try await verifier.verifyNotification(body: body)
+            } catch {
+                throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
+            }
+            do {
+                events += try prepare(notification, bundleId: verifier.configuration.bundleId, context: &context)
+            } catch let error as AppStoreRejection {
+                throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
+            } catch let error as LedgerError {
+                throw error
+            } catch {
+                throw LedgerError(.storage, "\(error)", index: index)
             }
         }
+        return events
     }
 
-    /// The id of a binding: the same holding subject bound to the same subject is one event.
+    /// One verified notification's events, under its subject.
+    private func prepare(_ notification: VerifiedNotification, bundleId: String, context: inout AppStoreIngestContext) throws -> [LedgerEvent] {
+        let uuid = notification.notificationUUID.lowercased()
+        guard let original = notification.originalTransactionId else {
+            let subject = context.notifications[uuid] ?? stored(notification)?.subject ?? "appstore:\(bundleId)"
+            context.notifications[uuid] = subject
+            return try notification.events(subject: subject)
+        }
+        let waiting = "appstore:\(original)"
+        var binding: AppStoreSubjectBound?
+        let subject: String
+        // A notification seen before goes where it went then: its events are duplicates.
+        if let earlier = context.notifications[uuid] ?? stored(notification)?.subject {
+            subject = earlier
+        } else {
+            let held = try view(HoldersModel.self, of: original)
+            subject = notification.appAccountToken ?? context.holders[original] ?? held?.latest ?? waiting
+            // Events waited under the holding subject, and a subject now holds it.
+            let waited = (held?.subjects.contains(waiting) ?? false) || context.holders[original] == waiting
+            if subject != waiting, waited, !(held?.bound.contains(waiting) ?? false), !context.bound.contains(waiting) {
+                binding = AppStoreSubjectBound(originalTransactionId: original, from: waiting)
+                context.bound.insert(waiting)
+            }
+        }
+        context.notifications[uuid] = subject
+        context.holders[original] = subject
+        let previous = try previousProduct(of: original, before: notification.signedDate, holders: [subject, waiting], context: context)
+        var events = try notification.events(subject: subject, previousProductId: previous)
+        for event in events {
+            switch event.data {
+            case .subscriptionPurchased(let p): context.products[original] = p.productId
+            case .subscriptionRenewed(let r): context.products[original] = r.productId
+            case .subscriptionProductChanged(let c) where c.effective == .immediate: context.products[original] = c.toProductId
+            default: break
+            }
+        }
+        if let binding {
+            events.append(LedgerEvent(id: Self.bindingID(binding, subject: subject), subject: subject, occurredAt: notification.signedDate,
+                                      source: .appstore, data: binding.eventData))
+        }
+        return events
+    }
+
+    /// The stored `appstore.notification` of a notification delivered before, if any.
+    private func stored(_ notification: VerifiedNotification) -> StoredEvent? {
+        try? event(id: notification.notificationEventID)
+    }
+
+    /// The product subscription `original` had before `time`: what the batches prepared so far
+    /// left it, else the latest purchase, renewal or immediate change of the holders' events
+    /// that happened by then.
+    private func previousProduct(of original: String, before time: Timestamp, holders: [String], context: AppStoreIngestContext) throws(LedgerError) -> String? {
+        if let product = context.products[original] { return product }
+        var latest: (at: Timestamp, position: UInt64, product: String)?
+        for holder in holders {
+            for event in try recordedEvents(of: holder) where event.occurredAt <= time {
+                let product: String? = switch event.data {
+                case .subscriptionPurchased(let p) where p.originalTransactionId == original: p.productId
+                case .subscriptionRenewed(let r) where r.originalTransactionId == original: r.productId
+                case .subscriptionProductChanged(let c) where c.originalTransactionId == original && c.effective == .immediate: c.toProductId
+                default: nil
+                }
+                guard let product else { continue }
+                if latest.map({ ($0.at, $0.position) < (event.occurredAt, event.position) }) ?? true {
+                    latest = (event.occurredAt, event.position, product)
+                }
+            }
+        }
+        return latest?.product
+    }
+
+    /// The id of a binding, a name-based UUID (version 5 layout) of what it binds: the same
+    /// holding subject bound to the same subject is one event.
     static func bindingID(_ binding: AppStoreSubjectBound, subject: String) -> EventID {
-        let digest = Array(SHA256.hash(data: Array("appstore.subject_bound/\(binding.originalTransactionId)/\(binding.from)/\(subject)".utf8)).prefix(16))
+        var digest = Array(Insecure.SHA1.hash(data: Array("appstore.subject_bound/\(binding.originalTransactionId)/\(binding.from)/\(subject)".utf8)).prefix(16))
+        digest[6] = (digest[6] & 0x0F) | 0x50
+        digest[8] = (digest[8] & 0x3F) | 0x80
         return EventID(bytes: digest) ?? EventID(high: 0, low: 0)
     }
 }

@@ -144,9 +144,11 @@ public final class Ledger: Sendable {
     }
 
     /// One model's view of `subject` at `t` (default now); `nil` when the store's policy has
-    /// no such model. With `knownAt`, from the events recorded by then (see `status`).
+    /// no such model. With `knownAt`, from the events recorded by then (see `status`); a model
+    /// keyed otherwise than by subject (`ReadModel.keyedBySubject`) answers from its stored
+    /// state, `knownAt` aside.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> M.View? {
-        let view: M.View? = if let knownAt {
+        let view: M.View? = if let knownAt, M.keyedBySubject {
             Replay.view(model, of: subject, from: try recordedEvents(of: subject, knownAt: knownAt), at: t, policy: try policy())
         } else {
             switch try engine.view(model, of: subject, at: t) {

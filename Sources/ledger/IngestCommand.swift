@@ -71,7 +71,8 @@ struct IngestAppStoreCommand: ParsableCommand {
         let verifier = try SignedDataVerifier(configuration)
         let batches = try files.map(readLines) + history.map(readHistory)
 
-        // Every body of every file verified before anything is appended.
+        // Every body of every file verified, first on its own, then put under its subject and
+        // mapped, before anything is appended.
         var problems: [InputProblem] = []
         for batch in batches {
             for (line, body) in batch.bodies {
@@ -82,23 +83,37 @@ struct IngestAppStoreCommand: ParsableCommand {
                 }
             }
         }
-        guard problems.isEmpty else {
-            FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
-            if global.json {
-                let errors = problems.map { p in
-                    JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
-                }
-                print(JSON.object([("errors", .array(errors))]).text)
-            }
-            throw ExitCode(2)
-        }
-
+        guard problems.isEmpty else { try refuse(problems) }
+        let created = !FileManager.default.fileExists(atPath: global.storePath)
         let ledger = try global.openLedger(create: true)
         defer { ledger.close() }
-        var outcomes: [AppendOutcome] = []
-        for batch in batches where !batch.bodies.isEmpty {
+        var context = AppStoreIngestContext()
+        var prepared: [[LedgerEvent]] = []
+        for batch in batches {
             let bodies = batch.bodies.map(\.body)
-            let result = try Blocking.run { try await ledger.ingestAppStore(bodies, verifier: verifier) }
+            let shared = Shared(context)
+            do {
+                prepared.append(try Blocking.run {
+                    var context = shared.value
+                    let events = try await ledger.prepareAppStore(bodies, verifier: verifier, context: &context)
+                    shared.value = context
+                    return events
+                })
+                context = shared.value
+            } catch let error as LedgerError where error.code == .invalidEvent {
+                let line = error.index.flatMap { batch.bodies.indices.contains($0) ? batch.bodies[$0].line : nil } ?? 1
+                problems.append(InputProblem(file: batch.file, line: line, pointer: error.field ?? "/signedPayload", message: error.message))
+            }
+        }
+        guard problems.isEmpty else {
+            // Nothing was appended: a store this command made goes again.
+            ledger.close()
+            if created { try? FileManager.default.removeItem(atPath: global.storePath) }
+            try refuse(problems)
+        }
+        var outcomes: [AppendOutcome] = []
+        for events in prepared where !events.isEmpty {
+            let result = try Blocking.run { try await ledger.append(events) }
             outcomes += result.outcomes
         }
         let summary = Summary(outcomes)
@@ -111,6 +126,26 @@ struct IngestAppStoreCommand: ParsableCommand {
             if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
             print(text + ".")
         }
+    }
+
+    /// Reports `problems` (SPEC §5: FILE:LINE: POINTER: REASON on stderr; with --json, the
+    /// list on stdout) and exits 2.
+    private func refuse(_ problems: [InputProblem]) throws -> Never {
+        FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+        if global.json {
+            let errors = problems.map { p in
+                JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
+            }
+            print(JSON.object([("errors", .array(errors))]).text)
+        }
+        throw ExitCode(2)
+    }
+
+    /// A value a task hands back to the thread that waits for it.
+    final class Shared<T>: @unchecked Sendable {
+        // @unchecked: the waiting thread reads it only after the task has finished.
+        var value: T
+        init(_ value: T) { self.value = value }
     }
 
     /// A JSONL file's non-empty lines.

@@ -32,10 +32,10 @@ struct IngestTests {
     /// A POST body of a notification about subscription `original`, signed `day` days after
     /// the start, its transaction's coverage from then for 30 days.
     static func body(_ type: String, _ subtype: String? = nil, day: Int64, uuid: Int, original: String = "2000000100",
-                     token: String? = nil) throws -> [UInt8] {
+                     token: String? = nil, product: String = "pro.monthly") throws -> [UInt8] {
         let signed = start + day * Self.day
         var transaction: JSONObject = ["transactionId": .string("\(original)-\(day)"), "originalTransactionId": .string(original),
-                                       "bundleId": "com.example", "productId": "pro.monthly", "environment": "Sandbox",
+                                       "bundleId": "com.example", "productId": .string(product), "environment": "Sandbox",
                                        "purchaseDate": .integer(signed), "expiresDate": .integer(signed + 30 * Self.day), "signedDate": .integer(signed)]
         if let token { transaction["appAccountToken"] = .string(token) }
         let payload = Samples.notification(type, subtype: subtype, uuid: String(format: "00000000-0000-4000-8000-%012d", uuid), signedDate: signed,
@@ -101,6 +101,54 @@ struct IngestTests {
             // The next one binds nothing more.
             try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 60, uuid: 5), verifier: verifier)
             #expect(try ledger.events(of: "user-42").collect().filter { $0.type == AppStoreSubjectBound.type }.count == 1)
+        }
+    }
+
+    /// A notification delivered again after its subscription found a holder still goes where
+    /// it went: a duplicate, not a conflict. Also twice in one batch around another.
+    @Test func aRetryGoesWhereTheFirstDeliveryWent() async throws {
+        try await withLedger { ledger in
+            let waiting = try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 20)
+            try await ledger.ingestAppStore(waiting, verifier: verifier)
+            let seen = SubscriptionPurchased(productId: "pro.monthly", transactionId: "2000000100-0", originalTransactionId: "2000000100",
+                                             purchasedAt: Timestamp(milliseconds: Self.start), expiresAt: Timestamp(milliseconds: Self.start + 30 * Self.day))
+            try await ledger.append([LedgerEvent(subject: "user-42", occurredAt: seen.purchasedAt, source: .app, data: seen.eventData)])
+            let again = try await ledger.ingestAppStore(waiting, verifier: verifier)
+            #expect(again.outcomes == [.duplicate(position: 1), .duplicate(position: 2)])
+            let token = try Self.body("DID_RENEW", day: 30, uuid: 21, token: "cccccccc-0000-4000-8000-000000000003")
+            let mixed = try await ledger.ingestAppStore([waiting, token, waiting], verifier: verifier)
+            #expect(mixed.outcomes.filter { if case .duplicate = $0 { true } else { false } }.count == 4)
+        }
+    }
+
+    /// An upgrade names the product the subscription had, from an earlier body of the batch.
+    @Test func anUpgradeNamesTheProductItLeaves() async throws {
+        try await withLedger { ledger in
+            let token = "dddddddd-0000-4000-8000-000000000004"
+            try await ledger.ingestAppStore([try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 22, token: token, product: "pro.monthly"),
+                                             try Self.body("DID_CHANGE_RENEWAL_PREF", "UPGRADE", day: 10, uuid: 23, token: token, product: "pro.yearly")],
+                                            verifier: verifier)
+            let changes = try ledger.events(of: token).collect().compactMap { event -> SubscriptionProductChanged? in
+                if case .subscriptionProductChanged(let change) = try? event.data { change } else { nil }
+            }
+            #expect(changes.map(\.fromProductId) == ["pro.monthly"])
+            #expect(changes.map(\.toProductId) == ["pro.yearly"])
+        }
+    }
+
+    /// A notification whose mapping fails names its index; nothing is appended.
+    @Test func aNotificationThatCannotBeMappedRejectsTheBatch() async throws {
+        try await withLedger { ledger in
+            let bare = Samples.body(try Samples.mint(Samples.notification("DID_RENEW", signedDate: Self.start)))
+            let batch = [try Self.body("DID_RENEW", day: 30, uuid: 24, token: "eeeeeeee-0000-4000-8000-000000000005"), bare]
+            do throws(LedgerError) {
+                try await ledger.ingestAppStore(batch, verifier: verifier)
+                Issue.record("a renewal without its transaction was ingested")
+            } catch {
+                #expect(error.index == 1)
+                #expect(error.message.hasPrefix("malformed JWS"))
+            }
+            #expect(try ledger.lastPosition() == 0)
         }
     }
 

@@ -138,6 +138,28 @@ struct VerificationTests {
         #expect(accepted.notificationType == "TEST")
     }
 
+    /// In production with an app id configured, a notification that names none is refused.
+    @Test func aMissingAppAppleIdIsRefusedInProduction() async throws {
+        guard case .object(var payload) = Samples.notification("TEST", environment: "Production"),
+              case .object(var data)? = payload["data"] else { return }
+        data["appAppleId"] = nil
+        payload["data"] = .object(data)
+        let rejected = try await rejection(Samples.body(try Samples.mint(.object(payload))), try Samples.configuration(environment: .production, appAppleId: 1234))
+        #expect(rejected?.reason == .wrongAppAppleId)
+    }
+
+    /// An external purchase token names no environment: its id's "SANDBOX" prefix says it.
+    @Test func anExternalPurchaseTokenTakesItsEnvironmentFromItsId() async throws {
+        let token: JSON = ["externalPurchaseId": "SANDBOX_b2158121-7af9-49d4-9561-1f588205523e", "tokenCreationDate": 1_698_148_900_000,
+                           "appAppleId": 1234, "bundleId": "com.example"]
+        let payload: JSON = ["notificationType": "EXTERNAL_PURCHASE_TOKEN", "subtype": "UNREPORTED", "notificationUUID": "002e14d5-51f5-4503-b5a8-c3a1af68eb20",
+                             "version": "2.0", "signedDate": 1_772_357_400_000, "externalPurchaseToken": token]
+        let verified = try await verifier().verifyNotification(body: Samples.body(try Samples.mint(payload)))
+        #expect(verified.notificationType == "EXTERNAL_PURCHASE_TOKEN")
+        let production = try await rejection(Samples.body(try Samples.mint(payload)), try Samples.configuration(environment: .production))
+        #expect(production?.reason == .wrongEnvironment)
+    }
+
     /// A nested transaction is verified too, at its own pointer.
     @Test func aForgedNestedTransactionIsRefused() async throws {
         let transaction: JSON = ["transactionId": "t1", "originalTransactionId": "t1", "bundleId": "com.example", "environment": "Sandbox",
