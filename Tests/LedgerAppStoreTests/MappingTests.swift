@@ -140,6 +140,15 @@ struct MappingTests {
         #expect(verified.originalTransactionId == "2000000100")
     }
 
+    /// A downgrade names its next product in the renewal info: without it, it is refused rather
+    /// than taken for a withdrawn change.
+    @Test func aDowngradeWithoutItsRenewalInfoIsRefused() async throws {
+        let payload = Samples.notification("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", signedDate: Self.signed,
+                                           data: [("signedTransactionInfo", .string(try Samples.mint(Self.transaction)))])
+        let verified = try await SignedDataVerifier(try Samples.configuration()).verifyNotification(body: Samples.body(try Samples.mint(payload)))
+        #expect(throws: AppStoreRejection.self) { try verified.events(subject: "user-42") }
+    }
+
     @Test func aRenewalWithoutItsTransactionIsRefused() async throws {
         let payload = Samples.notification("DID_RENEW", signedDate: Self.signed)
         let verified = try await SignedDataVerifier(try Samples.configuration()).verifyNotification(body: Samples.body(try Samples.mint(payload)))
