@@ -109,3 +109,29 @@ struct IngestCommandTests {
         }
     }
 }
+
+/// The README's App Store walk-through, with the example notifications in Schemas/ (signed by
+/// an example chain whose root is beside them: no Apple sample needed).
+@Suite struct IngestExampleTests {
+    @Test func theReadmesIngestAndAuditShowAppleBesideTheLedger() throws {
+        try withDirectory { dir in
+            let examples = ReadmeTests.root.appendingPathComponent("Schemas/examples/appstore").path
+            let ingest = try Run(["ingest", "appstore", "--store", dir + "/shop.lmdb", "--root", examples + "/root.pem",
+                                  "--bundle-id", "com.example.ledger", "--environment", "Sandbox", examples + "/notifications.jsonl"])
+            #expect(ingest.status == 0, "\(ingest.stderr)")
+            #expect(ingest.stdout == "Ingested 8 events at positions 1…8.\n")
+            let audit = try Run(["audit", "4b3f0a5e-8a0c-4e5b-9d0f-2c7e1a9b6d42", "--store", dir + "/shop.lmdb", "--at", "2026-05-01T00:00:00Z"])
+            #expect(audit.status == 0)
+            let lines = audit.stdout.split(separator: "\n").map(String.init)
+            let readme = try String(contentsOf: ReadmeTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+            for shown in ["2026-03-08T08:30:00.000Z  #3     appstore.notification [appstore]",
+                          "    notificationType DID_RENEW, notificationUUID 7d0c3b0e-5f1a-4c2b-8e6d-000000000002, signedDate 2026-03-08T08:30:00.000Z",
+                          "2026-03-08T08:30:00.000Z  #4     subscription.renewed [appstore]",
+                          "    renewed pro.monthly, transaction 2000000101, until 2026-04-08T08:30:00.000Z",
+                          "    entitlement.planState  trial → pro   (storeCoverage)"] {
+                #expect(lines.contains(shown), "the audit has no line \(shown)")
+                #expect(readme.contains(shown + "\n"), "README.md's walk-through lacks \(shown)")
+            }
+        }
+    }
+}
