@@ -6,7 +6,7 @@ import Synchronization
 /// The demo's two passes over its customers: plan every history to learn the order the
 /// events were recorded in, then append them in that order, window by window, planning each
 /// history again when its events are due (plans are cheap; holding a million histories is not).
-public struct DemoGenerator: Sendable {
+@_spi(Storage) public struct DemoGenerator: Sendable {
     public let subjects: Int
     public let seed: UInt64
     /// The demo's present, in milliseconds since 1970.

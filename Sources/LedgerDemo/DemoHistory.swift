@@ -7,7 +7,7 @@ import LedgerModels
 /// A history is planned first as a list of small `Step`s (times and a `Fact`, no strings), which
 /// is cheap enough to plan again whenever its events are needed; `draft(_:)` turns one step into
 /// the event the ledger stores. The same seed, subject and `now` always give the same steps.
-public enum DemoHistory {
+@_spi(Storage) public enum DemoHistory {
     static let second: Int64 = 1000
     static let minute: Int64 = 60_000
     static let hour: Int64 = 3_600_000
@@ -692,7 +692,7 @@ public enum DemoHistory {
 }
 
 /// A small, fast, seedable generator (SplitMix64), so the demo is the same on every machine.
-public struct SplitMix: Sendable {
+@_spi(Storage) public struct SplitMix: Sendable {
     var state: UInt64
     public init(seed: UInt64) { state = seed }
 

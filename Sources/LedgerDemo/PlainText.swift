@@ -1,5 +1,5 @@
 /// 1234567 → "1,234,567": counts as the demo, the command line and the benchmark print them.
-public func formatCount(_ n: Int) -> String {
+@_spi(Storage) public func formatCount(_ n: Int) -> String {
     let digits = String(n.magnitude)
     var out = ""
     for (i, c) in digits.enumerated() {
@@ -11,7 +11,7 @@ public func formatCount(_ n: Int) -> String {
 
 /// Rows as columns padded to their widest cell, two spaces apart, trailing spaces trimmed; the
 /// columns in `rightAligned` (numbers) are padded on the left.
-public func tableLines(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) -> [String] {
+@_spi(Storage) public func tableLines(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) -> [String] {
     guard let columns = rows.map(\.count).max() else { return [] }
     var widths = [Int](repeating: 0, count: columns)
     for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }

@@ -76,13 +76,13 @@ public final class Ledger: Sendable {
     /// Appends drafts — events whose payload is already encoded (`EventCatalog.encode`), or read
     /// back from another store — atomically; see `append(_:expecting:)` for typed events.
     /// A rejected batch's error names the failing event's `index`.
-    @discardableResult
+    @discardableResult @_disfavoredOverload
     public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
         try log.append(drafts, expecting: expecting)
     }
 
     /// Appends drafts, suspending until they are durable.
-    @discardableResult
+    @discardableResult @_disfavoredOverload
     public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) async throws(LedgerError) -> AppendResult {
         try await log.append(drafts, expecting: expecting)
     }

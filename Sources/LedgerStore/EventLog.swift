@@ -46,7 +46,7 @@ public final class EventLog: Sendable {
         /// Open for reading only: no writer thread, no appends.
         public var readOnly = false
         /// The clock that stamps `recordedAt` (tests inject one).
-        public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
+        @_spi(Storage) public var clock: @Sendable () -> Timestamp = { Timestamp.now() }
         /// Makes the code run inside every append's write transaction (the projection engine),
         /// given the opened environment so that it can open its own databases.
         package var observer: (@Sendable (Environment) throws -> any CommitObserver)?
@@ -224,7 +224,7 @@ public final class EventLog: Sendable {
 
     /// How many keys `subject` has that still open its personal fields (none once it is erased
     /// and nothing personal about it has been recorded since).
-    public func liveKeys(of subject: String) throws(LedgerError) -> Int {
+    @_spi(Storage) public func liveKeys(of subject: String) throws(LedgerError) -> Int {
         try storage.read("reading the keys of \(subject)") { txn in
             let stored = try storage.keyStore.keys(of: subject, generation: try storage.keyGeneration(txn))
             return try stored.count { try storage.erasure(of: $0.id, txn) == nil }
@@ -235,7 +235,7 @@ public final class EventLog: Sendable {
     /// current generation, and the store's directory and that generation's can be written (a
     /// compaction writes the next generation beside it and removes it).
     /// - Throws: `LedgerError.storage` saying what stands in the way.
-    public func checkCanForget(_ subject: String) throws(LedgerError) {
+    @_spi(Storage) public func checkCanForget(_ subject: String) throws(LedgerError) {
         let generation = try storage.read("reading the key generation") { txn in try storage.keyGeneration(txn) }
         guard generation > 0 else { return }
         let directory = storage.keyStore.directory(generation)

@@ -3,7 +3,7 @@
 
 /// One event of a streamed batch, with where it came from (for error messages) and, for a
 /// restore, the position and recordedAt it had.
-public struct StreamedEvent: Sendable {
+@_spi(Storage) public struct StreamedEvent: Sendable {
     /// What to append.
     public var draft: EventDraft
     /// The input file, for messages.
@@ -34,12 +34,12 @@ public struct StreamedEvent: Sendable {
 }
 
 /// A source of events for a streamed batch: yields them one at a time, `nil` at the end.
-public protocol StreamedEvents {
+@_spi(Storage) public protocol StreamedEvents {
     mutating func next() throws -> StreamedEvent?
 }
 
 /// What a streamed batch did.
-public struct StreamSummary: Sendable, Hashable {
+@_spi(Storage) public struct StreamSummary: Sendable, Hashable {
     /// Events written.
     public var appended = 0
     /// Events already stored with the same content (nothing written).
@@ -74,7 +74,7 @@ extension EventLog {
     /// the transaction is retried from scratch with a grown map. The calling thread holds the
     /// store's write lock for the whole batch, so other appends wait.
     /// - Throws: `LedgerError` with the event's file and line; nothing is written.
-    public func appendStream(restoring: Bool = false, _ makeEvents: () throws -> any StreamedEvents) throws(LedgerError) -> StreamSummary {
+    @_spi(Storage) public func appendStream(restoring: Bool = false, _ makeEvents: () throws -> any StreamedEvents) throws(LedgerError) -> StreamSummary {
         guard writer != nil else { throw LedgerError(.readOnly, "the log was opened read-only; open it without `readOnly` to append") }
         do {
             return try storage.commitStream(restoring: restoring, makeEvents)

@@ -1,6 +1,6 @@
 import Foundation
 @_spi(Storage) import LedgerCore
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 

@@ -31,6 +31,8 @@ import Testing
             #expect(purchase.transactionId == "t1")
             #expect(try ledger.event(id: draft.id)?.position == 2)
             #expect(try ledger.event(at: 3) == nil)
+            // An empty batch is typed events', and appends nothing.
+            #expect(try ledger.append([]).outcomes == [])
         }
     }
 

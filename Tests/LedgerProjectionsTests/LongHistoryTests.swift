@@ -1,6 +1,6 @@
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) @testable import LedgerProjections
 @_spi(Storage) import LedgerStore

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 @_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore
 

@@ -3,7 +3,7 @@ import CCallgrind
 import Foundation
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore

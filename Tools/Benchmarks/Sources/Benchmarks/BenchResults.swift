@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 
 /// The figures of one run, by the names `bench --json` prints, with the targets they are
 /// held to.

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDemo
+@_spi(Storage) import LedgerDemo
 
 /// A failure of the benchmark itself, printed as `ledger-bench: message`.
 struct BenchFailure: Error, CustomStringConvertible {
