@@ -382,7 +382,8 @@ public struct VerifyProgress: Sendable, Hashable {
 public struct DueItem: Sendable, Hashable {
     public var subject: String
     public var at: Timestamp
-    /// `trialEndingSoon`, `paymentFailed`, `retentionEmail`, `tierChanged` or `deletionQueued`.
+    /// `trialEndingSoon`, `paymentFailed`, `retentionEmail`, `tierChanged` or `deletionQueued`
+    /// (`DueModel.Kind`; a string, so that a kind added later reads too).
     public var kind: String
     public var detail: JSONObject
 

@@ -27,7 +27,7 @@ import Testing
             let window = (days(5, after: mar1), days(6, after: mar1))
             let items = try ledger.due(from: window.0, to: window.1)
             #expect(items.count == 24)
-            #expect(items.allSatisfy { $0.kind == "trialEndingSoon" })
+            #expect(items.allSatisfy { $0.kind == "trialEndingSoon" && DueModel.Kind(rawValue: $0.kind) == .trialEndingSoon })
             let store = ledger.engine.store
             try store.env.write { txn in try txn.removeAll(store.states) }
             #expect(try ledger.due(from: window.0, to: window.1) == items)

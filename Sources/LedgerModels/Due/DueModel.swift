@@ -46,6 +46,11 @@ public enum DueModel: ReadModel {
 
     public static var shownInStatus: Bool { false }
 
+    /// The kinds of item it writes (`IndexEntry.kind`, `DueItem.kind`).
+    public enum Kind: String, Sendable, CaseIterable {
+        case trialEndingSoon, paymentFailed, retentionEmail, tierChanged, deletionQueued
+    }
+
     /// A notification category turned on or off.
     public struct Preference: StateRecord, Equatable {
         public var category = ""

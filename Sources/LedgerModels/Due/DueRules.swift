@@ -3,11 +3,11 @@
 /// SPEC §4's due items, each a pure function of the subject's facts and the due state,
 /// decided at its own time on the events that happened by then.
 package enum DueRules {
-    package static let trialEndingSoon = "trialEndingSoon"
-    package static let paymentFailed = "paymentFailed"
-    package static let deletionQueued = "deletionQueued"
-    package static let retentionEmail = "retentionEmail"
-    package static let tierChanged = "tierChanged"
+    package static let trialEndingSoon = DueModel.Kind.trialEndingSoon.rawValue
+    package static let paymentFailed = DueModel.Kind.paymentFailed.rawValue
+    package static let deletionQueued = DueModel.Kind.deletionQueued.rawValue
+    package static let retentionEmail = DueModel.Kind.retentionEmail.rawValue
+    package static let tierChanged = DueModel.Kind.tierChanged.rawValue
 
     static func items(of state: DueModel.State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
         var items: [IndexEntry] = []
