@@ -36,6 +36,28 @@ import Testing
         }
     }
 
+    /// An event goes out as a JSONL line and comes back the same draft; a bad line names every
+    /// problem.
+    @Test func eventsRoundTripThroughJSONLines() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append([Make.purchase("u1", at: jan1, txn: "t1", expires: days(30, after: jan1))])
+            let stored = try #require(try ledger.event(at: 1))
+            let line = try stored.jsonLine
+            #expect(!line.contains("\n"))
+            #expect(try EventDraft(jsonLine: line) == stored.draft)
+            do throws(LedgerError) {
+                _ = try EventDraft(jsonLine: #"{"type":"subscription.purchased","subject":"","occurredAt":"2026-03-01T09:30:00","source":"app","data":{}}"#)
+                Issue.record("a bad line was read")
+            } catch {
+                #expect(error.code == .invalidEvent)
+                #expect(error.violations.count > 1)
+                #expect(error.violations.map(\.field).contains("/occurredAt"))
+            }
+        }
+    }
+
     /// `knownAt` answers with what the ledger had recorded by then: a refund recorded later
     /// does not show in the status "as we knew it" before it arrived.
     @Test func statusAndViewAsKnownAtLeaveOutLaterRecordedEvents() throws {

@@ -34,3 +34,30 @@ extension Envelope {
         return out
     }
 }
+
+extension EventDraft {
+    /// The event of one JSONL line (SPEC §2.1) as `ledger append` reads it: strict JSON, a known
+    /// type and source, a time with a zone, the data its type's schema allows; an id derived
+    /// from the content when the line has none.
+    /// - Throws: `LedgerError.invalidEvent` naming the first problem's field; every problem is in
+    ///   `violations`.
+    public init(jsonLine: some StringProtocol) throws(LedgerError) {
+        switch EnvelopeDecoder.decode(Array(jsonLine.utf8), file: "-", line: 1) {
+        case .success(let envelope):
+            self = envelope.draft
+        case .failure(let problems):
+            let all = problems.problems.map { LedgerError.Violation(field: $0.pointer, message: $0.message) }
+            var error = LedgerError(.invalidEvent, all.first?.message ?? "not an event line", field: all.first?.field ?? "/")
+            error.violations = all
+            throw error
+        }
+    }
+}
+
+extension StoredEvent {
+    /// The event as one canonical JSONL line, as `ledger export` writes it: sorted keys, UTC
+    /// millisecond times, its position and recordedAt; `EventDraft(jsonLine:)` reads it back.
+    public var jsonLine: String {
+        get throws(LedgerError) { String(decoding: try EventLine.export(self), as: UTF8.self) }
+    }
+}
