@@ -78,7 +78,13 @@ let package = Package(
         // Generators of valid events that several test targets share.
         .target(
             name: "LedgerTestSupport",
-            dependencies: ["LedgerCore", "LedgerModels", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: [
+                "LedgerCore", "LedgerModels",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             path: "Tests/LedgerTestSupport"
         ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
@@ -119,7 +125,7 @@ let package = Package(
             dependencies: ["LedgerProjections"],
             path: "Tests/DocCExamples"
         ),
-        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "docc-examples", "LedgerStore", "LedgerCore", "LMDB"]),
+        .testTarget(name: "LedgerCLITests", dependencies: ["ledger", "readme-example", "docc-examples", "LedgerTestSupport", "LedgerStore", "LedgerCore", "LMDB"]),
         .testTarget(
             name: "LedgerCoreTests",
             dependencies: [

@@ -1,4 +1,6 @@
 import Foundation
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// `ledger ingest appstore` with Apple's own signed samples (`../shared/appstore-samples`, or
@@ -132,6 +134,62 @@ struct IngestCommandTests {
                 #expect(lines.contains(shown), "the audit has no line \(shown)")
                 #expect(readme.contains(shown + "\n"), "README.md's walk-through lacks \(shown)")
             }
+        }
+    }
+}
+
+/// `ledger ingest appstore` with notifications signed in the test (`AppStoreSigner`).
+@Suite struct IngestSignedTests {
+    static let start: Int64 = 1_772_357_400_000   // 2026-03-01T09:30:00Z
+
+    func transaction(_ signer: AppStoreSigner, token: String? = nil) throws -> JSON {
+        var info: JSONObject = ["transactionId": "2000000100", "originalTransactionId": "2000000100", "bundleId": "com.example.ledger",
+                                "productId": "pro.monthly", "environment": "Sandbox", "purchaseDate": .integer(Self.start),
+                                "expiresDate": .integer(Self.start + 30 * 86_400_000), "signedDate": .integer(Self.start)]
+        if let token { info["appAccountToken"] = .string(token) }
+        return .string(try signer.sign(.object(info)))
+    }
+
+    func run(_ dir: String, _ signer: AppStoreSigner, _ files: [String]) throws -> Run {
+        try signer.rootPEM.write(toFile: dir + "/root.pem", atomically: true, encoding: .utf8)
+        return try Run(["ingest", "appstore", "--store", dir + "/s.lmdb", "--root", dir + "/root.pem", "--bundle-id", "com.example.ledger",
+                        "--environment", "Sandbox"] + files)
+    }
+
+    /// A notification that verifies but cannot be mapped (a renewal without its transaction)
+    /// rejects the run like a forged one: FILE:LINE, exit 2, nothing appended, no store made.
+    @Test func aNotificationThatCannotBeMappedIsAnInputError() throws {
+        let signer = try AppStoreSigner()
+        try withDirectory { dir in
+            let good = try signer.body("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "10000000-0000-4000-8000-000000000001", signedDate: Self.start,
+                                       data: [("signedTransactionInfo", try transaction(signer))])
+            let bare = try signer.body("DID_RENEW", uuid: "10000000-0000-4000-8000-000000000002", signedDate: Self.start)
+            try (good + "\n").write(toFile: dir + "/a.jsonl", atomically: true, encoding: .utf8)
+            try (good + "\n" + bare + "\n").write(toFile: dir + "/b.jsonl", atomically: true, encoding: .utf8)
+            let refused = try run(dir, signer, [dir + "/a.jsonl", dir + "/b.jsonl"])
+            #expect(refused.status == 2)
+            #expect(refused.stderr == "\(dir)/b.jsonl:2: /signedPayload: malformed JWS in data: a DID_RENEW notification without signedTransactionInfo\n")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/s.lmdb"))
+        }
+    }
+
+    /// Files are prepared together: a token in the first names the subject of the second's
+    /// notification about the same subscription.
+    @Test func anEarlierFileNamesTheSubjectOfALaterOne() throws {
+        let signer = try AppStoreSigner()
+        try withDirectory { dir in
+            let token = "aaaaaaaa-1111-4000-8000-000000000001"
+            try (try signer.body("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "20000000-0000-4000-8000-000000000001", signedDate: Self.start,
+                                 data: [("signedTransactionInfo", try transaction(signer, token: token))]) + "\n")
+                .write(toFile: dir + "/a.jsonl", atomically: true, encoding: .utf8)
+            try (try signer.body("DID_RENEW", uuid: "20000000-0000-4000-8000-000000000002", signedDate: Self.start + 86_400_000,
+                                 data: [("signedTransactionInfo", try transaction(signer))]) + "\n")
+                .write(toFile: dir + "/b.jsonl", atomically: true, encoding: .utf8)
+            let ingested = try run(dir, signer, [dir + "/a.jsonl", dir + "/b.jsonl"])
+            #expect(ingested.status == 0, "\(ingested.stderr)")
+            #expect(ingested.stdout == "Ingested 4 events at positions 1…4.\n")
+            let events = try Run(["export", "--subject", token, "--store", dir + "/s.lmdb"])
+            #expect(events.stdout.split(separator: "\n").count == 4)
         }
     }
 }
