@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 @_spi(Storage) import LedgerCore
 
@@ -6,7 +5,7 @@ extension VerifiedNotification {
     /// The events this notification yields for `subject` (SPEC §2.2): its `appstore.notification`,
     /// then what `AppStoreMapping` says it means. Each occurred at the notification's
     /// `signedDate`, from source `appstore`, with an id derived from its `notificationUUID` and
-    /// its type, so a retry yields the same events (duplicates).
+    /// its type (`EventIdentity.derive(named:)`), so a retry yields the same events (duplicates).
     ///
     /// `previousProductId` is the product the subscription had before an immediate upgrade
     /// (the notification names only the new one); without it, the renewal info's is taken.
@@ -110,19 +109,11 @@ extension VerifiedNotification {
         LedgerEvent(id: Self.id(notificationUUID, data.type), subject: subject, occurredAt: signedDate, source: .appstore, data: data)
     }
 
-    /// A name-based UUID (version 5, RFC 9562) of the notification's UUID and an event type:
-    /// the same notification, delivered again, yields the same ids.
+    /// The id of the event of `type` a notification yields: the same notification, delivered
+    /// again, yields the same ids.
     static func id(_ notificationUUID: String, _ type: String) -> EventID {
-        var bytes = Array(namespace)
-        bytes += Array("\(notificationUUID.lowercased())/\(type)".utf8)
-        var digest = Array(Insecure.SHA1.hash(data: bytes).prefix(16))
-        digest[6] = (digest[6] & 0x0F) | 0x50
-        digest[8] = (digest[8] & 0x3F) | 0x80
-        return EventID(bytes: digest) ?? EventID(high: 0, low: 0)
+        EventIdentity.derive(named: "appstore/\(notificationUUID.lowercased())/\(type)")
     }
-
-    /// The namespace of the ledger's App Store ids (a fixed random UUID).
-    private static let namespace: [UInt8] = [0x6b, 0x2f, 0x1e, 0x0c, 0x43, 0x5a, 0x4f, 0x1d, 0x9c, 0x27, 0x8e, 0x51, 0x3a, 0x70, 0xd2, 0x94]
 }
 
 /// Reading the fields of Apple's decoded transaction or renewal info.

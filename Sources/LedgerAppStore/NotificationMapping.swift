@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 @_spi(Storage) import LedgerCore
 

@@ -1,4 +1,3 @@
-import Crypto
 @_spi(Storage) import LedgerCore
 import LedgerAppStore
 import LedgerModels
@@ -53,16 +52,25 @@ extension Ledger {
     /// - Throws: as `ingestAppStore`.
     public func prepareAppStore(_ bodies: [[UInt8]], verifier: SignedDataVerifier,
                                 context: inout AppStoreIngestContext) async throws(LedgerError) -> [LedgerEvent] {
-        var events: [LedgerEvent] = []
+        var notifications: [VerifiedNotification] = []
         for (index, body) in bodies.enumerated() {
-            let notification: VerifiedNotification
             do {
-                notification = try await verifier.verifyNotification(body: body)
+                notifications.append(try await verifier.verifyNotification(body: body))
             } catch {
                 throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
             }
+        }
+        return try prepareAppStore(notifications, bundleId: verifier.configuration.bundleId, context: &context)
+    }
+
+    /// The events of notifications already verified (for `bundleId`), nothing appended: see
+    /// `prepareAppStore(_:verifier:context:)`.
+    public func prepareAppStore(_ notifications: [VerifiedNotification], bundleId: String,
+                                context: inout AppStoreIngestContext) throws(LedgerError) -> [LedgerEvent] {
+        var events: [LedgerEvent] = []
+        for (index, notification) in notifications.enumerated() {
             do {
-                events += try prepare(notification, bundleId: verifier.configuration.bundleId, context: &context)
+                events += try prepare(notification, bundleId: bundleId, context: &context)
             } catch let error as AppStoreRejection {
                 throw LedgerError(.invalidEvent, error.summary, index: index, field: "/signedPayload")
             } catch let error as LedgerError {
@@ -145,12 +153,8 @@ extension Ledger {
         return latest?.product
     }
 
-    /// The id of a binding, a name-based UUID (version 5 layout) of what it binds: the same
-    /// holding subject bound to the same subject is one event.
+    /// The id of a binding: the same holding subject bound to the same subject is one event.
     static func bindingID(_ binding: AppStoreSubjectBound, subject: String) -> EventID {
-        var digest = Array(Insecure.SHA1.hash(data: Array("appstore.subject_bound/\(binding.originalTransactionId)/\(binding.from)/\(subject)".utf8)).prefix(16))
-        digest[6] = (digest[6] & 0x0F) | 0x50
-        digest[8] = (digest[8] & 0x3F) | 0x80
-        return EventID(bytes: digest) ?? EventID(high: 0, low: 0)
+        EventIdentity.derive(named: "appstore.subject_bound/\(binding.originalTransactionId)/\(binding.from)/\(subject)")
     }
 }

@@ -94,8 +94,8 @@ struct AppendCommand: ParsableCommand {
     }
 
     /// "Appended 3 events at positions 7…9; 1 duplicate was already stored".
-    static func sentence(_ summary: StreamSummary) -> String {
-        var text = "Appended \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
+    static func sentence(_ summary: StreamSummary, verb: String = "Appended") -> String {
+        var text = "\(verb) \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
         if let first = summary.firstPosition, let last = summary.lastPosition {
             text += first == last ? " at position \(first)" : " at positions \(first)…\(last)"
         }

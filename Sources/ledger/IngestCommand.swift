@@ -71,17 +71,20 @@ struct IngestAppStoreCommand: ParsableCommand {
         let verifier = try SignedDataVerifier(configuration)
         let batches = try files.map(readLines) + history.map(readHistory)
 
-        // Every body of every file verified, first on its own, then put under its subject and
-        // mapped, before anything is appended.
+        // Every body of every file verified, then put under its subject and mapped, before
+        // anything is appended.
         var problems: [InputProblem] = []
+        var verified: [[VerifiedNotification]] = []
         for batch in batches {
+            var notifications: [VerifiedNotification] = []
             for (line, body) in batch.bodies {
                 do {
-                    _ = try Blocking.run { try await verifier.verifyNotification(body: body) }
+                    notifications.append(try Blocking.run { try await verifier.verifyNotification(body: body) })
                 } catch let error as AppStoreRejection {
                     problems.append(InputProblem(file: batch.file, line: line, pointer: "/signedPayload", message: error.summary))
                 }
             }
+            verified.append(notifications)
         }
         guard problems.isEmpty else { try refuse(problems) }
         let created = !FileManager.default.fileExists(atPath: global.storePath)
@@ -89,18 +92,11 @@ struct IngestAppStoreCommand: ParsableCommand {
         defer { ledger.close() }
         var context = AppStoreIngestContext()
         var prepared: [[LedgerEvent]] = []
-        for batch in batches {
-            let bodies = batch.bodies.map(\.body)
-            let shared = Shared(context)
-            do {
-                prepared.append(try Blocking.run {
-                    var context = shared.value
-                    let events = try await ledger.prepareAppStore(bodies, verifier: verifier, context: &context)
-                    shared.value = context
-                    return events
-                })
-                context = shared.value
-            } catch let error as LedgerError where error.code == .invalidEvent {
+        for (batch, notifications) in zip(batches, verified) {
+            do throws(LedgerError) {
+                prepared.append(try ledger.prepareAppStore(notifications, bundleId: configuration.bundleId, context: &context))
+            } catch {
+                guard error.code == .invalidEvent else { throw error }
                 let line = error.index.flatMap { batch.bodies.indices.contains($0) ? batch.bodies[$0].line : nil } ?? 1
                 problems.append(InputProblem(file: batch.file, line: line, pointer: error.field ?? "/signedPayload", message: error.message))
             }
@@ -111,20 +107,15 @@ struct IngestAppStoreCommand: ParsableCommand {
             if created { try? FileManager.default.removeItem(atPath: global.storePath) }
             try refuse(problems)
         }
-        var outcomes: [AppendOutcome] = []
+        var summary = StreamSummary()
         for events in prepared where !events.isEmpty {
             let result = try Blocking.run { try await ledger.append(events) }
-            outcomes += result.outcomes
+            summary = summary.merged(with: StreamSummary(result))
         }
-        let summary = Summary(outcomes)
         if global.json {
-            print(JSON.object([("appended", .int(summary.appended)), ("duplicates", .int(summary.duplicates)),
-                               ("firstPosition", .uint(summary.first)), ("lastPosition", .uint(summary.last))]).text)
+            print(JSON.object(AppendCommand.shape(summary)).text)
         } else {
-            var text = "Ingested \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
-            if let first = summary.first, let last = summary.last { text += first == last ? " at position \(first)" : " at positions \(first)…\(last)" }
-            if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
-            print(text + ".")
+            print(AppendCommand.sentence(summary, verb: "Ingested") + ".")
         }
     }
 
@@ -139,13 +130,6 @@ struct IngestAppStoreCommand: ParsableCommand {
             print(JSON.object([("errors", .array(errors))]).text)
         }
         throw ExitCode(2)
-    }
-
-    /// A value a task hands back to the thread that waits for it.
-    final class Shared<T>: @unchecked Sendable {
-        // @unchecked: the waiting thread reads it only after the task has finished.
-        var value: T
-        init(_ value: T) { self.value = value }
     }
 
     /// A JSONL file's non-empty lines.
@@ -176,27 +160,6 @@ struct IngestAppStoreCommand: ParsableCommand {
             bodies.append((index + 1, Array(JSON.object([("signedPayload", .string(signed))]).text.utf8)))
         }
         return Batch(file: file, bodies: bodies)
-    }
-
-    /// What the batches appended, in the `append` shape.
-    struct Summary {
-        var appended = 0
-        var duplicates = 0
-        var first: UInt64?
-        var last: UInt64?
-
-        init(_ outcomes: [AppendOutcome]) {
-            for outcome in outcomes {
-                switch outcome {
-                case .appended(let position, _):
-                    appended += 1
-                    first = min(first ?? position, position)
-                    last = max(last ?? position, position)
-                case .duplicate:
-                    duplicates += 1
-                }
-            }
-        }
     }
 }
 
@@ -263,5 +226,22 @@ struct AppStoreOptions: ParsableArguments {
             roots += try AppStoreConfiguration.certificates(inFile: Array(bytes), named: path)
         }
         return AppStoreConfiguration(rootCertificates: roots, bundleId: bundleId, environment: chosen, appAppleId: appAppleId)
+    }
+}
+
+extension StreamSummary {
+    /// What one append did, in the streamed append's terms.
+    init(_ result: AppendResult) {
+        self.init()
+        for outcome in result.outcomes {
+            switch outcome {
+            case .appended(let position, _):
+                appended += 1
+                firstPosition = min(firstPosition ?? position, position)
+                lastPosition = max(lastPosition ?? position, position)
+            case .duplicate:
+                duplicates += 1
+            }
+        }
     }
 }

@@ -2,13 +2,10 @@
 // it stands there) against a store in the working directory, and prints what a test checks.
 import LedgerProjections
 
-var purchase = SubscriptionPurchased()
-purchase.productId = "pro.monthly"
-purchase.transactionId = "2000000100"
-purchase.originalTransactionId = "2000000100"
-purchase.purchasedAt = Timestamp(milliseconds: 1_772_357_400_000)   // 2026-03-01T09:30:00Z
-purchase.expiresAt = Timestamp(milliseconds: 1_772_962_200_000)     // a week later
-purchase.offer = .freeTrial
+let purchase = SubscriptionPurchased(productId: "pro.monthly", transactionId: "2000000100", originalTransactionId: "2000000100",
+                                     purchasedAt: Timestamp(milliseconds: 1_772_357_400_000),    // 2026-03-01T09:30:00Z
+                                     expiresAt: Timestamp(milliseconds: 1_772_962_200_000),      // a week later
+                                     offer: .freeTrial)
 
 // LedgerProjections.md: the overview.
 let report = try overview(path: "overview.lmdb", purchase: purchase)

@@ -50,6 +50,34 @@ struct MappingTests {
         #expect(try await meaning("OFFER_REDEEMED", "INITIAL_BUY") == expected.eventData)
     }
 
+    /// The offer: a free trial by its discount, else by offerType; no period without an offer;
+    /// a transaction's fractional milliseconds truncated.
+    @Test func offersAndTimesFollowApplesFields() async throws {
+        guard case .object(let base) = Self.transaction else { return }
+        for (type, offer) in [(1, Offer.introductory), (2, .promotional), (3, .offerCode), (4, .winBack)] {
+            var transaction = base
+            transaction["offerDiscountType"] = "PAY_AS_YOU_GO"
+            transaction["offerType"] = .integer(Int64(type))
+            guard case .subscriptionPurchased(let purchase)? = try await events("SUBSCRIBED", "INITIAL_BUY", transaction: .object(transaction)).last?.data else {
+                Issue.record("no purchase")
+                continue
+            }
+            #expect(purchase.offer == offer, "offerType \(type)")
+            #expect(purchase.period == "P1W")
+        }
+        var plain = base
+        plain["offerType"] = nil
+        plain["offerDiscountType"] = nil
+        plain["purchaseDate"] = .number(try #require(JSONNumber(Double(Self.purchase) + 0.75)))
+        guard case .subscriptionPurchased(let purchase)? = try await events("SUBSCRIBED", "INITIAL_BUY", transaction: .object(plain)).last?.data else {
+            Issue.record("no purchase")
+            return
+        }
+        #expect(purchase.offer == nil)
+        #expect(purchase.period == nil)
+        #expect(purchase.purchasedAt == Timestamp(milliseconds: Self.purchase))
+    }
+
     @Test func didRenewIsARenewalAndBillingRecoverySaysSo() async throws {
         var renewed = SubscriptionRenewed(productId: "pro.monthly", transactionId: "2000000101", originalTransactionId: "2000000100",
                                           purchasedAt: Timestamp(milliseconds: Self.purchase), expiresAt: Timestamp(milliseconds: Self.expires))
@@ -147,6 +175,19 @@ struct MappingTests {
                                            data: [("signedTransactionInfo", .string(try Samples.mint(Self.transaction)))])
         let verified = try await SignedDataVerifier(try Samples.configuration()).verifyNotification(body: Samples.body(try Samples.mint(payload)))
         #expect(throws: AppStoreRejection.self) { try verified.events(subject: "user-42") }
+    }
+
+    /// Without a token on the transaction, the renewal info's names the subject.
+    @Test func theRenewalInfosTokenServesWhenTheTransactionHasNone() async throws {
+        guard case .object(var transaction) = Self.transaction, case .object(var renewal) = Self.renewal else { return }
+        transaction["appAccountToken"] = nil
+        renewal["appAccountToken"] = "0C1D2E3F-4A5B-4C6D-8E7F-000000000042"
+        let payload = Samples.notification("DID_RENEW", signedDate: Self.signed, data: [
+            ("signedTransactionInfo", .string(try Samples.mint(.object(transaction)))),
+            ("signedRenewalInfo", .string(try Samples.mint(.object(renewal)))),
+        ])
+        let verified = try await SignedDataVerifier(try Samples.configuration()).verifyNotification(body: Samples.body(try Samples.mint(payload)))
+        #expect(verified.appAccountToken == "0c1d2e3f-4a5b-4c6d-8e7f-000000000042")
     }
 
     @Test func aRenewalWithoutItsTransactionIsRefused() async throws {

@@ -50,16 +50,8 @@ import Testing
 
     @Test func theExamplesRun() throws {
         try withDirectory { dir in
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("docc-examples").path
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.currentDirectoryURL = URL(fileURLWithPath: dir)
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            let (status, printed) = try ReadmeTests.runExample("docc-examples", in: dir)
+            #expect(status == 0)
             #expect(printed == """
                 6 trial
                 rebuild: 1 events, 0 changes

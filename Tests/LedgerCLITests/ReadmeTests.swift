@@ -21,18 +21,24 @@ import Testing
                 "README.md's library example and Tests/ReadmeExample/main.swift differ: change both")
     }
 
+    /// Runs the example executable `name`, built beside the tests, in `dir`: its exit status
+    /// and what it printed.
+    static func runExample(_ name: String, in dir: String) throws -> (status: Int32, printed: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent(name)
+        process.currentDirectoryURL = URL(fileURLWithPath: dir)
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, printed)
+    }
+
     @Test func theLibraryExampleRuns() throws {
         try withDirectory { dir in
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("readme-example").path
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.currentDirectoryURL = URL(fileURLWithPath: dir)
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+            let (status, printed) = try Self.runExample("readme-example", in: dir)
+            #expect(status == 0)
             // The loop over the log prints the purchase: position 1, a week's trial.
             #expect(printed == "1 2026-03-08T09:30:00.000Z\n")
             #expect(FileManager.default.fileExists(atPath: dir + "/customers.lmdb/data.mdb"))

@@ -130,7 +130,8 @@ import Testing
         }
     }
 
-    /// A store opened with `.noSync` is flushed through the ledger.
+    /// A store opened with `.noSync` is flushed through the ledger itself (what reaches the disk
+    /// only a power cut would tell: this checks the call runs and keeps what was appended).
     @Test func aNoSyncLedgerIsFlushedBySync() throws {
         try withStorePath { path in
             var options = EventLog.Options()

@@ -135,4 +135,14 @@ public enum EventIdentity {
         bytes[8] = bytes[8] & 0x3F | 0x80   // RFC 9562 variant
         return EventID(bytes: bytes) ?? EventID(high: 0, low: 0)
     }
+
+    /// A UUID (version 8) of `name`, made as `derive` makes one of content: for ids that stand
+    /// for something outside the event's bytes (an App Store notification and the type it
+    /// yields), so that a retry gets the same id.
+    public static func derive(named name: String) -> EventID {
+        var bytes = Array(SHA256.hash(data: Array(name.utf8)).prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x80   // version 8
+        bytes[8] = bytes[8] & 0x3F | 0x80   // RFC 9562 variant
+        return EventID(bytes: bytes) ?? EventID(high: 0, low: 0)
+    }
 }
