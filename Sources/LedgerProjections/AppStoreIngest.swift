@@ -4,15 +4,13 @@ import LedgerModels
 @_spi(Storage) import LedgerStore
 
 /// What the batches of one ingest have decided so far, for the next: the subject each
-/// subscription and each notification went to, the holding subjects bound, the products.
+/// subscription and each notification went to, and the products.
 /// Several batches prepared before any is appended (the command line's files) share one.
 public struct AppStoreIngestContext: Sendable {
     /// originalTransactionId → the subject its latest notification went to.
     var holders: [String: String] = [:]
     /// notificationUUID (lower-cased) → the subject it went to.
     var notifications: [String: String] = [:]
-    /// Holding subjects bound.
-    var bound: Set<String> = []
     /// originalTransactionId → the product it has, as these batches left it.
     var products: [String: String] = [:]
 
@@ -28,10 +26,12 @@ extension Ledger {
     /// Each notification goes under its subject: the one it went to when first stored; else the
     /// `appAccountToken` of its transaction (or renewal info); else the subject that named its
     /// `originalTransactionId` last (an earlier body counts), from the holders index
-    /// (`HoldersModel`); else it waits under `appstore:<originalTransactionId>`. Once a subject
-    /// holds a subscription that waited, an `appstore.subject_bound` in that subject's stream
-    /// names the waiting subject (the log is never rewritten). A notification about no
-    /// transaction (TEST, summaries) goes under `appstore:<bundleId>`.
+    /// (`HoldersModel`); else it waits under `appstore:<originalTransactionId>`. Once another
+    /// subject names a subscription that waited — the app reports the purchase, or a later
+    /// notification carries a token — the ledger appends an `appstore.subject_bound` to that
+    /// subject's stream, and its views count the waiting events from then on
+    /// (`HoldersModel.binding(after:holders:)`; the log is never rewritten). A notification
+    /// about no transaction (TEST, summaries) goes under `appstore:<bundleId>`.
     /// - Throws: `LedgerError.invalidEvent` naming the failing body's `index` and the reason
     ///   (`AppStoreRejection.summary`) under `/signedPayload`; nothing of the batch is appended.
     @discardableResult
@@ -90,8 +90,7 @@ extension Ledger {
             context.notifications[uuid] = subject
             return try notification.events(subject: subject)
         }
-        let waiting = "appstore:\(original)"
-        var binding: AppStoreSubjectBound?
+        let waiting = AppStoreSubjectBound.holdingSubject(of: original)
         let subject: String
         // A notification seen before goes where it went then: its events are duplicates.
         if let earlier = context.notifications[uuid] ?? stored(notification)?.subject {
@@ -99,17 +98,11 @@ extension Ledger {
         } else {
             let held = try view(HoldersModel.self, of: original)
             subject = notification.appAccountToken ?? context.holders[original] ?? held?.latest ?? waiting
-            // Events waited under the holding subject, and a subject now holds it.
-            let waited = (held?.subjects.contains(waiting) ?? false) || context.holders[original] == waiting
-            if subject != waiting, waited, !(held?.bound.contains(waiting) ?? false), !context.bound.contains(waiting) {
-                binding = AppStoreSubjectBound(originalTransactionId: original, from: waiting)
-                context.bound.insert(waiting)
-            }
         }
         context.notifications[uuid] = subject
         context.holders[original] = subject
         let previous = try previousProduct(of: original, before: notification.signedDate, holders: [subject, waiting], context: context)
-        var events = try notification.events(subject: subject, previousProductId: previous)
+        let events = try notification.events(subject: subject, previousProductId: previous)
         for event in events {
             switch event.data {
             case .subscriptionPurchased(let p): context.products[original] = p.productId
@@ -117,10 +110,6 @@ extension Ledger {
             case .subscriptionProductChanged(let c) where c.effective == .immediate: context.products[original] = c.toProductId
             default: break
             }
-        }
-        if let binding {
-            events.append(LedgerEvent(id: Self.bindingID(binding, subject: subject), subject: subject, occurredAt: notification.signedDate,
-                                      source: .appstore, data: binding.eventData))
         }
         return events
     }
@@ -151,10 +140,5 @@ extension Ledger {
             }
         }
         return latest?.product
-    }
-
-    /// The id of a binding: the same holding subject bound to the same subject is one event.
-    static func bindingID(_ binding: AppStoreSubjectBound, subject: String) -> EventID {
-        EventIdentity.derive(named: "appstore.subject_bound/\(binding.originalTransactionId)/\(binding.from)/\(subject)")
     }
 }

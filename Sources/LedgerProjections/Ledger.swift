@@ -171,9 +171,36 @@ public final class Ledger: Sendable {
 
     /// `subject`'s events, decoded, personal fields sealed as the log stores them: what a
     /// replay folds, so that its views equal the stored states' (`revealed` opens both).
+    /// With them, as `subject`'s, the events of the holding subjects its `appstore.subject_bound`
+    /// events name (`attributed(_:knownAt:revealing:)`).
     func recordedEvents(of subject: String, knownAt: KnownAt? = nil) throws(LedgerError) -> [RecordedEvent] {
-        try log.events(subject: subject, revealing: false).collect().filter { knownAt?.includes($0) ?? true }
-            .map { event throws(LedgerError) in try RecordedEvent(event) }
+        try attributed(subject, knownAt: knownAt, revealing: false)
+    }
+
+    /// The events that count for `subject` recorded by `knownAt` (default: all), in position
+    /// order: its own, and those of each holding subject an `appstore.subject_bound` among them
+    /// names (SPEC §2.2 "Subject"), whenever they arrived, given `subject` as their subject.
+    func attributed(_ subject: String, knownAt: KnownAt?, revealing: Bool) throws(LedgerError) -> [RecordedEvent] {
+        func events(of subject: String) throws(LedgerError) -> [RecordedEvent] {
+            try log.events(subject: subject, revealing: revealing).collect().filter { knownAt?.includes($0) ?? true }
+                .map { event throws(LedgerError) in try RecordedEvent(event) }
+        }
+        var own = try events(of: subject)
+        var holdings: [String] = []
+        for event in own {
+            if case .appStoreSubjectBound(let binding) = event.data, let holding = binding.holding(attributedTo: subject), !holdings.contains(holding) {
+                holdings.append(holding)
+            }
+        }
+        guard !holdings.isEmpty else { return own }
+        for holding in holdings {
+            own += try events(of: holding).map { event in
+                var event = event
+                event.event.subject = subject
+                return event
+            }
+        }
+        return own.sorted { $0.position < $1.position }
     }
 
     /// The events from position `from` through `through` (default: the head), in position order.
@@ -214,22 +241,37 @@ public final class Ledger: Sendable {
     /// The audit of `subject` at `t` (default now), from the events recorded by `knownAt`
     /// (default: all), under the store's policy. A subject with no events has an empty timeline.
     public func audit(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil) throws(LedgerError) -> AuditReport {
-        let stored = try log.events(subject: subject).collect().filter { knownAt?.includes($0) ?? true }
-        let events = try stored.map { event throws(LedgerError) in try RecordedEvent(event) }
+        let events = try attributed(subject, knownAt: knownAt, revealing: true)
         return Audit.report(subject: subject, events: events, at: t, knownAt: knownAt, models: engine.models, policy: try policy())
     }
 
     /// The entries of `model`'s time-ordered index (`ReadModel.indexEntries`) with
     /// from ≤ at < to, sorted by (at, key, kind, detail).
     public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
-        try engine.entries(of: model, from: from, to: to).map { ($0.key, $0.entry) }
+        try indexEntries(of: model, from: from, to: to).map { ($0.key, $0.entry) }
+    }
+
+    /// The index entries of `model` with from ≤ at < to, sorted: the stored ones, and for a
+    /// subject whose views count a holding subject's events (or a holding subject bound to
+    /// one), those its replayed events give, under the subject.
+    private func indexEntries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
+        let (stored, replay) = try engine.entries(of: model, from: from, to: to)
+        guard !replay.isEmpty, let type = engine.models.first(where: { $0.name == model }) else { return stored }
+        var entries = stored
+        let policy = try policy()
+        for subject in replay {
+            for entry in Replay.indexEntries(type, of: subject, from: try recordedEvents(of: subject), policy: policy) where entry.at >= from && entry.at < to {
+                entries.append((subject, entry, (try? JSONParser.parse(entry.detail)) ?? .object(JSONObject())))
+            }
+        }
+        return ProjectionEngine.sorted(entries)
     }
 
     /// What falls due at from ≤ at < to (SPEC §4 "Due"), sorted by (at, subject, kind, detail),
     /// read by range from the due model's index: never a scan of every subject. Empty when the
     /// ledger has no due model.
     public func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
-        try engine.entries(of: DueModel.name, from: from, to: to).map { entry in
+        try indexEntries(of: DueModel.name, from: from, to: to).map { entry in
             let detail: JSONObject
             if case .object(let object) = entry.detail { detail = object } else { detail = JSONObject() }
             return DueItem(subject: entry.key, at: entry.entry.at, kind: entry.entry.kind, detail: detail)

@@ -246,6 +246,32 @@ struct LogStorage: Sendable {
         }
     }
 
+    /// Writes the events `session` derived from the event just written (`CommitSession.derived`),
+    /// each right after it, unless the log holds them already. They are not the caller's: an
+    /// append's outcomes and a stream's counts leave them out. A failure here aborts the whole
+    /// transaction (`AbortTransaction`), since the batch has written already.
+    private func writeDerived(_ recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
+                              _ session: (any CommitSession)?) throws {
+        guard let session else { return }
+        for draft in session.derived() {
+            do {
+                let data = try draft.validate()
+                var record = EventRecord.encode(draft, version: 0, recordedAt: recordedAt)
+                let idHash = IDIndex.hash(draft.id)
+                guard try lookUp(draft, hash: idHash, content: EventRecord.content(ofUnhashed: record), txn, &head) == .absent else { continue }
+                var (stored, storedData) = (draft, data)
+                if let (sealedDraft, sealedData) = try sealed(draft, data, txn, &head) {
+                    (stored, storedData) = (sealedDraft, sealedData)
+                    record = EventRecord.encode(stored, version: 0, recordedAt: recordedAt)
+                }
+                _ = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
+            } catch let error as LedgerError {
+                throw AbortTransaction(error: error)
+            }
+            try writeDerived(recordedAt, txn, &head, session)
+        }
+    }
+
     /// Merges the tail (unless this transaction already has) and the transaction's pending
     /// entries into the stored indexes once they hold `limit` events, or any when `closing`;
     /// the pending entries start over. Called after every event written, so that a streamed
@@ -371,6 +397,7 @@ struct LogStorage: Sendable {
             }
             let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
             try afterWriting(draft, at: written.position, txn, &head)
+            try writeDerived(recordedAt, txn, &head, session)
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -514,6 +541,7 @@ struct LogStorage: Sendable {
                 }
                 let written = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
                 try afterWriting(stored, at: written.position, txn, &head)
+                if restoring { _ = session?.derived() } else { try writeDerived(recordedAt, txn, &head, session) }
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -2,7 +2,8 @@ import Foundation
 import LedgerAppStore
 @_spi(Storage) import LedgerCore
 import LedgerModels
-import LedgerProjections
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
 @_spi(Storage) import LedgerTestSupport
 import PropertyBased
 import Testing
@@ -76,31 +77,150 @@ struct IngestTests {
         }
     }
 
-    /// Without a token, a notification waits under `appstore:<id>`; once the app reports the
-    /// purchase, the next goes to the app's subject with a binding of the waiting one.
-    @Test func waitingNotificationsAreBoundOnceTheAppReportsThePurchase() async throws {
+    /// The purchase the app saw, as it reports it for `subject`: the SUBSCRIBED of `body(day: 0)`.
+    static func appReport(_ subject: String, original: String = "2000000100") -> LedgerEvent {
+        let seen = SubscriptionPurchased(productId: "pro.monthly", transactionId: "\(original)-0", originalTransactionId: original,
+                                         purchasedAt: Timestamp(milliseconds: start), expiresAt: Timestamp(milliseconds: start + 30 * day))
+        return LedgerEvent(subject: subject, occurredAt: seen.purchasedAt, source: .app, data: seen.eventData)
+    }
+
+    /// Without a token, notifications wait under `appstore:<id>`; the app's report of the
+    /// purchase is followed, in its own transaction, by a binding, and the next notification
+    /// goes to the app's subject.
+    @Test func theAppsReportOfAWaitingPurchaseBindsIt() async throws {
         try await withLedger { ledger in
             try await ledger.ingestAppStore(try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 3), verifier: verifier)
             #expect(try ledger.version(of: "appstore:2000000100") == 2)
-            // The app reports the purchase it saw.
-            let seen = SubscriptionPurchased(productId: "pro.monthly", transactionId: "2000000100-0", originalTransactionId: "2000000100",
-                                             purchasedAt: Timestamp(milliseconds: Self.start), expiresAt: Timestamp(milliseconds: Self.start + 30 * Self.day))
-            try await ledger.append([LedgerEvent(subject: "user-42", occurredAt: seen.purchasedAt, source: .app, data: seen.eventData)])
-            try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 30, uuid: 4), verifier: verifier)
+            let report = try await ledger.append([Self.appReport("user-42")])
+            #expect(report.outcomes == [.appended(position: 3, version: 1)])
             let events = try ledger.events(of: "user-42").collect()
-            #expect(events.map(\.type) == [SubscriptionPurchased.type, AppStoreNotification.type, SubscriptionRenewed.type, AppStoreSubjectBound.type])
-            guard case .appStoreSubjectBound(let binding) = try events.last?.data else {
-                Issue.record("no binding")
-                return
-            }
-            #expect(binding == AppStoreSubjectBound(originalTransactionId: "2000000100", from: "appstore:2000000100"))
+            #expect(events.map(\.type) == [SubscriptionPurchased.type, AppStoreSubjectBound.type])
+            #expect(events.map(\.position) == [3, 4])
+            #expect(events.last?.source == .system)
+            #expect(try events.last?.data == .appStoreSubjectBound(AppStoreSubjectBound(originalTransactionId: "2000000100", from: "appstore:2000000100")))
             let holders = try #require(try ledger.view(HoldersModel.self, of: "2000000100"))
             #expect(holders.subjects == ["appstore:2000000100", "user-42"])
             #expect(holders.latest == "user-42")
             #expect(holders.bound == ["appstore:2000000100"])
-            // The next one binds nothing more.
-            try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 60, uuid: 5), verifier: verifier)
-            #expect(try ledger.events(of: "user-42").collect().filter { $0.type == AppStoreSubjectBound.type }.count == 1)
+            #expect(holders.boundTo == ["appstore:2000000100": "user-42"])
+            // The app's report again, and the next notification, bind nothing more.
+            #expect(try await ledger.append([Self.appReport("user-42")]).outcomes == [.duplicate(position: 3)])
+            try await ledger.ingestAppStore(try Self.body("DID_RENEW", day: 30, uuid: 4), verifier: verifier)
+            #expect(try ledger.events(of: "user-42").collect().map(\.type)
+                    == [SubscriptionPurchased.type, AppStoreSubjectBound.type, AppStoreNotification.type, SubscriptionRenewed.type])
+        }
+    }
+
+    /// A notification with a token, after others waited, binds them to the token's subject.
+    @Test func aTokenAfterWaitingNotificationsBindsThem() async throws {
+        try await withLedger { ledger in
+            let token = "eeeeeeee-0000-4000-8000-000000000005"
+            try await ledger.ingestAppStore([try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 30),
+                                             try Self.body("DID_RENEW", day: 30, uuid: 31, token: token)], verifier: verifier)
+            #expect(try ledger.events(of: token).collect().map(\.type)
+                    == [AppStoreNotification.type, SubscriptionRenewed.type, AppStoreSubjectBound.type])
+            #expect(try ledger.view(EntitlementModel.self, of: token, at: Timestamp(milliseconds: Self.start + Self.day))?.planState == .pro)
+        }
+    }
+
+    /// What waited counts for the bound subject: its plan, its audit, what falls due; the
+    /// holding subject is no customer of its own any more. Before the binding was recorded,
+    /// the subject's views were its own alone.
+    @Test func waitingEventsCountForTheBoundSubject() async throws {
+        try await withLedger { ledger in
+            // Renewed through day 60, then a billing failure on day 60 with grace to day 66.
+            try await ledger.ingestAppStore([try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 40),
+                                             try Self.body("DID_RENEW", day: 30, uuid: 41)], verifier: verifier)
+            let before = try ledger.lastPosition()
+            try await ledger.append([Self.appReport("user-43")])
+            let day45 = Timestamp(milliseconds: Self.start + 45 * Self.day)
+            #expect(try ledger.view(EntitlementModel.self, of: "user-43", at: day45)?.planState == .pro)
+            #expect(try ledger.status(of: "user-43", at: day45, knownAt: .position(before + 1)).json.serialized().contains(#""planState":"guest""#))
+            #expect(try ledger.status(of: "user-43", at: day45).json.serialized().contains(#""planState":"pro""#))
+            let renewal = try #require(try ledger.events(of: "appstore:2000000100").collect().first { $0.type == SubscriptionRenewed.type })
+            #expect(try ledger.audit(of: "user-43", at: day45).entries.contains { $0.position == renewal.position })
+            var listed: [String: PlanState] = [:]
+            try ledger.forEachView(of: EntitlementModel.self, at: day45) { subject, view in listed[subject] = view.planState }
+            #expect(listed == ["user-43": .pro])
+            // A notification that reached the holding subject after the binding (a delivery
+            // prepared before it) counts too.
+            let failure = SubscriptionRenewalFailed(originalTransactionId: "2000000100",
+                                                    gracePeriodExpiresAt: Timestamp(milliseconds: Self.start + 66 * Self.day))
+            try await ledger.append([LedgerEvent(subject: "appstore:2000000100", occurredAt: Timestamp(milliseconds: Self.start + 60 * Self.day),
+                                                 source: .appstore, data: failure.eventData)])
+            let day61 = Timestamp(milliseconds: Self.start + 61 * Self.day)
+            let graced = try ledger.view(EntitlementModel.self, of: "user-43", at: day61)
+            #expect(graced?.planState == .pro)
+            #expect(graced?.billingIssue == true)
+            #expect(graced?.reason.rule == "billingGrace")
+            let due = try ledger.due(from: Timestamp(milliseconds: Self.start + 59 * Self.day), to: Timestamp(milliseconds: Self.start + 70 * Self.day))
+            #expect(due.map { "\($0.subject) \($0.kind)" } == ["user-43 paymentFailed"])
+            // Stored states are each key's own: a fold from scratch agrees, and a rebuild
+            // changes no view.
+            #expect(try ledger.verifyModels().isEmpty)
+            #expect(try ledger.rebuild(dryRun: true, at: day61).changes.isEmpty)
+        }
+    }
+
+    /// An App Store event that reaches the holding subject after the app named the subscription
+    /// binds it too, into the app's subject's stream.
+    @Test func aHoldingSubjectsFirstEventAfterTheAppsReportBindsIt() async throws {
+        try await withLedger { ledger in
+            try await ledger.append([Self.appReport("user-44")])
+            let renewal = SubscriptionRenewed(productId: "pro.monthly", transactionId: "2000000100-30", originalTransactionId: "2000000100",
+                                              purchasedAt: Timestamp(milliseconds: Self.start + 30 * Self.day),
+                                              expiresAt: Timestamp(milliseconds: Self.start + 60 * Self.day))
+            try await ledger.append([LedgerEvent(subject: "appstore:2000000100", occurredAt: renewal.purchasedAt, source: .appstore, data: renewal.eventData)])
+            let events = try ledger.events(of: "user-44").collect()
+            #expect(events.map(\.type) == [SubscriptionPurchased.type, AppStoreSubjectBound.type])
+            #expect(events.last?.position == 3)
+            #expect(events.last?.occurredAt == renewal.purchasedAt)
+            #expect(try ledger.view(EntitlementModel.self, of: "user-44", at: Timestamp(milliseconds: Self.start + 45 * Self.day))?.planState == .pro)
+        }
+    }
+
+    /// A restore writes the export's binding where it was and derives none; a plain append
+    /// of the export derives the same binding, and the export's is then a duplicate.
+    @Test func anExportWithABindingRestoresAsItWas() async throws {
+        try await withLedger { ledger in
+            try await ledger.ingestAppStore(try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 60), verifier: verifier)
+            try await ledger.append([Self.appReport("user-45")])
+            let exported = try ledger.events().collect().map { event throws(LedgerError) in try event.jsonLine }
+            #expect(exported.count == 4)
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("restore-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let file = dir.appendingPathComponent("export.jsonl").path
+            try Data(exported.map { $0 + "\n" }.joined().utf8).write(to: URL(fileURLWithPath: file))
+            for restoring in [true, false] {
+                let copy = try Ledger(path: dir.appendingPathComponent("copy-\(restoring).lmdb").path)
+                defer { copy.close() }
+                let summary = try JSONLImport.append([file], to: copy.log, restoring: restoring)
+                #expect(summary.appended + summary.duplicates == 4)
+                let copied = try copy.events().collect()
+                #expect(copied.count == 4)
+                if restoring {
+                    #expect(try copied.map { event throws(LedgerError) in try event.jsonLine } == exported)
+                } else {
+                    #expect(copied.map(\.id) == (try ledger.events().collect().map(\.id)))
+                    #expect(summary.duplicates == 1)
+                }
+                #expect(try copy.view(EntitlementModel.self, of: "user-45", at: Timestamp(milliseconds: Self.start + Self.day))?.planState == .pro)
+            }
+        }
+    }
+
+    /// A binding names the holding subject of its subscription, or is refused.
+    @Test func aBindingOfAnotherSubjectIsRefused() async throws {
+        try await withLedger { ledger async throws in
+            let binding = AppStoreSubjectBound(originalTransactionId: "2000000100", from: "user-1")
+            let refused = await #expect(throws: LedgerError.self) {
+                try await ledger.append([LedgerEvent(subject: "user-2", occurredAt: Timestamp(milliseconds: Self.start), source: .support, data: binding.eventData)])
+            }
+            #expect(refused?.code == .invalidEvent)
+            #expect(refused?.field == "/data/from")
+            #expect(refused?.message == "must be the holding subject appstore:2000000100 of originalTransactionId 2000000100")
+            #expect(try ledger.lastPosition() == 0)
         }
     }
 
@@ -223,6 +343,47 @@ struct IngestTests {
             }
             do {
                 #expect(try await views(batches) == inOrder, "seed \(seed)")
+            } catch {
+                Issue.record("seed \(seed): \(error)")
+            }
+        }
+    }
+
+    /// The same lifecycle without tokens, the app reporting the purchase at any point of the
+    /// deliveries: the app's subject's views are those of the app reporting first, when every
+    /// notification goes straight to it.
+    @Test func theAppsReportAtAnyPointGivesTheSameViews() async throws {
+        let lifecycle = [
+            try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 50),
+            try Self.body("DID_RENEW", day: 30, uuid: 51),
+            try Self.body("DID_FAIL_TO_RENEW", day: 60, uuid: 52),
+            try Self.body("EXPIRED", "BILLING_RETRY", day: 70, uuid: 53),
+        ]
+        let times = [1, 35, 61, 71, 90].map { Timestamp(milliseconds: Self.start + Int64($0) * Self.day) }
+        /// Each step a batch of bodies, or the app's report (`nil`).
+        func views(_ steps: [[[UInt8]]?]) async throws -> [String] {
+            try await withLedger { ledger in
+                for step in steps {
+                    if let batch = step { try await ledger.ingestAppStore(batch, verifier: verifier) } else { try await ledger.append([Self.appReport("user-7")]) }
+                }
+                #expect(try ledger.due(from: times[0], to: times[4]).allSatisfy { $0.subject == "user-7" })
+                return try times.map { time in
+                    try ledger.status(of: "user-7", at: time).json.serialized()
+                        .replacingOccurrences(of: #""position":[0-9]+"#, with: #""position":_"#, options: .regularExpression)
+                } + [try ledger.due(from: times[0], to: times[4]).map { "\($0.at) \($0.kind)" }.joined(separator: ", ")]
+            }
+        }
+        let appFirst = try await views([nil] + lifecycle.map { [$0] })
+        #expect(appFirst[1].contains(#""planState":"pro""#))
+        #expect(appFirst[3].contains(#""planState":"guest""#))
+        await checkProperty(count: 8, input: Gen.uint64()) { seed in
+            var random = DataGenerator(state: seed)
+            var deliveries = lifecycle
+            for i in deliveries.indices.reversed() { deliveries.swapAt(i, Int(random.next() % UInt64(i + 1))) }
+            var steps: [[[UInt8]]?] = deliveries.map { [$0] }
+            steps.insert(nil, at: Int(random.next() % UInt64(steps.count + 1)))
+            do {
+                #expect(try await views(steps) == appFirst, "seed \(seed)")
             } catch {
                 Issue.record("seed \(seed): \(error)")
             }

@@ -57,6 +57,10 @@ public struct DataGenerator {
         for field in layout.fields where field.isRequired || allOptionals || next() & 1 == 0 {
             object[field.name] = value(for: field.schema)
         }
+        // A binding names the holding subject of its subscription (`AppStoreSubjectBound.violations`).
+        if layout.type == AppStoreSubjectBound.type, case .string(let original) = object["originalTransactionId"] {
+            object["from"] = .string(AppStoreSubjectBound.holdingSubject(of: original))
+        }
         return object
     }
 }

@@ -41,6 +41,10 @@ public struct SubjectFacts: StateRecord, Equatable {
     public var signIns: [Dated<Bool>] = []
     /// `account.deleted` (its value is always true).
     public var deletions: [Dated<Bool>] = []
+    /// The holding subjects (`appstore:<originalTransactionId>`) whose App Store events count
+    /// for this subject (`appstore.subject_bound`), sorted: its views fold their events with its
+    /// own, so the engine answers them by replay (`AppStoreSubjectBound`).
+    public var bound: [String] = []
 
     public init() {}
 
@@ -50,6 +54,7 @@ public struct SubjectFacts: StateRecord, Equatable {
         try coder.code(&snapshots)
         try coder.code(&signIns)
         try coder.code(&deletions)
+        try coder.code(&bound)
     }
 
     /// The event types `apply` reads.
@@ -58,7 +63,7 @@ public struct SubjectFacts: StateRecord, Equatable {
         SubscriptionRefunded.type, SubscriptionRefundReversed.type, SubscriptionRevoked.type, SubscriptionRenewalFailed.type,
         SubscriptionExpired.type, SubscriptionGraceExpired.type, SubscriptionAutoRenewChanged.type,
         SupportEntitlementGranted.type, EntitlementVerified.type, EntitlementVerificationFailed.type,
-        AccountCreated.type, AccountSignedIn.type, AccountSignedOut.type, AccountDeleted.type,
+        AccountCreated.type, AccountSignedIn.type, AccountSignedOut.type, AccountDeleted.type, AppStoreSubjectBound.type,
     ]
 
     /// Folds one event.
@@ -112,8 +117,11 @@ public struct SubjectFacts: StateRecord, Equatable {
             signIns.insertDated(Dated(at: at, position: position, value: false))
         case .accountDeleted:
             deletions.insertDated(Dated(at: at, position: position, value: true))
+        case .appStoreSubjectBound(let binding):
+            guard let holding = binding.holding(attributedTo: event.subject), !bound.contains(holding) else { return }
+            bound.insert(holding, at: bound.firstIndex { $0 > holding } ?? bound.endIndex)
         case .purchaseStarted, .purchasePending, .purchaseFailed, .restoreRequested, .restoreSucceeded, .restoreFailed,
-             .oneOffPurchased, .appStoreNotification, .appStoreSubjectBound,
+             .oneOffPurchased, .appStoreNotification,
              .accountDeletionRequested, .accountDeletionCancelled, .accountDeletionStepCompleted, .accountDeletionStepFailed,
              .accountExportRequested, .accountExportCompleted, .supportNoteAdded, .familyOrganizerCancelled,
              .sessionStarted, .sessionBackgrounded, .sessionForegrounded, .sessionEnded, .usageRecorded, .resourceCreated, .resourceDeleted,

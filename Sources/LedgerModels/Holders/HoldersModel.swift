@@ -7,18 +7,20 @@
 /// audit, which are about one subject.
 public enum HoldersModel: ReadModel {
     public static let name = "holders"
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
 
     public struct State: ModelState {
         /// Each subject, in the order its first event naming the id was appended.
         public var subjects: [String] = []
-        /// The subject of the latest such event (by position).
+        /// The subject of the latest such event (by position), a bound holding subject's aside.
         public var latest = ""
         /// That event's position.
         public var latestPosition: UInt64 = 0
         /// The holding subjects (`appstore:<id>`) whose events an `appstore.subject_bound`
         /// has attributed to a subject.
         public var bound: [String] = []
+        /// The subject each of `bound` is attributed to (the first binding's).
+        public var boundTo: [String] = []
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
@@ -26,6 +28,7 @@ public enum HoldersModel: ReadModel {
             try coder.code(&latest)
             try coder.code(&latestPosition)
             try coder.code(&bound)
+            try coder.code(&boundTo)
         }
     }
 
@@ -36,6 +39,8 @@ public enum HoldersModel: ReadModel {
         public var latest: String?
         /// Holding subjects already attributed to a subject (`appstore.subject_bound`).
         public var bound: [String]
+        /// The subject each holding subject of `bound` is attributed to.
+        public var boundTo: [String: String]
     }
 
     public static let reads: Set<String> = [
@@ -77,15 +82,43 @@ public enum HoldersModel: ReadModel {
 
     public static func apply(_ event: RecordedEvent, to state: inout State) {
         guard key(for: event) != nil else { return }
-        if case .appStoreSubjectBound(let binding) = event.data, !state.bound.contains(binding.from) { state.bound.append(binding.from) }
+        if case .appStoreSubjectBound(let binding) = event.data, let holding = binding.holding(attributedTo: event.subject),
+           !state.bound.contains(holding) {
+            state.bound.append(holding)
+            state.boundTo.append(event.subject)
+        }
         if !state.subjects.contains(event.subject) { state.subjects.append(event.subject) }
-        if event.position >= state.latestPosition {
+        // A notification that reached a holding subject once it was bound counts for its
+        // subject; the next goes to that subject.
+        if event.position >= state.latestPosition, !state.bound.contains(event.subject) {
             state.latest = event.subject
             state.latestPosition = event.position
         }
     }
 
+    /// The binding `event` calls for, given the holders of its subscription after it (SPEC §2.2
+    /// "Subject"): once the subscription's App Store events wait under its holding subject
+    /// (`appstore:<originalTransactionId>`) and another subject names it too — the app
+    /// reported the purchase, a notification carried a token — an `appstore.subject_bound` in
+    /// that subject's stream attributes them to it, once. Whichever of the two comes first, the
+    /// binding follows the second (the other subject: the event's, or the last to name the
+    /// subscription), at its time, with an id of the holding subject and the subject. The engine
+    /// appends it in the event's transaction.
+    public static func binding(after event: RecordedEvent, holders state: State) -> LedgerEvent? {
+        guard let original = key(for: event) else { return nil }
+        if case .appStoreSubjectBound = event.data { return nil }
+        let holding = AppStoreSubjectBound.holdingSubject(of: original)
+        guard state.subjects.contains(holding), !state.bound.contains(holding) else { return nil }
+        let prefix = AppStoreSubjectBound.holdingPrefix
+        let named = event.subject.hasPrefix(prefix) ? state.subjects.last { !$0.hasPrefix(prefix) } : event.subject
+        guard let subject = named else { return nil }
+        let binding = AppStoreSubjectBound(originalTransactionId: original, from: holding)
+        return LedgerEvent(id: EventIdentity.derive(named: "appstore.subject_bound/\(holding)/\(subject)"), subject: subject,
+                           occurredAt: event.occurredAt, source: .system, data: binding.eventData)
+    }
+
     public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View? {
-        View(subjects: state.subjects, latest: state.latest.isEmpty ? nil : state.latest, bound: state.bound)
+        View(subjects: state.subjects, latest: state.latest.isEmpty ? nil : state.latest, bound: state.bound,
+             boundTo: Dictionary(zip(state.bound, state.boundTo), uniquingKeysWith: { first, _ in first }))
     }
 }

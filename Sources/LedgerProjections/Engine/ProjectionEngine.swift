@@ -222,11 +222,18 @@ final class InlineSession: CommitSession {
     /// By fold index: the folds this transaction advances (`nil`: left as it is).
     let active: [Entry?]
     var last: UInt64?
+    /// The holders' states, when the holders model is registered and up to date: what the
+    /// bindings are derived from (`HoldersModel.binding(after:holders:)`).
+    let holders: States<ModelFolding<HoldersModel>>?
+    /// What the event just written calls for (`CommitSession.derived`).
+    private var pending: [EventDraft] = []
 
     init(engine: ProjectionEngine, generation: Generation, active: [Entry?]) {
         self.engine = engine
         self.generation = generation
         self.active = active
+        let index = engine.folds.firstIndex { $0.name == HoldersModel.name }
+        holders = index.flatMap { active[$0]?.states as? States<ModelFolding<HoldersModel>> }
     }
 
     func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
@@ -240,6 +247,15 @@ final class InlineSession: CommitSession {
             try entry.states.apply(recorded, load: { key in try engine.store.state(id, tag: entry.tag, key, txn) },
                                    loadItem: { item in try engine.store.item(id, tag: entry.tag, item, txn) })
         }
+        if let holders, let key = HoldersModel.key(for: recorded), let state = holders.states[key],
+           let binding = HoldersModel.binding(after: recorded, holders: state) {
+            pending.append(try binding.draft())
+        }
+    }
+
+    func derived() -> [EventDraft] {
+        defer { pending.removeAll() }
+        return pending
     }
 
     func finish(_ txn: borrowing Transaction) throws {

@@ -233,11 +233,13 @@ extension ProjectionEngine {
                 let subjectTags = Set(served.folds.filter { record in folds.first { $0.name == record.name }?.keyedBySubject ?? false }.map(\.tagByte))
                 var current: String?
                 var found: [UInt8: UnsafeRawBufferPointer] = [:]
-                func flush() throws {
+                func flush(_ txn: borrowing Transaction) throws {
                     guard let key = current else { return }
                     defer { found.removeAll(keepingCapacity: true) }
                     let answers = M.keyedBySubject ? found.keys.contains(where: subjectTags.contains) : found[record.tagByte] != nil
                     guard answers else { return }
+                    // A holding subject bound to a subject is answered with that subject.
+                    if M.keyedBySubject, key.hasPrefix(AppStoreSubjectBound.holdingPrefix), case .attributed = try attribution(of: key, in: served, txn) { return }
                     let view: M.View?
                     do {
                         view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy)
@@ -249,12 +251,12 @@ extension ProjectionEngine {
                 }
                 try store.forEachState(in: served.number, txn) { key, tag, state in
                     if key != current {
-                        try flush()
+                        try flush(txn)
                         current = key
                     }
                     found[tag] = state
                 }
-                try flush()
+                try flush(txn)
             }
             for key in replayed {
                 if let view = try replay(key) { try body(key, view) }
@@ -266,22 +268,72 @@ extension ProjectionEngine {
 
     /// The entries of `model`'s time-ordered index with from ≤ at < to, sorted by (at, key,
     /// kind, detail), strings by their UTF-8 bytes.
-    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
+    ///
+    /// The entries of a subject whose views count a holding subject's events, and of a holding
+    /// subject bound to a subject, are left out, and those subjects named in `replay`: their
+    /// stored states do not hold what counts for them (`attribution(of:in:_:)`).
+    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError)
+        -> (entries: [(key: String, entry: IndexEntry, detail: JSON)], replay: [String]) {
         do {
             return try store.env.read { txn in
-                guard let served = try store.served(txn), let record = served.record(model) else { return [] }
+                guard let served = try store.served(txn), let record = served.record(model) else { return ([], []) }
                 var found: [(key: String, entry: IndexEntry, detail: JSON)] = []
-                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in found.append((key, entry, detail)) }
-                return found.sorted { a, b in
-                    if a.entry.at != b.entry.at { return a.entry.at < b.entry.at }
-                    if a.key != b.key { return a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
-                    if a.entry.kind != b.entry.kind { return a.entry.kind.utf8.lexicographicallyPrecedes(b.entry.kind.utf8) }
-                    return a.entry.detail.utf8.lexicographicallyPrecedes(b.entry.detail.utf8)
+                var attributions: [String: Attribution] = [:]
+                var replay: [String] = []
+                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in
+                    let attribution = try attributions[key] ?? attribution(of: key, in: served, txn)
+                    if attributions.updateValue(attribution, forKey: key) == nil {
+                        switch attribution {
+                        case .own: break
+                        case .replayed: if !replay.contains(key) { replay.append(key) }
+                        case .attributed(let subject): if !replay.contains(subject) { replay.append(subject) }
+                        }
+                    }
+                    if case .own = attribution { found.append((key, entry, detail)) }
                 }
+                return (Self.sorted(found), replay)
             }
         } catch {
             throw LedgerError.wrapping(error, doing: "reading the index of \(model)")
         }
+    }
+
+    /// Index entries sorted by (at, key, kind, detail), strings by their UTF-8 bytes.
+    static func sorted(_ entries: [(key: String, entry: IndexEntry, detail: JSON)]) -> [(key: String, entry: IndexEntry, detail: JSON)] {
+        entries.sorted { a, b in
+            if a.entry.at != b.entry.at { return a.entry.at < b.entry.at }
+            if a.key != b.key { return a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
+            if a.entry.kind != b.entry.kind { return a.entry.kind.utf8.lexicographicallyPrecedes(b.entry.kind.utf8) }
+            return a.entry.detail.utf8.lexicographicallyPrecedes(b.entry.detail.utf8)
+        }
+    }
+
+    /// Whose events a key's stored states stand for (SPEC §2.2 "Subject").
+    enum Attribution {
+        /// Its own, all of them.
+        case own
+        /// A subject whose views count a holding subject's events too (`SubjectFacts.bound`):
+        /// answered by replaying them with its own.
+        case replayed
+        /// A holding subject whose events count for this subject.
+        case attributed(to: String)
+    }
+
+    /// Whose events `key`'s stored states stand for, from its facts and, for a holding subject,
+    /// the holders of its subscription, in `served`.
+    func attribution(of key: String, in served: Generation, _ txn: borrowing Transaction) throws -> Attribution {
+        if key.hasPrefix(AppStoreSubjectBound.holdingPrefix) {
+            guard let record = served.record(HoldersModel.name), record.version == UInt64(HoldersModel.version),
+                  let bytes = try store.state(served.number, tag: record.tagByte, String(key.dropFirst(AppStoreSubjectBound.holdingPrefix.count)), txn)
+            else { return .own }
+            let holders = try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try HoldersModel.State.decode(buffer) }
+            guard let index = holders.bound.firstIndex(of: key), index < holders.boundTo.count else { return .own }
+            return .attributed(to: holders.boundTo[index])
+        }
+        guard let record = served.record(Fold.factsName), record.version == UInt64(Fold.factsVersion),
+              let bytes = try store.state(served.number, tag: record.tagByte, key, txn) else { return .own }
+        let facts = try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try SubjectFacts.decode(buffer) }
+        return facts.bound.isEmpty ? .own : .replayed
     }
 
     /// Checks every fold's served states against a fresh fold of the whole log, state by

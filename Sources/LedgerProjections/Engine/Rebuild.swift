@@ -421,9 +421,12 @@ extension ProjectionEngine {
     }
 
     /// A model's view of its stored state and the subject's decoded facts.
-    /// - Throws: `StateDecoder.Damaged`, or `NeedsReplay` when the state does not answer at `t`.
+    /// - Throws: `StateDecoder.Damaged`, or `NeedsReplay` when the state does not answer at `t`
+    ///   or the subject's views count a holding subject's events (`SubjectFacts.bound`), which
+    ///   its stored states do not hold.
     static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, facts: SubjectFacts,
                                    at t: Timestamp, policy: Policy) throws -> M.View? {
+        if M.keyedBySubject, !facts.bound.isEmpty { throw NeedsReplay() }
         let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
         if let from = M.answersFrom(state), from > t { throw NeedsReplay() }
         return M.view(of: state, facts: facts, at: t, policy: policy)

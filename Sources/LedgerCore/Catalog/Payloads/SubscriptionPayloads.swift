@@ -500,8 +500,10 @@ public struct AppStoreNotification: EventPayload {
     public consuming func intoEventData() -> EventData { .appStoreNotification(self) }
 }
 
-/// `appstore.subject_bound`: App Store events held under `appstore:<originalTransactionId>`
-/// belong to this subject from now on (attributed, never rewritten).
+/// `appstore.subject_bound`: the App Store events held under `appstore:<originalTransactionId>`
+/// (`from`, the holding subject) count for this subject: its read models fold them with its own,
+/// whenever they arrived (attributed, never rewritten). The ledger appends it itself, right
+/// after the first event of another subject that names the subscription.
 public struct AppStoreSubjectBound: EventPayload {
     public static let type = "appstore.subject_bound"
     public var originalTransactionId = ""
@@ -517,4 +519,23 @@ public struct AppStoreSubjectBound: EventPayload {
         .required("from", \.from, .subject),
     ]
     public consuming func intoEventData() -> EventData { .appStoreSubjectBound(self) }
+
+    /// The subject a subscription's App Store events wait under until a subject holds it.
+    public static func holdingSubject(of originalTransactionId: String) -> String { "appstore:\(originalTransactionId)" }
+
+    /// The prefix of every holding subject.
+    public static let holdingPrefix = "appstore:"
+
+    /// The holding subject this binding attributes to `subject`, `nil` when it names none (a
+    /// holding subject bound to itself).
+    public func holding(attributedTo subject: String) -> String? {
+        from == subject ? nil : from
+    }
+
+    public func violations() -> [FieldViolation] {
+        let holding = Self.holdingSubject(of: originalTransactionId)
+        return from == holding ? [] : [FieldViolation(field: "from", message: "must be the holding subject \(holding) of originalTransactionId \(originalTransactionId)")]
+    }
+
+    public static var conditionalSchema: JSON? { ["properties": ["from": ["pattern": "^appstore:"]]] }
 }
