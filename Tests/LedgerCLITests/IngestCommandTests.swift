@@ -192,4 +192,27 @@ struct IngestCommandTests {
             #expect(events.stdout.split(separator: "\n").count == 4)
         }
     }
+
+    /// A notification without a token waits under `appstore:<id>`; the app's report of the
+    /// purchase through `ledger append` binds it, and the customer's status and audit count it.
+    @Test func theAppsReportThroughAppendBindsAWaitingNotification() throws {
+        let signer = try AppStoreSigner()
+        try withDirectory { dir in
+            try (try signer.body("SUBSCRIBED", subtype: "INITIAL_BUY", uuid: "30000000-0000-4000-8000-000000000001", signedDate: Self.start,
+                                 data: [("signedTransactionInfo", try transaction(signer))]) + "\n")
+                .write(toFile: dir + "/n.jsonl", atomically: true, encoding: .utf8)
+            #expect(try run(dir, signer, [dir + "/n.jsonl"]).status == 0)
+            let report = #"{"type":"subscription.purchased","subject":"user-50","occurredAt":"2026-03-01T09:30:00Z","source":"app","#
+                + #""data":{"productId":"pro.monthly","transactionId":"2000000100","originalTransactionId":"2000000100","#
+                + #""purchasedAt":"2026-03-01T09:30:00Z","expiresAt":"2026-03-31T09:30:00Z"}}"#
+            try (report + "\n").write(toFile: dir + "/app.jsonl", atomically: true, encoding: .utf8)
+            let appended = try Run(["append", "--store", dir + "/s.lmdb", dir + "/app.jsonl"])
+            #expect(appended.status == 0, "\(appended.stderr)")
+            let exported = try Run(["export", "--subject", "user-50", "--store", dir + "/s.lmdb"])
+            #expect(exported.stdout.split(separator: "\n").map { $0.contains(#""type":"appstore.subject_bound""#) } == [false, true])
+            let audit = try Run(["audit", "user-50", "--store", dir + "/s.lmdb", "--at", "2026-03-02T00:00:00Z", "--json"])
+            #expect(audit.status == 0, "\(audit.stderr)")
+            #expect(audit.stdout.contains(#""type":"appstore.notification""#))
+        }
+    }
 }
