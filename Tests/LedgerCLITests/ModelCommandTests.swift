@@ -83,7 +83,7 @@ import Testing
             let json = try run.json()
             let policy = try #require(json["policy"] as? [String: Any])
             let models = try #require(json["models"] as? [String: [String: Any]])
-            #expect(models.keys.sorted() == ["access", "badge", "deletion", "due", "entitlement", "holders", "limits", "retention"])
+            #expect(models.keys.sorted() == ["access", "badge", "deletion", "due", "entitlement", "holders", "limits", "retention", "transactions"])
             for model in models.values {
                 #expect(model["checkpoint"] as? Int == 4)
                 #expect(model["policyHash"] as? String == policy["hash"] as? String)
@@ -127,7 +127,7 @@ import Testing
             #expect(real.stdout.split(separator: "\n").contains { $0.split(separator: " ") == ["grace", "entitlement", "planState", "free", "pro"] })
             #expect(real.stdout.contains("Swapped in: the new states written and the old deleted in "))
             // The first line times the fold alone; the last adds the writing.
-            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge, access, limits, deletion, due, holders: folded 4 events in "))
+            #expect(real.stdout.hasPrefix("Rebuilt entitlement, retention, badge, access, limits, deletion, due, holders, transactions: folded 4 events in "))
             #expect(real.stdout.contains("; folding and writing "))
             // The policy line says how long comparing the views took.
             let policyLine = try #require(real.stdout.split(separator: "\n").first { $0.hasPrefix("Policy ") })
@@ -139,7 +139,7 @@ import Testing
             #expect((stats["policy"] as? [String: Any])?["name"] as? String == "photolala")
             let verify = try Run(["verify", "--store", store])
             #expect(verify.status == 0)
-            #expect(verify.stdout.contains("read models (entitlement, retention, badge, access, limits, deletion, due, holders) equal a fresh rebuild"))
+            #expect(verify.stdout.contains("read models (entitlement, retention, badge, access, limits, deletion, due, holders, transactions) equal a fresh rebuild"))
         }
     }
 
@@ -148,7 +148,7 @@ import Testing
             let store = try store(dir)
             let run = try Run(["rebuild", "entitlements", "--store", store])
             #expect(run.status == 2)
-            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge, access, limits, deletion, due, holders\n")
+            #expect(run.stderr == "ledger: no read model named entitlements; the models are entitlement, retention, badge, access, limits, deletion, due, holders, transactions\n")
         }
     }
 }

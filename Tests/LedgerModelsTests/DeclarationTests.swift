@@ -76,7 +76,7 @@ import Testing
         let names = ReadModels.all.map { $0.name }
         #expect(Set(names).count == names.count)
         #expect(!names.contains("facts"))
-        #expect(names == ["entitlement", "retention", "badge", "access", "limits", "deletion", "due", "holders"])
+        #expect(names == ["entitlement", "retention", "badge", "access", "limits", "deletion", "due", "holders", "transactions"])
     }
 
     /// Every view encodes every key, `null` for no value, in declaration order.

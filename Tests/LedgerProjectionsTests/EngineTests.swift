@@ -130,8 +130,9 @@ import Testing
             #expect(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id } != generation)
             // Purchases are facts and the access model's (subscribe-cancel cycles), and each
             // subject's first event is the limits model's: three states per subject; each store
-            // subscription (50) has its holders; and the old generation's are gone.
-            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 21 + 50)
+            // subscription (50) has its holders and each transaction (50) its own; and the old
+            // generation's are gone.
+            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 21 + 50 + 50)
         }
     }
 

@@ -72,17 +72,20 @@ import Testing
             defer { ledger.close() }
             try ledger.append(events(["u2", "u1"]))
             let holders = UInt8(try #require(ReadModels.all.firstIndex { $0 == HoldersModel.self })) + 1
+            let transactions = UInt8(try #require(ReadModels.all.firstIndex { $0 == TransactionsModel.self })) + 1
             let expected = { (generation: UInt8) -> [[UInt8]] in
                 let prefix: [UInt8] = [0, 0, 0, generation, 0, 2]
                 var keys: [[UInt8]] = []
-                // The holders of each store subscription, under its id (t0 and t1 sort first).
-                for original in ["t0", "t1"] { keys.append(prefix + Array(original.utf8) + [holders]) }
+                // Who holds each store subscription and transaction, under its id (keys sort by
+                // length first: t0 and t1 before the subjects, pass-1 after them).
+                for original in ["t0", "t1"] { keys += [prefix + Array(original.utf8) + [holders], prefix + Array(original.utf8) + [transactions]] }
                 for subject in ["u1", "u2"] {
                     // The deletion model reads none of these events: it has no state of them.
-                    for tag in 0 ... UInt8(ReadModels.all.count) where tag != 6 && tag != holders {
+                    for tag in 0 ... UInt8(ReadModels.all.count) where tag != 6 && tag != holders && tag != transactions {
                         keys.append(prefix + Array(subject.utf8) + [tag])
                     }
                 }
+                keys.append([0, 0, 0, generation, 0, 6] + Array("pass-1".utf8) + [transactions])
                 return keys
             }
             #expect(try storedKeys(ledger) == expected(1))
