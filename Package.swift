@@ -22,6 +22,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+        // `ledger serve` (LedgerServer): the HTTP server, and its route tests' client. No traits:
+        // neither swift-configuration nor the full Foundation is needed.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0", traits: []),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         // `swift package generate-documentation`: the DocC catalogs under Sources/*/*.docc.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -55,6 +60,21 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        // `ledger serve`: the App Store's webhook, the JSON API and the support pages over HTTP.
+        .target(
+            name: "LedgerServer",
+            dependencies: [
+                "LedgerProjections",
+                "LedgerAppStore",
+                "LedgerModels",
+                "LedgerStore",
+                "LedgerCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The demo's customer histories: `ledger demo` and the benchmarks (Tools/Benchmarks).
         .target(name: "LedgerDemo", dependencies: ["LedgerCore", "LedgerStore", "LedgerModels"]),
         .executableTarget(
@@ -65,6 +85,7 @@ let package = Package(
                 "LedgerCore",
                 "LMDB",
                 "LedgerDemo",
+                "LedgerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -141,11 +162,25 @@ let package = Package(
                 "LedgerCore",
                 "LedgerModels",
                 "LedgerProjections",
+                "LedgerStore",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerServerTests",
+            dependencies: [
+                "LedgerServer",
+                "LedgerProjections",
+                "LedgerAppStore",
+                "LedgerModels",
+                "LedgerStore",
+                "LedgerCore",
+                "LedgerTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

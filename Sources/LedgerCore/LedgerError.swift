@@ -32,6 +32,9 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unknownModel = Code(rawValue: "unknownModel")
         /// A rebuild is already running in this process; wait for it to finish.
         public static let rebuildRunning = Code(rawValue: "rebuildRunning")
+        /// An argument that is not an event is refused (a token's name taken or too long…);
+        /// the message says what it must be.
+        public static let invalidArgument = Code(rawValue: "invalidArgument")
     }
 
     /// One thing wrong with an event's input: the field as a JSON pointer, and what is wrong.

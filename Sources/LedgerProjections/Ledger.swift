@@ -203,6 +203,19 @@ public final class Ledger: Sendable {
         return own.sorted { $0.position < $1.position }
     }
 
+    /// The subjects whose events name the store transaction `transactionId`, in the order
+    /// they came (`TransactionsModel`): who holds it. Read by key, not by a scan.
+    public func subjects(holdingTransaction transactionId: String) throws(LedgerError) -> [String] {
+        try view(TransactionsModel.self, of: transactionId)?.subjects ?? []
+    }
+
+    /// The subjects whose events name the store subscription `originalTransactionId`, in the
+    /// order they came (`HoldersModel`), a holding subject (`appstore:<id>`) among them while
+    /// the App Store's notifications wait there.
+    public func subjects(holdingOriginalTransaction originalTransactionId: String) throws(LedgerError) -> [String] {
+        try view(HoldersModel.self, of: originalTransactionId)?.subjects ?? []
+    }
+
     /// The events from position `from` through `through` (default: the head), in position order.
     public func events(from: UInt64 = 1, through: UInt64? = nil) -> EventSequence {
         log.events(from: from, through: through)
@@ -398,6 +411,19 @@ public struct LedgerStats: Sendable {
     public let policy: Policy
     /// Each registered model's checkpoint, policy and staleness, in `status` order.
     public let models: [ModelStatus]
+
+    /// SPEC §5's `stats` shape: what `ledger stats --json` prints and the server answers.
+    public var json: JSON {
+        func count(_ value: UInt64) -> JSON { .integer(Int64(clamping: value)) }
+        return .object(JSONObject([
+            ("events", count(log.events)),
+            ("subjects", count(log.subjects)),
+            ("lastPosition", count(log.lastPosition)),
+            ("policy", .object(JSONObject([("name", .string(policy.name)), ("version", .integer(policy.version)), ("hash", .string(policy.hash))]))),
+            ("models", .object(JSONObject(models.map { ($0.name, $0.json) }))),
+            ("storeBytes", .integer(Int64(log.usedBytes))),
+        ]))
+    }
 }
 
 /// What `Ledger.verify()` found.

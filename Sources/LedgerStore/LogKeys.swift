@@ -132,4 +132,16 @@ public struct AppendResult: Sendable, Hashable {
     private var appendedPositions: [UInt64] {
         outcomes.compactMap { if case .appended(let p, _) = $0 { p } else { nil } }
     }
+
+    /// SPEC §5's `append` shape: what `ledger append --json` prints and the server answers.
+    public var json: JSON {
+        AppendResult.json(appended: appended, duplicates: duplicates, firstPosition: firstPosition, lastPosition: lastPosition)
+    }
+
+    /// SPEC §5's `append` shape of these counts.
+    public static func json(appended: Int, duplicates: Int, firstPosition: UInt64?, lastPosition: UInt64?) -> JSON {
+        .object(JSONObject([("appended", .integer(Int64(appended))), ("duplicates", .integer(Int64(duplicates))),
+                            ("firstPosition", firstPosition.map { .integer(Int64(clamping: $0)) } ?? .null),
+                            ("lastPosition", lastPosition.map { .integer(Int64(clamping: $0)) } ?? .null)]))
+    }
 }

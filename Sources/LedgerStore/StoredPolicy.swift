@@ -60,7 +60,64 @@ extension EventLog {
     }
 }
 
+extension EventLog {
+    /// The JSON object a tool keeps in the store under `name` (the server's access tokens),
+    /// `nil` when there is none.
+    /// - Throws: `LedgerError.corruptRecord` when the record is not a JSON object.
+    @_spi(Storage) public func setting(_ name: String) throws(LedgerError) -> JSONObject? {
+        let bytes: [UInt8]? = try storage.read("reading the \(name) setting") { txn in
+            try txn.get(storage.meta, key: LogSchema.settingKey(name)).map { Array($0) }
+        }
+        guard let bytes else { return nil }
+        guard case .object(let object)? = try? JSONParser.parse(bytes) else {
+            throw LedgerError(.corruptRecord, "the store's \(name) setting does not decode")
+        }
+        return object
+    }
+
+    /// Replaces the JSON object kept under `name` with what `change` makes of it (`nil` for
+    /// none), in one write transaction: two changes never lose each other's.
+    @_spi(Storage) public func changeSetting<R>(_ name: String, _ change: (inout JSONObject?) throws(LedgerError) -> R) throws(LedgerError) -> R {
+        var failure: LedgerError?
+        do {
+            let result: R? = try storage.env.write { txn -> R? in
+                var object: JSONObject?
+                if let stored = try txn.get(storage.meta, key: LogSchema.settingKey(name)) {
+                    guard case .object(let decoded)? = try? JSONParser.parse(Array(stored)) else {
+                        failure = LedgerError(.corruptRecord, "the store's \(name) setting does not decode")
+                        return nil
+                    }
+                    object = decoded
+                }
+                let result: R
+                do throws(LedgerError) {
+                    result = try change(&object)
+                } catch {
+                    failure = error
+                    return nil
+                }
+                if let object {
+                    try txn.put(storage.meta, key: LogSchema.settingKey(name), value: Array(JSON.object(object).serialized(sortedKeys: true).utf8))
+                } else {
+                    _ = try txn.delete(storage.meta, key: LogSchema.settingKey(name))
+                }
+                return result
+            }
+            if let failure { throw failure }
+            guard let result else { throw LedgerError(.storage, "the \(name) setting was not changed") }
+            return result
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError.storage(error, doing: "recording the \(name) setting")
+        }
+    }
+}
+
 extension LogSchema {
     /// The `meta` key of the store's App Store settings (a JSON object).
     static let appStoreKey = Array("appstore".utf8)
+
+    /// The `meta` key of a tool's setting (`EventLog.setting(_:)`).
+    static func settingKey(_ name: String) -> [UInt8] { Array("setting/\(name)".utf8) }
 }

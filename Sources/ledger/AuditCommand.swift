@@ -42,7 +42,7 @@ struct AuditCommand: ParsableCommand {
     }
 
     func parseKnownAt(_ text: String) throws -> KnownAt {
-        if let position = UInt64(text) { return .position(position) }
+        if let known = KnownAt(parsing: text) { return known }
         return .time(try parseTime(text, option: "--known-at", orElse: "an RFC 3339 time with a zone or a log position"))
     }
 

@@ -81,16 +81,15 @@ struct AppendCommand: ParsableCommand {
             throw ExitCode(error.code == .storage ? 1 : 2)
         }
         if global.json {
-            print(JSON.object(Self.shape(summary)).text)
+            print(Self.shape(summary).text)
         } else {
             print(Self.sentence(summary) + ".")
         }
     }
 
     /// SPEC §5's `append` shape.
-    static func shape(_ summary: StreamSummary) -> [(String, JSON)] {
-        [("appended", .int(summary.appended)), ("duplicates", .int(summary.duplicates)),
-         ("firstPosition", .uint(summary.firstPosition)), ("lastPosition", .uint(summary.lastPosition))]
+    static func shape(_ summary: StreamSummary) -> JSON {
+        AppendResult.json(appended: summary.appended, duplicates: summary.duplicates, firstPosition: summary.firstPosition, lastPosition: summary.lastPosition)
     }
 
     /// "Appended 3 events at positions 7…9; 1 duplicate was already stored".
@@ -110,10 +109,11 @@ struct AppendCommand: ParsableCommand {
         if total > problems.count { text += "… and \(total - problems.count) more problems (the first \(problems.count) are shown); nothing was appended\n" }
         FileHandle.standardError.write(Data(text.utf8))
         if global.json {
-            let errors = problems.map { p in
-                JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
-            }
-            print(JSON.object((appended.map(Self.shape) ?? []) + [("errors", .array(errors))]).text)
+            let errors = problems.map(\.json)
+            var object = JSONObject()
+            if let appended, case .object(let shape) = Self.shape(appended) { object = shape }
+            object["errors"] = .array(errors)
+            print(JSON.object(object).text)
         }
     }
 }

@@ -113,7 +113,7 @@ struct IngestAppStoreCommand: ParsableCommand {
             summary = summary.merged(with: StreamSummary(result))
         }
         if global.json {
-            print(JSON.object(AppendCommand.shape(summary)).text)
+            print(AppendCommand.shape(summary).text)
         } else {
             print(AppendCommand.sentence(summary, verb: "Ingested") + ".")
         }
@@ -124,9 +124,7 @@ struct IngestAppStoreCommand: ParsableCommand {
     private func refuse(_ problems: [InputProblem]) throws -> Never {
         FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
         if global.json {
-            let errors = problems.map { p in
-                JSON.object([("file", .string(p.file)), ("line", .int(p.line)), ("pointer", .string(p.pointer)), ("message", .string(p.message))])
-            }
+            let errors = problems.map(\.json)
             print(JSON.object([("errors", .array(errors))]).text)
         }
         throw ExitCode(2)

@@ -28,6 +28,7 @@ struct LedgerCommand: ParsableCommand {
             CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self]),
             CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
                                                           VerifyCommand.self, StatsCommand.self, EraseCommand.self, IngestCommand.self]),
+            CommandGroup(name: "Serving", subcommands: [ServeCommand.self, TokenCommand.self]),
             CommandGroup(name: "Tools", subcommands: [SchemasCommand.self, DemoCommand.self]),
         ]
     )

@@ -15,7 +15,8 @@ struct InitCommand: ParsableCommand {
             and records the policy its read models are built with. The policy is a JSON document \
             (Schemas/policy.schema.json); Schemas/policies/ has one pack per source app. With \
             --appstore-root, --appstore-bundle-id and --appstore-environment it also records the App \
-            Store settings `ledger ingest appstore` then uses without flags.
+            Store settings `ledger ingest appstore` and `ledger serve` then use without flags; given \
+            only those, it records them in an existing store.
 
             Examples:
               ledger init --store customers.lmdb
@@ -39,21 +40,28 @@ struct InitCommand: ParsableCommand {
 
     func run() throws {
         let path = global.storePath
-        if FileManager.default.fileExists(atPath: path + "/data.mdb") {
-            throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store")
-        }
-        let chosen = try policy.map(readPolicy) ?? Policy.reference
+        let exists = FileManager.default.fileExists(atPath: path + "/data.mdb")
         let appStoreConfiguration = try appStore.configuration()
-        let ledger = try global.openLedger(create: true, policy: chosen)
+        // An existing store takes App Store settings alone (for `ledger serve`); its policy
+        // changes only by a rebuild.
+        if exists && (policy != nil || appStoreConfiguration == nil) {
+            throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store"
+                + (policy != nil ? " (a store's policy changes by `ledger rebuild --policy`)" : ""))
+        }
+        let chosen = exists ? nil : try policy.map(readPolicy) ?? Policy.reference
+        let ledger = try global.openLedger(create: !exists, policy: chosen)
         defer { ledger.close() }
         if let appStoreConfiguration { try ledger.setAppStoreConfiguration(appStoreConfiguration) }
+        let recorded = try ledger.policy()
         if global.json {
             print(JSON.object([
-                ("store", .string(path)), ("created", .bool(true)),
-                ("policy", .object([("name", .string(chosen.name)), ("version", .integer(chosen.version)), ("hash", .string(chosen.hash))])),
+                ("store", .string(path)), ("created", .bool(!exists)),
+                ("policy", .object([("name", .string(recorded.name)), ("version", .integer(recorded.version)), ("hash", .string(recorded.hash))])),
             ]).text)
+        } else if exists {
+            print("Recorded the App Store settings in \(path).")
         } else {
-            print("Created an empty store at \(path) with policy \(chosen.name) v\(chosen.version).")
+            print("Created an empty store at \(path) with policy \(recorded.name) v\(recorded.version).")
         }
     }
 }
@@ -97,14 +105,7 @@ struct StatsCommand: ParsableCommand {
         let all = try ledger.stats()
         let (stats, policy, models) = (all.log, all.policy, all.models)
         if global.json {
-            print(JSON.object([
-                ("events", .uint(stats.events)),
-                ("subjects", .uint(stats.subjects)),
-                ("lastPosition", .uint(stats.lastPosition)),
-                ("policy", .object([("name", .string(policy.name)), ("version", .integer(policy.version)), ("hash", .string(policy.hash))])),
-                ("models", .object(models.map { ($0.name, $0.json) })),
-                ("storeBytes", .int(stats.usedBytes)),
-            ]).text)
+            print(all.json.text)
             return
         }
         print("""

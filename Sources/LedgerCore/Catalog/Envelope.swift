@@ -57,6 +57,11 @@
     }
 
     public var description: String { "\(file):\(line): \(pointer): \(message)" }
+
+    /// SPEC §5's error object, as `--json` lists it and the server answers it.
+    public var json: JSON {
+        .object(JSONObject([("file", .string(file)), ("line", .integer(Int64(line))), ("pointer", .string(pointer)), ("message", .string(message))]))
+    }
 }
 
 /// Every problem found in some input: a batch with any is rejected whole.

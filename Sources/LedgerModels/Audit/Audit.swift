@@ -20,6 +20,19 @@ public enum KnownAt: Sendable, Hashable {
         case .position(let p): .integer(Int64(p))
         }
     }
+
+    /// A log position (digits) or an RFC 3339 time with a zone, as `--known-at` and the
+    /// server's `knownAt` take it; `nil` for anything else.
+    public init?(parsing text: String) {
+        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            guard let position = UInt64(text) else { return nil }
+            self = .position(position)
+        } else if let t = Timestamp(rfc3339: text) {
+            self = .time(t)
+        } else {
+            return nil
+        }
+    }
 }
 
 /// One field of one read model that an audit entry changed.

@@ -182,6 +182,27 @@ import Glibc
         return summary
     }
 
+    /// The events of a JSONL batch held in memory (a request's body) named `name`, checked as
+    /// `check(_:restoring:limit:progress:)` checks a file, each with its line number; or its
+    /// first problems (at most `limit`).
+    public static func events(in bytes: [UInt8], named name: String, limit: Int = problemLimit)
+        -> Result<[(line: Int, draft: EventDraft)], InputProblems> {
+        var events: [(line: Int, draft: EventDraft)] = []
+        var problems: [InputProblem] = []
+        var number = 0
+        for line in bytes.split(separator: 0x0A, omittingEmptySubsequences: false) {
+            number += 1
+            let text = Array(line)
+            if isBlank(text) { continue }
+            switch EnvelopeDecoder.decode(text, file: name, line: number) {
+            case .failure(let failure): problems += failure.problems
+            case .success(let envelope): events.append((number, envelope.draft))
+            }
+            if problems.count >= limit { break }
+        }
+        return problems.isEmpty ? .success(events) : .failure(InputProblems(Array(problems.prefix(limit))))
+    }
+
     static func isBlank(_ bytes: [UInt8]) -> Bool {
         bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
     }

@@ -1,0 +1,81 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerAppStore
+@_spi(Storage) import LedgerCore
+import LedgerModels
+import LedgerProjections
+@_spi(Storage) import LedgerStore
+import Logging
+
+/// `ledger serve`: one process serving one store over HTTP (SPEC §7) — the App Store's
+/// webhook, the JSON API and the support pages — every answer worked out by the same library
+/// calls the command line makes, its JSON the command line's `--json`, byte for byte.
+///
+/// The store stays open for the server's life: reads run in read transactions of their own on
+/// whatever task handles the request; appends go through the ledger's one writer, and answer
+/// only once durable (group commit). `run()` stops on SIGTERM or SIGINT after the requests in
+/// flight, appends included, have finished.
+public struct LedgerServer: Sendable {
+    /// The largest request body taken (SPEC §7: `413` beyond).
+    public static let maximumBodyBytes = 1 << 20
+
+    let ledger: Ledger
+    let tokens: AccessTokens
+    /// The App Store's verifier, from the settings recorded in the store (`ledger init
+    /// --appstore-…`); `nil` when there are none, and the webhook answers `503`.
+    let verifier: SignedDataVerifier?
+    let logger: Logger
+
+    /// A server of `ledger`, which it neither opens nor closes.
+    /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
+    public init(ledger: Ledger, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+        self.ledger = ledger
+        tokens = AccessTokens(ledger)
+        self.logger = logger
+        if let configuration = try ledger.appStoreConfiguration() {
+            do {
+                verifier = try SignedDataVerifier(configuration)
+            } catch {
+                throw LedgerError(.corruptRecord, "the store's App Store settings do not make a verifier: \(error)")
+            }
+        } else {
+            verifier = nil
+        }
+    }
+
+    /// The application serving on `host`:`port` (port 0: any free port, which `onRunning`
+    /// is told).
+    public func application(host: String = "127.0.0.1", port: Int = 8080,
+                            onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        Application(router: router(), configuration: .init(address: .hostname(host, port: port), serverName: "ledger"),
+                    onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+    }
+
+    /// Serves until SIGTERM or SIGINT, then finishes the requests in flight.
+    public func run(host: String = "127.0.0.1", port: Int = 8080, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        try await application(host: host, port: port, onRunning: onRunning).runService()
+    }
+
+    func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.middlewares.add(LogRequestsMiddleware(.info))
+        let routes = Routes(server: self)
+        router.post("/appstore/v2/notifications") { request, _ in await Reply.respond { try await routes.notification(request) } }
+        router.post("/v1/events") { request, _ in await Reply.respond { try await routes.events(request) } }
+        router.get("/v1/subjects/{subject}/status") { request, context in
+            await Reply.respond { try routes.status(request, subject: context.parameters.get("subject")) }
+        }
+        router.get("/v1/subjects/{subject}/audit") { request, context in
+            await Reply.respond { try routes.audit(request, subject: context.parameters.get("subject")) }
+        }
+        router.get("/v1/subjects/{subject}/events") { request, context in
+            await Reply.respond { try routes.subjectEvents(request, subject: context.parameters.get("subject")) }
+        }
+        router.get("/v1/lookup") { request, _ in await Reply.respond { try routes.lookup(request) } }
+        router.get("/v1/due") { request, _ in await Reply.respond { try routes.due(request) } }
+        router.get("/v1/stats") { request, _ in await Reply.respond { try routes.stats(request) } }
+        router.get("/healthz") { _, _ in await Reply.respond { try routes.health() } }
+        return router
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+@_spi(Storage) import LedgerCore
+
+/// An answer that ends a request early: a status with a JSON body (`{"error": …}` unless
+/// given another), thrown by a route and turned into its response by `Reply.respond`.
+struct Reply: Error {
+    var status: HTTPResponse.Status
+    var body: JSON
+    var headers: HTTPFields = [:]
+
+    /// `{"error": message}` with `status`.
+    static func error(_ status: HTTPResponse.Status, _ message: String) -> Reply {
+        Reply(status: status, body: .object(JSONObject([("error", .string(message))])))
+    }
+
+    /// A missing or unknown token. The same words whatever the route and the subject.
+    static let unauthorized = Reply(status: .unauthorized, body: .object(JSONObject([("error", "a valid access token is required (Authorization: Bearer TOKEN)")])),
+                                    headers: [.wwwAuthenticate: "Bearer"])
+    /// A token whose role does not reach the route.
+    static let forbidden = Reply.error(.forbidden, "this token's role may not do this")
+
+    /// A `LedgerError` as the client should see it: its input's fault as `400`, a store that is
+    /// closed or read-only as `503`, anything else as `500` (Apple and clients retry those).
+    static func from(_ error: LedgerError) -> Reply {
+        switch error.code {
+        case .invalidEvent, .idConflict, .wrongExpectedVersion, .invalidArgument, .unknownModel:
+            .error(.badRequest, error.message)
+        case .closed, .readOnly, .rebuildRunning:
+            .error(.serviceUnavailable, error.message)
+        default:
+            .error(.internalServerError, error.message)
+        }
+    }
+
+    /// The response of `body` as JSON text, a line as the command line prints it.
+    static func json(_ body: JSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.contentType] = "application/json; charset=utf-8"
+        return text(body.serialized() + "\n", status: status, headers: fields)
+    }
+
+    /// A response of `text`, plain unless `headers` say otherwise.
+    static func text(_ text: String, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var fields = headers
+        if fields[.contentType] == nil { fields[.contentType] = "text/plain; charset=utf-8" }
+        fields[.cacheControl] = "no-store"
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    var response: Response { Reply.json(body, status: status, headers: headers) }
+
+    /// Runs `route`, turning what it throws into its response: a `Reply` as itself, a
+    /// `LedgerError` by `from(_:)`, a body over the limit as `413`, anything else as `500`.
+    static func respond(_ route: () async throws -> Response) async -> Response {
+        do {
+            return try await route()
+        } catch let reply as Reply {
+            return reply.response
+        } catch let error as LedgerError {
+            return from(error).response
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            return Reply.error(.contentTooLarge, "the body is over \(LedgerServer.maximumBodyBytes) bytes").response
+        } catch {
+            return Reply.error(.internalServerError, "\(error)").response
+        }
+    }
+}

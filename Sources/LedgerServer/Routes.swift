@@ -1,0 +1,179 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerAppStore
+@_spi(Storage) import LedgerCore
+import LedgerModels
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
+
+/// The routes of SPEC §7, each a library call and its command's `--json` shape.
+struct Routes: Sendable {
+    let server: LedgerServer
+    var ledger: Ledger { server.ledger }
+
+    // MARK: Access
+
+    /// The token a request carries (`Authorization: Bearer TOKEN`), if its role reaches
+    /// `role`. A missing or unknown token is `401`, a role short of it `403`: checked before
+    /// anything else, so neither says whether a subject exists.
+    @discardableResult
+    func authorize(_ request: Request, _ role: AccessRole) throws -> AccessToken {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { throw Reply.unauthorized }
+        let secret = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+        guard !secret.isEmpty, let token = try server.tokens.token(forSecret: secret) else { throw Reply.unauthorized }
+        guard token.role >= role else { throw Reply.forbidden }
+        return token
+    }
+
+    // MARK: Writing
+
+    /// `POST /appstore/v2/notifications`: one notification, verified (its signature is the
+    /// proof; no token), appended once durable. A retry is `200` with its events as duplicates.
+    func notification(_ request: Request) async throws -> Response {
+        let body = try await request.body.collect(upTo: LedgerServer.maximumBodyBytes)
+        guard let verifier = server.verifier else {
+            throw Reply.error(.serviceUnavailable, "the store has no App Store settings: record them with `ledger init --appstore-root PEM --appstore-bundle-id ID --appstore-environment ENV`")
+        }
+        do throws(LedgerError) {
+            return Reply.json(try await ledger.ingestAppStore(Array(body.readableBytesView), verifier: verifier).json)
+        } catch {
+            guard error.code == .invalidEvent || error.code == .idConflict else { throw error }
+            throw Reply.error(.badRequest, (error.field.map { "\($0): " } ?? "") + error.message)
+        }
+    }
+
+    /// `POST /v1/events`: a JSONL body, one atomic batch, as `ledger append` takes a file.
+    func events(_ request: Request) async throws -> Response {
+        try authorize(request, .writer)
+        let body = try await request.body.collect(upTo: LedgerServer.maximumBodyBytes)
+        let events: [(line: Int, draft: EventDraft)]
+        switch JSONLImport.events(in: Array(body.readableBytesView), named: "body") {
+        case .success(let checked): events = checked
+        case .failure(let problems): throw Self.refusal(problems.problems)
+        }
+        do throws(LedgerError) {
+            return Reply.json(try await ledger.append(events.map(\.draft)).json)
+        } catch {
+            guard error.code == .invalidEvent || error.code == .idConflict else { throw error }
+            let line = error.index.flatMap { events.indices.contains($0) ? events[$0].line : nil } ?? 0
+            throw Self.refusal([InputProblem(file: "body", line: line, pointer: error.field ?? "/", message: error.message)])
+        }
+    }
+
+    /// `400` with SPEC §5's error objects.
+    static func refusal(_ problems: [InputProblem]) -> Reply {
+        Reply(status: .badRequest, body: .object(JSONObject([("errors", .array(problems.map(\.json)))])))
+    }
+
+    // MARK: Reading
+
+    /// `GET /v1/subjects/{subject}/status?at=T&knownAt=T|POS`: `status --json`.
+    func status(_ request: Request, subject raw: String?) throws -> Response {
+        try authorize(request, .support)
+        let subject = try Self.subject(raw)
+        let query = Query(request)
+        let status = try ledger.status(of: subject, at: try query.time("at") ?? .now(), knownAt: try query.knownAt())
+        return Reply.json(status.json)
+    }
+
+    /// `GET /v1/subjects/{subject}/audit?at=T&knownAt=T|POS`: `audit --json`.
+    func audit(_ request: Request, subject raw: String?) throws -> Response {
+        try authorize(request, .support)
+        let subject = try Self.subject(raw)
+        let query = Query(request)
+        return Reply.json(try ledger.audit(of: subject, at: try query.time("at") ?? .now(), knownAt: try query.knownAt()).json)
+    }
+
+    /// `GET /v1/subjects/{subject}/events`: the subject's `export`, JSONL.
+    func subjectEvents(_ request: Request, subject raw: String?) throws -> Response {
+        try authorize(request, .support)
+        let subject = try Self.subject(raw)
+        var out: [UInt8] = []
+        try ledger.events(of: subject).forEach { event in
+            out += try EventLine.export(event)
+            out.append(0x0A)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
+    }
+
+    /// `GET /v1/lookup?transactionId=X` or `?originalTransactionId=X`: who holds it.
+    func lookup(_ request: Request) throws -> Response {
+        try authorize(request, .support)
+        let query = Query(request)
+        let subjects: [String]
+        switch (query["transactionId"], query["originalTransactionId"]) {
+        case (let id?, nil): subjects = try ledger.subjects(holdingTransaction: id)
+        case (nil, let id?): subjects = try ledger.subjects(holdingOriginalTransaction: id)
+        default: throw Reply.error(.badRequest, "give one of transactionId or originalTransactionId")
+        }
+        return Reply.json(.object(JSONObject([("subjects", .array(subjects.map(JSON.string)))])))
+    }
+
+    /// `GET /v1/due?from=T&to=T`: `due --json`.
+    func due(_ request: Request) throws -> Response {
+        try authorize(request, .support)
+        let query = Query(request)
+        guard let from = try query.time("from") else { throw Reply.error(.badRequest, "from: missing; give an RFC 3339 time with a zone") }
+        guard let to = try query.time("to") else { throw Reply.error(.badRequest, "to: missing; give an RFC 3339 time with a zone") }
+        guard from < to else { throw Reply.error(.badRequest, "from must be before to") }
+        return Reply.json(DueItem.json(try ledger.due(from: from, to: to), from: from, to: to))
+    }
+
+    /// `GET /v1/stats`: `stats --json`.
+    func stats(_ request: Request) throws -> Response {
+        try authorize(request, .support)
+        return Reply.json(try ledger.stats().json)
+    }
+
+    /// `GET /healthz`: `200 ok` when the store answers and no model is stale.
+    func health() throws -> Response {
+        let stale = try ledger.stats().models.filter(\.stale).map(\.name)
+        guard stale.isEmpty else { return Reply.text("stale: \(stale.joined(separator: ", "))\n", status: .serviceUnavailable) }
+        return Reply.text("ok\n")
+    }
+
+    // MARK: Parameters
+
+    /// The subject a path names, percent-decoded and checked as an event's subject is.
+    static func subject(_ raw: String?) throws -> String {
+        guard let raw, let subject = raw.removingPercentEncoding else { throw Reply.error(.badRequest, "subject: not a percent-encoded subject") }
+        if let problem = EventLimits.subjectProblem(subject) { throw Reply.error(.badRequest, "subject: \(problem)") }
+        return subject
+    }
+}
+
+/// A request's query parameters, each read once by name.
+struct Query {
+    let parameters: [String: String]
+
+    init(_ request: Request) {
+        var parameters: [String: String] = [:]
+        for (key, value) in request.uri.queryParameters {
+            parameters[String(key).removingPercentEncoding ?? String(key)] = String(value).removingPercentEncoding ?? String(value)
+        }
+        self.parameters = parameters
+    }
+
+    subscript(name: String) -> String? { parameters[name] }
+
+    /// The time parameter `name`, `nil` when absent.
+    func time(_ name: String) throws -> Timestamp? {
+        guard let text = parameters[name] else { return nil }
+        guard let t = Timestamp(rfc3339: text) else {
+            throw Reply.error(.badRequest, "\(name): " + (Timestamp.reason(rfc3339: text).map { "\(text) \($0)" }
+                ?? "expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got \(text)"))
+        }
+        return t
+    }
+
+    /// `knownAt`: a time or a log position, `nil` when absent.
+    func knownAt() throws -> KnownAt? {
+        guard let text = parameters["knownAt"] else { return nil }
+        guard let known = KnownAt(parsing: text) else {
+            throw Reply.error(.badRequest, "knownAt: expected an RFC 3339 time with a zone or a log position, got \(text)")
+        }
+        return known
+    }
+}

@@ -1,0 +1,138 @@
+import ArgumentParser
+import Foundation
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerProjections
+import LedgerServer
+
+struct ServeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the store over HTTP: the App Store's webhook, the JSON API and the support pages.",
+        discussion: """
+            One process holds the store open (SPEC §7). POST /appstore/v2/notifications takes the App \
+            Store's notifications, verified with the settings `ledger init --appstore-…` recorded; the \
+            /v1 routes answer as the commands' --json does, for a token made with `ledger token create` \
+            (Authorization: Bearer TOKEN). SIGTERM or Ctrl-C stops it once the requests in flight, \
+            appends included, have finished. Behind a TLS-terminating proxy, keep --host 127.0.0.1.
+
+            Examples:
+              ledger serve --store demo.lmdb
+              ledger serve --store shop.lmdb --host 0.0.0.0 --port 8443
+            """
+    )
+
+    @Option(name: .long, help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(name: .long, help: "The port to listen on (0: any free port).")
+    var port = 8080
+
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard (0 ... 65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+    }
+
+    func run() throws {
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let server = try LedgerServer(ledger: ledger)
+        let (host, path) = (self.host, global.storePath)
+        try Blocking.run {
+            try await server.run(host: host, port: port) { port in
+                FileHandle.standardError.write(Data("Serving \(path) on http://\(host):\(port) (SIGTERM or Ctrl-C stops)\n".utf8))
+            }
+        }
+    }
+}
+
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Make, list and revoke the server's access tokens.",
+        discussion: """
+            A token is shown once, when it is made; the store keeps only its SHA-256, with its name \
+            and role: support reads (status, audit, events, lookup, due, stats, the pages), writer \
+            also appends (POST /v1/events).
+            """,
+        subcommands: [Create.self, List.self, Revoke.self]
+    )
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a token and print it (once).",
+            discussion: """
+                Examples:
+                  ledger token create alice --role support --store demo.lmdb
+                  ledger token create billing-service --role writer --json
+                """
+        )
+
+        @Argument(help: "The token's name, to list and revoke it by.")
+        var name: String
+
+        @Option(name: .long, help: "support (reads) or writer (reads and appends).")
+        var role: String = "support"
+
+        @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            guard AccessRole(rawValue: role) != nil else { throw ValidationError("--role must be support or writer, not \(role)") }
+        }
+
+        func run() throws {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            let chosen = AccessRole(rawValue: role) ?? .support
+            let secret = try AccessTokens(ledger).create(name: name, role: chosen)
+            if global.json {
+                print(JSON.object([("name", .string(name)), ("role", .string(chosen.rawValue)), ("token", .string(secret))]).text)
+            } else {
+                print(secret)
+                FileHandle.standardError.write(Data("Made \(chosen.rawValue) token \(name): it is shown this once; the store keeps only its SHA-256.\n".utf8))
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the tokens: name, role and when each was made (never the secret).")
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            let tokens = try AccessTokens(ledger).list()
+            if global.json {
+                print(JSON.array(tokens.map { .object([("name", .string($0.name)), ("role", .string($0.role.rawValue)), ("createdAt", .string($0.createdAt.description))]) }).text)
+                return
+            }
+            if tokens.isEmpty {
+                print("No tokens; make one with `ledger token create NAME --role support|writer`.")
+                return
+            }
+            // Names hold no control characters (`AccessTokens.create`): printed as they are.
+            let width = tokens.map(\.name.count).max() ?? 0
+            for token in tokens {
+                let name = token.name
+                print("\(name)\(String(repeating: " ", count: width - name.count))  \(token.role.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  made \(token.createdAt)")
+            }
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a token by name: the server refuses it from its next request.")
+
+        @Argument(help: "The token's name.")
+        var name: String
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            guard try AccessTokens(ledger).revoke(name: name) else { throw CommandFailure.failure("no token is named \(name); `ledger token list` lists them") }
+            print("Revoked \(name).")
+        }
+    }
+}
