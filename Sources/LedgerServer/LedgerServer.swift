@@ -26,6 +26,8 @@ public struct LedgerServer: Sendable {
     /// --appstore-…`); `nil` when there are none, and the webhook answers `503`.
     let verifier: SignedDataVerifier?
     let logger: Logger
+    /// The support pages' sign-ins.
+    let sessions = Sessions()
 
     /// A server of `ledger`, which it neither opens nor closes.
     /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
@@ -76,6 +78,14 @@ public struct LedgerServer: Sendable {
         router.get("/v1/due") { request, _ in await Reply.respond { try routes.due(request) } }
         router.get("/v1/stats") { request, _ in await Reply.respond { try routes.stats(request) } }
         router.get("/healthz") { _, _ in await Reply.respond { try routes.health() } }
+        let pages = SupportPages(routes: routes, sessions: sessions)
+        router.get("/login") { request, _ in await Reply.respond { try pages.loginPage(request) } }
+        router.post("/login") { request, _ in await Reply.respond { try await pages.login(request) } }
+        router.post("/logout") { request, _ in await Reply.respond { pages.logout(request) } }
+        router.get("/") { request, _ in await Reply.respond { try pages.home(request) } }
+        router.get("/ui/subjects/{subject}") { request, context in
+            await Reply.respond { try pages.customer(request, subject: context.parameters.get("subject")) }
+        }
         return router
     }
 }

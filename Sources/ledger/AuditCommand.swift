@@ -84,9 +84,7 @@ struct AuditCommand: ParsableCommand {
             first += entry.type == "time" ? Terminal.paint(entry.summary, .cyan) : Terminal.paint(entry.type, .bold) + " [\(entry.source ?? "?")]"
             lines.append(first)
             if entry.type != "time" { lines.append("    \(entry.summary)") }
-            if let recorded = entry.recordedAt, recorded.milliseconds - entry.occurredAt.milliseconds > 3_600_000 {
-                lines.append(Terminal.paint("    recorded \(recorded), \(Self.delay(recorded.milliseconds - entry.occurredAt.milliseconds)) after it happened", .yellow))
-            }
+            if let lateness = entry.lateness { lines.append(Terminal.paint("    \(lateness)", .yellow)) }
             let width = entry.changes.map { $0.model.count + $0.field.count + 1 }.max() ?? 0
             for change in entry.changes {
                 let name = "\(change.model).\(change.field)".padding(toLength: width, withPad: " ", startingAt: 0)
@@ -100,16 +98,5 @@ struct AuditCommand: ParsableCommand {
         return lines.joined(separator: "\n")
     }
 
-    static func label(_ value: JSON) -> String {
-        switch value {
-        case .null: return "–"
-        case .string(let text): return text
-        default: return value.serialized()
-        }
-    }
-
-    static func delay(_ milliseconds: Int64) -> String {
-        let hours = milliseconds / 3_600_000
-        return hours >= 48 ? "\(hours / 24) days" : "\(hours) hours"
-    }
+    static func label(_ value: JSON) -> String { AuditChange.words(value) }
 }

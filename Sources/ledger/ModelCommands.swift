@@ -97,18 +97,8 @@ struct StatusCard {
         return line.isEmpty ? Terminal.paint(model, .bold) : line
     }
 
-    /// A view value for people: strings bare, null as –, objects as key=value.
-    func human(_ value: JSON) -> String {
-        switch value {
-        case .null: return "–"
-        case .string(let text):
-            if let zone, text.count == 24, text.hasSuffix("Z"), let t = Timestamp(rfc3339: text) { return "\(text) (\(t.local(in: zone)))" }
-            return text
-        case .array(let items): return items.isEmpty ? "none" : items.map(human).joined(separator: ", ")
-        case .object(let object): return object.members.map { "\($0.key)=\(human($0.value))" }.joined(separator: " ")
-        default: return value.serialized()
-        }
-    }
+    /// A view value for people (`ViewCard.words(for:zone:)`).
+    func human(_ value: JSON) -> String { ViewCard.words(for: value, zone: zone) }
 }
 
 struct RebuildCommand: ParsableCommand {

@@ -96,13 +96,4 @@ func formatDuration(_ seconds: Double) -> String {
     return s < 60 ? "\(s) s" : "\(s / 60) min \(s % 60) s"
 }
 
-extension Timestamp {
-    /// This instant on the wall clock of `zone` (an IANA name; unknown means UTC), to the minute,
-    /// with its offset: `2026-03-01 10:30 +01:00`.
-    func local(in zone: String) -> String {
-        let offset = Int64(LocalTime.zone(zone).secondsFromGMT(for: Date(timeIntervalSince1970: Double(milliseconds) / 1000)))
-        let wall = Timestamp(milliseconds: milliseconds + offset * 1000).description
-        let magnitude = abs(offset)
-        return "\(wall.prefix(10)) \(wall.dropFirst(11).prefix(5)) \(offset < 0 ? "-" : "+")\(String(format: "%02d:%02d", magnitude / 3600, magnitude % 3600 / 60))"
-    }
-}
+

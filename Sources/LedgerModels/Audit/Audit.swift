@@ -58,6 +58,27 @@ public struct AuditChange: Sendable, Hashable {
     }
 }
 
+extension AuditChange {
+    /// A changed value for people: strings bare, null as –, anything else as JSON.
+    public static func words(_ value: JSON) -> String {
+        switch value {
+        case .null: "–"
+        case .string(let text): text
+        default: value.serialized()
+        }
+    }
+}
+
+extension AuditEntry {
+    /// "recorded T, 3 days after it happened" for an event recorded more than an hour after it
+    /// occurred (a late fact), else `nil`.
+    public var lateness: String? {
+        guard let recorded = recordedAt, recorded.milliseconds - occurredAt.milliseconds > 3_600_000 else { return nil }
+        let hours = (recorded.milliseconds - occurredAt.milliseconds) / 3_600_000
+        return "recorded \(recorded), \(hours >= 48 ? "\(hours / 24) days" : "\(hours) hours") after it happened"
+    }
+}
+
 /// One line of a subject's timeline: an event, or a time at which a view changed by itself
 /// (`type` `"time"`, no position).
 public struct AuditEntry: Sendable, Hashable {

@@ -189,4 +189,19 @@ public struct ViewCard: Sendable {
         self.headline = headline
         self.rows = rows
     }
+
+    /// A view value for people: strings bare, null as –, lists joined, objects as key=value,
+    /// and a time followed by its local time in `zone` when one is known. How `status` and the
+    /// support pages show a card.
+    public static func words(for value: JSON, zone: String?) -> String {
+        switch value {
+        case .null: return "–"
+        case .string(let text):
+            if let zone, text.count == 24, text.hasSuffix("Z"), let t = Timestamp(rfc3339: text) { return "\(text) (\(t.local(in: zone)))" }
+            return text
+        case .array(let items): return items.isEmpty ? "none" : items.map { words(for: $0, zone: zone) }.joined(separator: ", ")
+        case .object(let object): return object.members.map { "\($0.key)=\(words(for: $0.value, zone: zone))" }.joined(separator: " ")
+        default: return value.serialized()
+        }
+    }
 }
