@@ -28,6 +28,8 @@ public struct LedgerServer: Sendable {
     let logger: Logger
     /// The support pages' sign-ins.
     let sessions = Sessions()
+    /// What `/metrics` shows.
+    let metrics = ServerMetrics()
 
     /// A server of `ledger`, which it neither opens nor closes.
     /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
@@ -59,33 +61,37 @@ public struct LedgerServer: Sendable {
         try await application(host: host, port: port, onRunning: onRunning).runService()
     }
 
-    func router() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    func router() -> Router<ServerContext> {
+        let router = Router(context: ServerContext.self)
         router.middlewares.add(LogRequestsMiddleware(.info))
+        router.middlewares.add(UnmatchedMetricsMiddleware(metrics: metrics))
         let routes = Routes(server: self)
-        router.post("/appstore/v2/notifications") { request, _ in await Reply.respond { try await routes.notification(request) } }
-        router.post("/v1/events") { request, _ in await Reply.respond { try await routes.events(request) } }
-        router.get("/v1/subjects/{subject}/status") { request, context in
-            await Reply.respond { try routes.status(request, subject: context.parameters.get("subject")) }
-        }
-        router.get("/v1/subjects/{subject}/audit") { request, context in
-            await Reply.respond { try routes.audit(request, subject: context.parameters.get("subject")) }
-        }
-        router.get("/v1/subjects/{subject}/events") { request, context in
-            await Reply.respond { try routes.subjectEvents(request, subject: context.parameters.get("subject")) }
-        }
-        router.get("/v1/lookup") { request, _ in await Reply.respond { try routes.lookup(request) } }
-        router.get("/v1/due") { request, _ in await Reply.respond { try routes.due(request) } }
-        router.get("/v1/stats") { request, _ in await Reply.respond { try routes.stats(request) } }
-        router.get("/healthz") { _, _ in await Reply.respond { try routes.health() } }
         let pages = SupportPages(routes: routes, sessions: sessions)
-        router.get("/login") { request, _ in await Reply.respond { try pages.loginPage(request) } }
-        router.post("/login") { request, _ in await Reply.respond { try await pages.login(request) } }
-        router.post("/logout") { request, _ in await Reply.respond { pages.logout(request) } }
-        router.get("/") { request, _ in await Reply.respond { try pages.home(request) } }
-        router.get("/ui/subjects/{subject}") { request, context in
-            await Reply.respond { try pages.customer(request, subject: context.parameters.get("subject")) }
+        let metrics = self.metrics
+        /// Adds a route whose answers, and what it throws, `Reply.respond` makes into
+        /// responses, counted by the route's template.
+        func on(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response) {
+            router.on(RouterPath(path), method: method) { request, context in
+                let response = await Reply.respond { try await handler(request, context) }
+                metrics.request(route: path, status: response.status)
+                return response
+            }
         }
+        on(.post, "/appstore/v2/notifications") { request, _ in try await routes.notification(request) }
+        on(.post, "/v1/events") { request, _ in try await routes.events(request) }
+        on(.get, "/v1/subjects/{subject}/status") { request, context in try routes.status(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/subjects/{subject}/audit") { request, context in try routes.audit(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/subjects/{subject}/events") { request, context in try routes.subjectEvents(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/lookup") { request, _ in try routes.lookup(request) }
+        on(.get, "/v1/due") { request, _ in try routes.due(request) }
+        on(.get, "/v1/stats") { request, _ in try routes.stats(request) }
+        on(.get, "/healthz") { _, _ in try routes.health() }
+        on(.get, "/metrics") { request, context in try routes.metrics(request, loopback: context.isLoopback(request)) }
+        on(.get, "/login") { request, _ in try pages.loginPage(request) }
+        on(.post, "/login") { request, _ in try await pages.login(request) }
+        on(.post, "/logout") { request, _ in pages.logout(request) }
+        on(.get, "/") { request, _ in try pages.home(request) }
+        on(.get, "/ui/subjects/{subject}") { request, context in try pages.customer(request, subject: context.parameters.get("subject")) }
         return router
     }
 }

@@ -36,7 +36,10 @@ struct Routes: Sendable {
             throw Reply.error(.serviceUnavailable, "the store has no App Store settings: record them with `ledger init --appstore-root PEM --appstore-bundle-id ID --appstore-environment ENV`")
         }
         do throws(LedgerError) {
-            return Reply.json(try await ledger.ingestAppStore(Array(body.readableBytesView), verifier: verifier).json)
+            let start = ContinuousClock.now
+            let result = try await ledger.ingestAppStore(Array(body.readableBytesView), verifier: verifier)
+            server.metrics.appended(result, in: ContinuousClock.now - start)
+            return Reply.json(result.json)
         } catch {
             guard error.code == .invalidEvent || error.code == .idConflict else { throw error }
             throw Reply.error(.badRequest, (error.field.map { "\($0): " } ?? "") + error.message)
@@ -53,7 +56,10 @@ struct Routes: Sendable {
         case .failure(let problems): throw Self.refusal(problems.problems)
         }
         do throws(LedgerError) {
-            return Reply.json(try await ledger.append(events.map(\.draft)).json)
+            let start = ContinuousClock.now
+            let result = try await ledger.append(events.map(\.draft))
+            server.metrics.appended(result, in: ContinuousClock.now - start)
+            return Reply.json(result.json)
         } catch {
             guard error.code == .invalidEvent || error.code == .idConflict else { throw error }
             let line = error.index.flatMap { events.indices.contains($0) ? events[$0].line : nil } ?? 0
@@ -132,6 +138,12 @@ struct Routes: Sendable {
         let stale = try ledger.stats().models.filter(\.stale).map(\.name)
         guard stale.isEmpty else { return Reply.text("stale: \(stale.joined(separator: ", "))\n", status: .serviceUnavailable) }
         return Reply.text("ok\n")
+    }
+
+    /// `GET /metrics`: Prometheus' text; loopback clients need no token, others `support`.
+    func metrics(_ request: Request, loopback: Bool) throws -> Response {
+        if !loopback { try authorize(request, .support) }
+        return Reply.text(try server.metrics.exposition(ledger), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
     }
 
     // MARK: Parameters

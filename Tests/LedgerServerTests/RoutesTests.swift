@@ -30,8 +30,8 @@ struct Served: Sendable {
     ]
 
     /// Runs `body` against a server of a fresh store holding `customer`, in memory (the
-    /// router, no socket); `configure` runs on the store first.
-    static func run(configure: (Ledger) throws -> Void = { _ in },
+    /// router, no socket) unless `setup` says otherwise; `configure` runs on the store first.
+    static func run(_ setup: TestingSetup = .router, configure: (Ledger) throws -> Void = { _ in },
                     _ body: @Sendable @escaping (any TestClientProtocol, Served) async throws -> Void) async throws {
         try await withStorePath { path in
             let ledger = try Ledger(path: path)
@@ -42,7 +42,7 @@ struct Served: Sendable {
             let served = Served(ledger: ledger, support: try tokens.create(name: "alice", role: .support),
                                 writer: try tokens.create(name: "billing", role: .writer))
             let app = try LedgerServer(ledger: ledger).application(port: 0)
-            try await app.test(.router) { client in try await body(client, served) }
+            try await app.test(setup) { client in try await body(client, served) }
         }
     }
 
@@ -235,6 +235,39 @@ extension TestResponse {
         try await Served.run { client, served async throws in
             let response = try await client.execute(uri: "/v1/stats", method: .get, headers: served.bearer(served.support))
             #expect(response.text == (try served.ledger.stats()).json.serialized() + "\n")
+        }
+    }
+
+    /// `/metrics` counts requests by route template and status, and what appends did; a
+    /// client that is not on loopback needs a token.
+    @Test func metricsCountRequestsAndAppends() async throws {
+        try await Served.run { client, served async throws in
+            #expect(try await client.execute(uri: "/metrics", method: .get).status == .unauthorized)
+            _ = try await client.execute(uri: "/v1/subjects/user-42/status", method: .get, headers: served.bearer(served.support))
+            _ = try await client.execute(uri: "/v1/subjects/nobody/status", method: .get, headers: served.bearer(served.support))
+            _ = try await client.execute(uri: "/v2/nothing", method: .get)
+            let line = #"{"type":"support.note_added","subject":"user-42","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"m","agent":"a"}}"#
+            _ = try await client.execute(uri: "/v1/events", method: .post, headers: served.bearer(served.writer), body: ByteBuffer(string: line))
+            let metrics = try await client.execute(uri: "/metrics", method: .get, headers: served.bearer(served.support))
+            #expect(metrics.status == .ok)
+            let lines = Set(metrics.text.split(separator: "\n").map(String.init))
+            #expect(lines.contains(#"ledger_http_requests_total{route="/v1/subjects/{subject}/status",status="200"} 2"#))
+            #expect(lines.contains(#"ledger_http_requests_total{route="/metrics",status="401"} 1"#))
+            #expect(lines.contains(#"ledger_http_requests_total{route="unmatched",status="404"} 1"#))
+            #expect(lines.contains("ledger_events_appended_total 1"))
+            #expect(lines.contains("ledger_append_duration_seconds_count 1"))
+            #expect(lines.contains(#"ledger_model_lag_events{model="entitlement"} 0.0"#))
+        }
+    }
+
+    /// Served on a socket, a loopback client reads `/metrics` without a token.
+    @Test func aLoopbackClientReadsMetricsWithoutAToken() async throws {
+        try await Served.run(.live) { client, _ async throws in
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(metrics.status == .ok)
+            #expect(metrics.text.contains("# TYPE ledger_events_appended_total counter"))
+            let forwarded = try await client.execute(uri: "/metrics", method: .get, headers: [HTTPField.Name("X-Forwarded-For") ?? .via: "203.0.113.9"])
+            #expect(forwarded.status == .unauthorized)
         }
     }
 
