@@ -156,16 +156,13 @@ struct Routes: Sendable {
     }
 }
 
-/// A request's query parameters, each read once by name.
+/// A request's query parameters, each read once by name. An empty one counts as absent (a
+/// form's field left blank: "now", "everything recorded").
 struct Query {
     let parameters: [String: String]
 
     init(_ request: Request) {
-        var parameters: [String: String] = [:]
-        for (key, value) in request.uri.queryParameters {
-            parameters[String(key).removingPercentEncoding ?? String(key)] = String(value).removingPercentEncoding ?? String(value)
-        }
-        self.parameters = parameters
+        parameters = HTML.form(Array((request.uri.query ?? "").utf8)).filter { !$0.value.isEmpty }
     }
 
     subscript(name: String) -> String? { parameters[name] }

@@ -121,6 +121,25 @@ extension TestResponse {
         }
     }
 
+    /// Query values are percent-decoded once, `+` is a space, and an empty one is absent (a
+    /// form's blank field).
+    @Test func queryParametersDecodeAsAFormEncodesThem() async throws {
+        try await Served.run { client, served async throws in
+            let at = Timestamp(rfc3339: Served.at) ?? .now()
+            let expected = (try served.ledger.status(of: "user-42", at: at)).json.serialized() + "\n"
+            let encoded = try await client.execute(uri: "/v1/subjects/user-42/status?at=2026-03-05T00%3A00%3A00Z&knownAt=", method: .get,
+                                                   headers: served.bearer(served.support))
+            #expect(encoded.text == expected)
+            let offset = try await client.execute(uri: "/v1/subjects/user-42/status?at=2026-03-05T01:00:00%2B01:00", method: .get,
+                                                  headers: served.bearer(served.support))
+            #expect(offset.text == expected)
+            let spaced = try await client.execute(uri: "/v1/subjects/user-42/status?at=2026-03-05+00:00:00Z", method: .get,
+                                                  headers: served.bearer(served.support))
+            // A space for the T, as RFC 3339 allows: the + was a space.
+            #expect(spaced.text == expected)
+        }
+    }
+
     @Test func aBadTimeIsABadRequestNamingTheParameter() async throws {
         try await Served.run { client, served async throws in
             let response = try await client.execute(uri: "/v1/subjects/user-42/status?at=yesterday", method: .get, headers: served.bearer(served.support))

@@ -77,7 +77,8 @@ enum HTML {
         return Response(status: .seeOther, headers: fields)
     }
 
-    /// The fields of an `application/x-www-form-urlencoded` body or query.
+    /// The fields of an `application/x-www-form-urlencoded` body or query (`+` is a space,
+    /// then each `%XX` a byte; a field that does not decode is empty).
     static func form(_ bytes: [UInt8]) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in String(decoding: bytes, as: UTF8.self).split(separator: "&") {
