@@ -205,15 +205,31 @@ public final class Ledger: Sendable {
 
     /// The subjects whose events name the store transaction `transactionId`, in the order
     /// they came (`TransactionsModel`): who holds it. Read by key, not by a scan.
+    /// A holding subject bound to a subject counts as that subject (`appstore.subject_bound`).
     public func subjects(holdingTransaction transactionId: String) throws(LedgerError) -> [String] {
-        try view(TransactionsModel.self, of: transactionId)?.subjects ?? []
+        try attributed(try view(TransactionsModel.self, of: transactionId)?.subjects ?? [])
     }
 
     /// The subjects whose events name the store subscription `originalTransactionId`, in the
-    /// order they came (`HoldersModel`), a holding subject (`appstore:<id>`) among them while
-    /// the App Store's notifications wait there.
+    /// order they came (`HoldersModel`): a holding subject (`appstore:<id>`) while the App
+    /// Store's notifications wait there, the subject it is bound to once they count for one.
     public func subjects(holdingOriginalTransaction originalTransactionId: String) throws(LedgerError) -> [String] {
-        try view(HoldersModel.self, of: originalTransactionId)?.subjects ?? []
+        try attributed(try view(HoldersModel.self, of: originalTransactionId)?.subjects ?? [])
+    }
+
+    /// `subjects` with each bound holding subject replaced by the subject its events count
+    /// for, each subject once, in order.
+    private func attributed(_ subjects: [String]) throws(LedgerError) -> [String] {
+        var out: [String] = []
+        for subject in subjects {
+            var named = subject
+            if subject.hasPrefix(AppStoreSubjectBound.holdingPrefix),
+               let bound = try view(HoldersModel.self, of: String(subject.dropFirst(AppStoreSubjectBound.holdingPrefix.count)))?.boundTo[subject] {
+                named = bound
+            }
+            if !out.contains(named) { out.append(named) }
+        }
+        return out
     }
 
     /// The events from position `from` through `through` (default: the head), in position order.

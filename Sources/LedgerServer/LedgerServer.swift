@@ -67,12 +67,12 @@ public struct LedgerServer: Sendable {
         router.middlewares.add(UnmatchedMetricsMiddleware(metrics: metrics))
         let routes = Routes(server: self)
         let pages = SupportPages(routes: routes, sessions: sessions)
-        let metrics = self.metrics
+        let (metrics, logger) = (self.metrics, self.logger)
         /// Adds a route whose answers, and what it throws, `Reply.respond` makes into
         /// responses, counted by the route's template.
         func on(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response) {
             router.on(RouterPath(path), method: method) { request, context in
-                let response = await Reply.respond { try await handler(request, context) }
+                let response = await Reply.respond(logger) { try await handler(request, context) }
                 metrics.request(route: path, status: response.status)
                 return response
             }

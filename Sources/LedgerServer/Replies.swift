@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 @_spi(Storage) import LedgerCore
 
 /// An answer that ends a request early: a status with a JSON body (`{"error": …}` unless
@@ -22,7 +23,8 @@ struct Reply: Error {
     static let forbidden = Reply.error(.forbidden, "this token's role may not do this")
 
     /// A `LedgerError` as the client should see it: its input's fault as `400`, a store that is
-    /// closed or read-only as `503`, anything else as `500` (Apple and clients retry those).
+    /// closed or read-only as `503`, anything else as `500` (Apple and clients retry those),
+    /// whose details go to the server's log, not to the client.
     static func from(_ error: LedgerError) -> Reply {
         switch error.code {
         case .invalidEvent, .idConflict, .wrongExpectedVersion, .invalidArgument, .unknownModel:
@@ -30,9 +32,12 @@ struct Reply: Error {
         case .closed, .readOnly, .rebuildRunning:
             .error(.serviceUnavailable, error.message)
         default:
-            .error(.internalServerError, error.message)
+            .internalError
         }
     }
+
+    /// What a client learns of a fault of the server's.
+    static let internalError = Reply.error(.internalServerError, "the server failed to answer; its log says why")
 
     /// The response of `body` as JSON text, a line as the command line prints it.
     static func json(_ body: JSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
@@ -52,18 +57,22 @@ struct Reply: Error {
     var response: Response { Reply.json(body, status: status, headers: headers) }
 
     /// Runs `route`, turning what it throws into its response: a `Reply` as itself, a
-    /// `LedgerError` by `from(_:)`, a body over the limit as `413`, anything else as `500`.
-    static func respond(_ route: () async throws -> Response) async -> Response {
+    /// `LedgerError` by `from(_:)`, a body over the limit as `413`, anything else as `500`;
+    /// a `500`'s cause is logged.
+    static func respond(_ logger: Logger, _ route: () async throws -> Response) async -> Response {
         do {
             return try await route()
         } catch let reply as Reply {
             return reply.response
         } catch let error as LedgerError {
-            return from(error).response
+            let reply = from(error)
+            if reply.status == .internalServerError { logger.error("\(error)") }
+            return reply.response
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             return Reply.error(.contentTooLarge, "the body is over \(LedgerServer.maximumBodyBytes) bytes").response
         } catch {
-            return Reply.error(.internalServerError, "\(error)").response
+            logger.error("\(error)")
+            return internalError.response
         }
     }
 }

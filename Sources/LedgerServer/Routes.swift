@@ -41,7 +41,10 @@ struct Routes: Sendable {
             server.metrics.appended(result, in: ContinuousClock.now - start)
             return Reply.json(result.json)
         } catch {
-            guard error.code == .invalidEvent || error.code == .idConflict else { throw error }
+            // Verification failed, or the notification cannot be mapped: Apple's to fix. Any
+            // other failure (a conflict with what is stored included) is the server's: Apple
+            // retries a 5xx.
+            guard error.code == .invalidEvent else { throw error }
             throw Reply.error(.badRequest, (error.field.map { "\($0): " } ?? "") + error.message)
         }
     }

@@ -247,12 +247,15 @@ struct LogStorage: Sendable {
     }
 
     /// Writes the events `session` derived from the event just written (`CommitSession.derived`),
-    /// each right after it, unless the log holds them already. They are not the caller's: an
-    /// append's outcomes and a stream's counts leave them out. A failure here aborts the whole
-    /// transaction (`AbortTransaction`), since the batch has written already.
+    /// each right after it, unless the log holds them already; returns each one written, by
+    /// id, with its position and content. They are not the caller's: an append's outcomes and
+    /// a stream's counts leave them out, though each takes a version in its subject's stream. A
+    /// failure here aborts the whole transaction (`AbortTransaction`), since the batch has
+    /// written already.
     private func writeDerived(_ recordedAt: Timestamp, _ txn: borrowing Transaction, _ head: inout Head,
-                              _ session: (any CommitSession)?) throws {
-        guard let session else { return }
+                              _ session: (any CommitSession)?) throws -> [EventID: (position: UInt64, content: [UInt8])] {
+        var written: [EventID: (position: UInt64, content: [UInt8])] = [:]
+        guard let session else { return written }
         for draft in session.derived() {
             do {
                 let data = try draft.validate()
@@ -264,12 +267,14 @@ struct LogStorage: Sendable {
                     (stored, storedData) = (sealedDraft, sealedData)
                     record = EventRecord.encode(stored, version: 0, recordedAt: recordedAt)
                 }
-                _ = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
+                let content = Array(EventRecord.content(ofUnhashed: record))
+                written[draft.id] = (try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session).position, content)
             } catch let error as LedgerError {
                 throw AbortTransaction(error: error)
             }
-            try writeDerived(recordedAt, txn, &head, session)
+            for (id, entry) in try writeDerived(recordedAt, txn, &head, session) { written[id] = entry }
         }
+        return written
     }
 
     /// Merges the tail (unless this transaction already has) and the transaction's pending
@@ -388,8 +393,18 @@ struct LogStorage: Sendable {
             }
         }
 
-        // 3. Writes.
+        // 3. Writes. An event the ledger derived earlier in this batch (`writeDerived`) may
+        //    carry the id of a later one: the same fact is a duplicate, another one a conflict.
+        var derived: [EventID: (position: UInt64, content: [UInt8])] = [:]
         for i in fresh {
+            if let earlier = derived[drafts[i].id] {
+                guard earlier.content == Array(EventRecord.content(ofUnhashed: records[i])) else {
+                    throw AbortTransaction(error: LedgerError(.idConflict, "event id \(drafts[i].id) is that of the appstore.subject_bound the ledger wrote at position \(earlier.position) for an earlier event of this batch, with other content; leave bindings to the ledger",
+                                                              index: i, field: "/id", subject: drafts[i].subject, position: earlier.position))
+                }
+                outcomes[i] = .duplicate(position: earlier.position)
+                continue
+            }
             var draft = drafts[i], data = append.data[i]
             if let (sealedDraft, sealedData) = try sealed(draft, data, txn, &head) {
                 (draft, data) = (sealedDraft, sealedData)
@@ -397,7 +412,7 @@ struct LogStorage: Sendable {
             }
             let written = try write(&records[i], idHash: idHashes[i], draft: draft, data: data, recordedAt: recordedAt, txn, &head, session)
             try afterWriting(draft, at: written.position, txn, &head)
-            try writeDerived(recordedAt, txn, &head, session)
+            for (id, entry) in try writeDerived(recordedAt, txn, &head, session) { derived[id] = entry }
             versions[draft.subject] = written.version
             outcomes[i] = .appended(position: written.position, version: written.version)
         }
@@ -541,7 +556,7 @@ struct LogStorage: Sendable {
                 }
                 let written = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
                 try afterWriting(stored, at: written.position, txn, &head)
-                if restoring { _ = session?.derived() } else { try writeDerived(recordedAt, txn, &head, session) }
+                if restoring { _ = session?.derived() } else { _ = try writeDerived(recordedAt, txn, &head, session) }
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -41,10 +41,6 @@ struct AuditCommand: ParsableCommand {
         if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
     }
 
-    func parseKnownAt(_ text: String) throws -> KnownAt {
-        if let known = KnownAt(parsing: text) { return known }
-        return .time(try parseTime(text, option: "--known-at", orElse: "an RFC 3339 time with a zone or a log position"))
-    }
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()

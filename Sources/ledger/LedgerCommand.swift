@@ -25,7 +25,7 @@ struct LedgerCommand: ParsableCommand {
               ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
             """,
         groupedSubcommands: [
-            CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self]),
+            CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self, LookupCommand.self]),
             CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
                                                           VerifyCommand.self, StatsCommand.self, EraseCommand.self, IngestCommand.self]),
             CommandGroup(name: "Serving", subcommands: [ServeCommand.self, TokenCommand.self]),

@@ -5,6 +5,12 @@ import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore
 
+/// Parses `--known-at`: a log position or an RFC 3339 time with a zone (`KnownAt(parsing:)`).
+func parseKnownAt(_ text: String) throws -> KnownAt {
+    if let known = KnownAt(parsing: text) { return known }
+    return .time(try parseTime(text, option: "--known-at", orElse: "an RFC 3339 time with a zone or a log position"))
+}
+
 /// Parses a command-line time (`--at`, `--now`…): any RFC 3339 time with a zone that events
 /// could carry (years 0000–9999 once in UTC), by the parser events' times go through.
 func parseTime(_ text: String, option: String, orElse expected: String = "an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z)") throws -> Timestamp {
@@ -24,9 +30,13 @@ struct StatusCommand: ParsableCommand {
             never seen is a guest, not an error. A model that is stale (see `ledger stats`) is still \
             shown, with a warning on standard error.
 
+            With --known-at, only the events recorded by then (a time, or a log position) count: what \
+            support would have been shown at that moment.
+
             Examples:
               ledger status user-42
               ledger status user-42 --at 2026-03-05T00:00:00Z --json
+              ledger status user-42 --at 2026-03-05T00:00:00Z --known-at 2026-03-06T00:00:00Z
             """
     )
 
@@ -38,16 +48,21 @@ struct StatusCommand: ParsableCommand {
     @Option(help: "The time to evaluate at (RFC 3339; default: now).")
     var at: String?
 
+    @Option(name: .customLong("known-at"), help: "Only what was recorded by then: an RFC 3339 time or a log position (default: everything).")
+    var knownAt: String?
+
     func validate() throws {
         if let at { _ = try parseTime(at, option: "--at") }
+        if let knownAt { _ = try parseKnownAt(knownAt) }
         if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
     }
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        let known = try knownAt.map(parseKnownAt)
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let status = try ledger.status(of: subject, at: t)
+        let status = try ledger.status(of: subject, at: t, knownAt: known)
         // SPEC §5: the view of no events, and a word on stderr (a mistyped name looks like a guest).
         if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(subject)") }
         for name in status.stale {

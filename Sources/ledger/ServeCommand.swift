@@ -63,16 +63,16 @@ struct TokenCommand: ParsableCommand {
             abstract: "Make a token and print it (once).",
             discussion: """
                 Examples:
-                  ledger token create alice --role support --store demo.lmdb
-                  ledger token create billing-service --role writer --json
+                  ledger token create --role support --name alice --store demo.lmdb
+                  ledger token create --role writer --json
                 """
         )
 
-        @Argument(help: "The token's name, to list and revoke it by.")
-        var name: String
-
         @Option(name: .long, help: "support (reads) or writer (reads and appends).")
-        var role: String = "support"
+        var role: String
+
+        @Option(name: .long, help: "The token's name, to list and revoke it by (default: ROLE-N, the first free).")
+        var name: String?
 
         @OptionGroup var global: GlobalOptions
 
@@ -84,7 +84,10 @@ struct TokenCommand: ParsableCommand {
             let ledger = try global.openLedger()
             defer { ledger.close() }
             let chosen = AccessRole(rawValue: role) ?? .support
-            let secret = try AccessTokens(ledger).create(name: name, role: chosen)
+            let tokens = AccessTokens(ledger)
+            let taken = Set(try tokens.list().map(\.name))
+            let name = self.name ?? (1...).lazy.map { "\(chosen.rawValue)-\($0)" }.first { !taken.contains($0) } ?? chosen.rawValue
+            let secret = try tokens.create(name: name, role: chosen)
             if global.json {
                 print(JSON.object([("name", .string(name)), ("role", .string(chosen.rawValue)), ("token", .string(secret))]).text)
             } else {
@@ -108,7 +111,7 @@ struct TokenCommand: ParsableCommand {
                 return
             }
             if tokens.isEmpty {
-                print("No tokens; make one with `ledger token create NAME --role support|writer`.")
+                print("No tokens; make one with `ledger token create --role support|writer [--name N]`.")
                 return
             }
             // Names hold no control characters (`AccessTokens.create`): printed as they are.
@@ -133,6 +136,50 @@ struct TokenCommand: ParsableCommand {
             defer { ledger.close() }
             guard try AccessTokens(ledger).revoke(name: name) else { throw CommandFailure.failure("no token is named \(name); `ledger token list` lists them") }
             print("Revoked \(name).")
+        }
+    }
+}
+
+struct LookupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lookup",
+        abstract: "Who holds a store transaction or subscription: the subjects whose events name it.",
+        discussion: """
+            Read from an index the appends keep (the transactions and holders models), never a scan. \
+            A subscription whose App Store notifications wait under appstore:<id> is held by that \
+            subject until one is bound to it, then by the bound subject.
+
+            Examples:
+              ledger lookup --transaction-id 2000000101 --store shop.lmdb
+              ledger lookup --original-transaction-id 2000000100 --json
+            """
+    )
+
+    @Option(name: .customLong("transaction-id"), help: "A transaction's id.")
+    var transactionId: String?
+
+    @Option(name: .customLong("original-transaction-id"), help: "A subscription's original transaction id.")
+    var originalTransactionId: String?
+
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard (transactionId == nil) != (originalTransactionId == nil) else {
+            throw ValidationError("give one of --transaction-id or --original-transaction-id")
+        }
+    }
+
+    func run() throws {
+        let ledger = try global.openLedger()
+        defer { ledger.close() }
+        let subjects = try transactionId.map { id throws(LedgerError) in try ledger.subjects(holdingTransaction: id) }
+            ?? ledger.subjects(holdingOriginalTransaction: originalTransactionId ?? "")
+        if global.json {
+            print(JSON.object([("subjects", .array(subjects.map(JSON.string)))]).text)
+        } else if subjects.isEmpty {
+            FileHandle.standardError.write(Data("No subject holds \(transactionId.map { "transaction \($0)" } ?? "subscription \(originalTransactionId ?? "")").\n".utf8))
+        } else {
+            for subject in subjects { print(subject) }
         }
     }
 }

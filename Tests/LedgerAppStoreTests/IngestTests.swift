@@ -210,6 +210,26 @@ struct IngestTests {
         }
     }
 
+    /// A batch that carries, after the app's report, the binding the ledger derives from it:
+    /// the same fact is a duplicate; the same id with other content is refused, nothing kept.
+    @Test func aBindingInTheBatchAfterTheReportIsTheDerivedOne() async throws {
+        try await withLedger { ledger in
+            try await ledger.ingestAppStore(try Self.body("SUBSCRIBED", "INITIAL_BUY", day: 0, uuid: 70), verifier: verifier)
+            let report = Self.appReport("user-9")
+            let id = EventIdentity.derive(named: "appstore.subject_bound/appstore:2000000100/user-9")
+            let binding = AppStoreSubjectBound(originalTransactionId: "2000000100", from: "appstore:2000000100")
+            let other = LedgerEvent(id: id, subject: "user-9", occurredAt: report.occurredAt.adding(seconds: 1), source: .system, data: binding.eventData)
+            let refused = await #expect(throws: LedgerError.self) { try await ledger.append([report, other]) }
+            #expect(refused?.code == .idConflict)
+            #expect(try ledger.lastPosition() == 2)
+            #expect(try ledger.verify().isValid)
+            let same = LedgerEvent(id: id, subject: "user-9", occurredAt: report.occurredAt, source: .system, data: binding.eventData)
+            let result = try await ledger.append([report, same])
+            #expect(result.outcomes == [.appended(position: 3, version: 1), .duplicate(position: 4)])
+            #expect(try ledger.verify().isValid)
+        }
+    }
+
     /// A binding names the holding subject of its subscription, or is refused.
     @Test func aBindingOfAnotherSubjectIsRefused() async throws {
         try await withLedger { ledger async throws in

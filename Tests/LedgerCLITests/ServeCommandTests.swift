@@ -13,12 +13,12 @@ import Testing
     @Test func aTokenIsShownOnceListedByNameAndRevoked() throws {
         try withStorePath { store in
             #expect(try Run(["init", "--store", store]).status == 0)
-            let made = try Run(["token", "create", "alice", "--role", "support", "--store", store])
+            let made = try Run(["token", "create", "--role", "support", "--name", "alice", "--store", store])
             #expect(made.status == 0)
             #expect(made.stdout.hasPrefix("ledger_"))
             #expect(made.stdout.count == "ledger_".count + 43 + 1)
             #expect(made.stderr == "Made support token alice: it is shown this once; the store keeps only its SHA-256.\n")
-            let again = try Run(["token", "create", "alice", "--store", store])
+            let again = try Run(["token", "create", "--role", "writer", "--name", "alice", "--store", store])
             #expect(again.status == 1)
             #expect(again.stderr.contains("a token named alice exists; revoke it first, or choose another name"))
             let list = try Run(["token", "list", "--store", store])
@@ -28,7 +28,9 @@ import Testing
             let gone = try Run(["token", "revoke", "alice", "--store", store])
             #expect(gone.status == 1)
             #expect(gone.stderr.hasSuffix("no token is named alice; `ledger token list` lists them\n"))
-            let role = try Run(["token", "create", "bob", "--role", "admin", "--store", store])
+            let unnamed = try Run(["token", "create", "--role", "writer", "--json", "--store", store])
+            #expect(unnamed.stdout.hasPrefix(#"{"name":"writer-1","role":"writer","token":"ledger_"#))
+            let role = try Run(["token", "create", "--role", "admin", "--store", store])
             #expect(role.status == 2)
             #expect(role.stderr.contains("--role must be support or writer, not admin"))
         }
@@ -54,30 +56,14 @@ import Testing
     @Test func sigtermMidLoadLosesNothingAcknowledged() async throws {
         try await withStorePath { store in
             #expect(try Run(["init", "--store", store]).status == 0)
-            let made = try Run(["token", "create", "loader", "--role", "writer", "--json", "--store", store])
+            let made = try Run(["token", "create", "--role", "writer", "--name", "loader", "--json", "--store", store])
             guard case .object(let object)? = try? JSONParser.parse(Array(made.stdout.utf8)), case .string(let token)? = object["token"] else {
                 Issue.record("no token: \(made.stdout) \(made.stderr)")
                 return
             }
-            let server = Process()
-            server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
-            server.arguments = ["serve", "--store", store, "--port", "0"]
-            let err = Pipe()
-            server.standardError = err
-            server.standardOutput = FileHandle.nullDevice
-            try server.run()
+            let (server, url) = try Self.serve(store)
             defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-            // "Serving STORE on http://127.0.0.1:PORT (…)"
-            var said = ""
-            while !said.contains(" (SIGTERM") {
-                let chunk = err.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                said += String(decoding: chunk, as: UTF8.self)
-            }
-            guard let range = said.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
-                Issue.record("the server did not say where it listens: \(said)")
-                return
-            }
+            guard let url else { return }
             let session = URLSession(configuration: .ephemeral)
             // SIGTERM once 50 appends are acknowledged, the others still coming.
             let answered = Counter()
@@ -103,6 +89,76 @@ import Testing
             #expect(stats.stdout.hasPrefix(#"{"events":\#(acknowledged),"#), "acknowledged \(acknowledged)")
             #expect(acknowledged >= 49)
             #expect(acknowledged < 400)
+        }
+    }
+}
+
+extension ServeCommandTests {
+    /// Starts `ledger serve` on a free port of `store`; returns it and where it listens (`nil`,
+    /// recorded as an issue, when it does not say).
+    static func serve(_ store: String) throws -> (Process, URL?) {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
+        server.arguments = ["serve", "--store", store, "--port", "0"]
+        let err = Pipe()
+        server.standardError = err
+        server.standardOutput = FileHandle.nullDevice
+        try server.run()
+        // "Serving STORE on http://127.0.0.1:PORT (…)"
+        var said = ""
+        while !said.contains(" (SIGTERM") {
+            let chunk = err.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            said += String(decoding: chunk, as: UTF8.self)
+        }
+        // The request log goes on: read it so that the server never blocks on a full pipe.
+        err.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
+        guard let range = said.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
+            Issue.record("the server did not say where it listens: \(said)")
+            return (server, nil)
+        }
+        return (server, url)
+    }
+
+    /// The body of a GET of `path` with `token`.
+    static func get(_ url: URL, _ path: String, token: String) async throws -> String {
+        var request = URLRequest(url: URL(string: url.absoluteString + path) ?? url)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        let (data, _) = try await URLSession(configuration: .ephemeral).data(for: request)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Each route's body is the command's standard output, byte for byte, on the example store.
+    @Test func theRoutesAnswerWhatTheCommandsPrint() async throws {
+        try await withStorePath { store in
+            let example = FileManager.default.currentDirectoryPath + "/Schemas/examples/alex.jsonl"
+            #expect(try Run(["append", "--store", store, "--restore", example]).status == 0)
+            let made = try Run(["token", "create", "--role", "support", "--json", "--store", store])
+            guard case .object(let object)? = try? JSONParser.parse(Array(made.stdout.utf8)), case .string(let token)? = object["token"] else {
+                Issue.record("no token: \(made.stdout) \(made.stderr)")
+                return
+            }
+            let (server, url) = try Self.serve(store)
+            defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+            guard let url else { return }
+            let at = "2026-02-20T00:00:00Z"
+            let pairs: [(String, [String])] = [
+                ("/v1/subjects/alex/status?at=\(at)", ["status", "alex", "--at", at]),
+                ("/v1/subjects/alex/status?at=\(at)&knownAt=3", ["status", "alex", "--at", at, "--known-at", "3"]),
+                ("/v1/subjects/alex/audit?at=\(at)", ["audit", "alex", "--at", at]),
+                ("/v1/due?from=2026-01-01T00:00:00Z&to=2026-12-01T00:00:00Z", ["due", "--from", "2026-01-01T00:00:00Z", "--to", "2026-12-01T00:00:00Z"]),
+                ("/v1/lookup?transactionId=t2", ["lookup", "--transaction-id", "t2"]),
+                ("/v1/lookup?originalTransactionId=o1", ["lookup", "--original-transaction-id", "o1"]),
+            ]
+            for (path, command) in pairs {
+                let printed = try Run(command + ["--json", "--store", store])
+                #expect(printed.status == 0, "\(command): \(printed.stderr)")
+                #expect(try await Self.get(url, path, token: token) == printed.stdout, "\(path)")
+            }
+            let exported = try Run(["export", "--subject", "alex", "--store", store])
+            #expect(try await Self.get(url, "/v1/subjects/alex/events", token: token) == exported.stdout)
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
         }
     }
 }

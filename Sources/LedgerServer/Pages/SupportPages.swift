@@ -39,7 +39,7 @@ struct SupportPages: Sendable {
             <label>Access token<input type="password" name="token" autocomplete="off" size="50" required autofocus></label>
             <button>Sign in</button>
             </form>
-            <p class="muted">A token is made with <code>ledger token create NAME --role support</code>.</p>
+            <p class="muted">A token is made with <code>ledger token create --role support --name NAME</code>.</p>
             """)
         response.status = status
         return response

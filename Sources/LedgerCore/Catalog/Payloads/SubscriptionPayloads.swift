@@ -502,8 +502,9 @@ public struct AppStoreNotification: EventPayload {
 
 /// `appstore.subject_bound`: the App Store events held under `appstore:<originalTransactionId>`
 /// (`from`, the holding subject) count for this subject: its read models fold them with its own,
-/// whenever they arrived (attributed, never rewritten). The ledger appends it itself, right
-/// after the first event of another subject that names the subscription.
+/// whenever they arrived (attributed, never rewritten). The ledger appends it itself, once,
+/// right after the first event by which both the holding subject and another subject have
+/// named the subscription (whichever came first).
 public struct AppStoreSubjectBound: EventPayload {
     public static let type = "appstore.subject_bound"
     public var originalTransactionId = ""
