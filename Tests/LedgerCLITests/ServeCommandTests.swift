@@ -56,14 +56,9 @@ import Testing
     @Test func sigtermMidLoadLosesNothingAcknowledged() async throws {
         try await withStorePath { store in
             #expect(try Run(["init", "--store", store]).status == 0)
-            let made = try Run(["token", "create", "--role", "writer", "--name", "loader", "--json", "--store", store])
-            guard case .object(let object)? = try? JSONParser.parse(Array(made.stdout.utf8)), case .string(let token)? = object["token"] else {
-                Issue.record("no token: \(made.stdout) \(made.stderr)")
-                return
-            }
-            let (server, url) = try Self.serve(store)
+            let (token, (server, url)) = (try Self.token(.writer, store), try Self.serve(store))
             defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-            guard let url else { return }
+            guard let url, let token else { return }
             let session = URLSession(configuration: .ephemeral)
             // SIGTERM once 50 appends are acknowledged, the others still coming.
             let answered = Counter()
@@ -120,6 +115,19 @@ extension ServeCommandTests {
         return (server, url)
     }
 
+    enum Role: String { case support, writer }
+
+    /// A new token of `role` in `store` (`token create --json`); `nil`, recorded as an issue,
+    /// when the command does not print one.
+    static func token(_ role: Role, _ store: String) throws -> String? {
+        let made = try Run(["token", "create", "--role", role.rawValue, "--json", "--store", store])
+        guard case .object(let object)? = try? JSONParser.parse(Array(made.stdout.utf8)), case .string(let token)? = object["token"] else {
+            Issue.record("no token: \(made.stdout) \(made.stderr)")
+            return nil
+        }
+        return token
+    }
+
     /// The body of a GET of `path` with `token`.
     static func get(_ url: URL, _ path: String, token: String) async throws -> String {
         var request = URLRequest(url: URL(string: url.absoluteString + path) ?? url)
@@ -133,14 +141,9 @@ extension ServeCommandTests {
         try await withStorePath { store in
             let example = FileManager.default.currentDirectoryPath + "/Schemas/examples/alex.jsonl"
             #expect(try Run(["append", "--store", store, "--restore", example]).status == 0)
-            let made = try Run(["token", "create", "--role", "support", "--json", "--store", store])
-            guard case .object(let object)? = try? JSONParser.parse(Array(made.stdout.utf8)), case .string(let token)? = object["token"] else {
-                Issue.record("no token: \(made.stdout) \(made.stderr)")
-                return
-            }
-            let (server, url) = try Self.serve(store)
+            let (token, (server, url)) = (try Self.token(.support, store), try Self.serve(store))
             defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
-            guard let url else { return }
+            guard let url, let token else { return }
             let at = "2026-02-20T00:00:00Z"
             let pairs: [(String, [String])] = [
                 ("/v1/subjects/alex/status?at=\(at)", ["status", "alex", "--at", at]),
