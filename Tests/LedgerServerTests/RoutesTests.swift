@@ -62,6 +62,19 @@ extension TestResponse {
         }
     }
 
+    /// A store whose models another policy built is not healthy until a rebuild.
+    @Test func healthIsUnavailableWhileModelsAreStale() async throws {
+        try await Served.run(configure: { ledger in
+            var longerGrace = Policy.reference
+            longerGrace.subscription.billingGraceDays = 10
+            try ledger.log.setPolicy(longerGrace)
+        }) { client, _ async throws in
+            let response = try await client.execute(uri: "/healthz", method: .get)
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.text.hasPrefix("stale: entitlement, retention, badge"))
+        }
+    }
+
     /// A missing, malformed or unknown token is 401, the same for a subject the store has and
     /// one it has not.
     @Test func aRequestWithoutAValidTokenIsUnauthorisedAndSaysNothingMore() async throws {
