@@ -277,30 +277,14 @@ public final class Ledger: Sendable {
     /// The entries of `model`'s time-ordered index (`ReadModel.indexEntries`) with
     /// from ≤ at < to, sorted by (at, key, kind, detail).
     public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {
-        try indexEntries(of: model, from: from, to: to).map { ($0.key, $0.entry) }
-    }
-
-    /// The index entries of `model` with from ≤ at < to, sorted: the stored ones, and for a
-    /// subject whose views count a holding subject's events (or a holding subject bound to
-    /// one), those its replayed events give, under the subject.
-    private func indexEntries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
-        let (stored, replay) = try engine.entries(of: model, from: from, to: to)
-        guard !replay.isEmpty, let type = engine.models.first(where: { $0.name == model }) else { return stored }
-        var entries = stored
-        let policy = try policy()
-        for subject in replay {
-            for entry in Replay.indexEntries(type, of: subject, from: try recordedEvents(of: subject), policy: policy) where entry.at >= from && entry.at < to {
-                entries.append((subject, entry, (try? JSONParser.parse(entry.detail)) ?? .object(JSONObject())))
-            }
-        }
-        return ProjectionEngine.sorted(entries)
+        try engine.entries(of: model, from: from, to: to).map { ($0.key, $0.entry) }
     }
 
     /// What falls due at from ≤ at < to (SPEC §4 "Due"), sorted by (at, subject, kind, detail),
     /// read by range from the due model's index: never a scan of every subject. Empty when the
     /// ledger has no due model.
     public func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
-        try indexEntries(of: DueModel.name, from: from, to: to).map { entry in
+        try engine.entries(of: DueModel.name, from: from, to: to).map { entry in
             let detail: JSONObject
             if case .object(let object) = entry.detail { detail = object } else { detail = JSONObject() }
             return DueItem(subject: entry.key, at: entry.entry.at, kind: entry.entry.kind, detail: detail)

@@ -7,7 +7,7 @@
 /// audit, which are about one subject.
 public enum HoldersModel: ReadModel {
     public static let name = "holders"
-    public static let version: UInt32 = 2
+    public static let version: UInt32 = 3
 
     public struct State: ModelState {
         /// Each subject, in the order its first event naming the id was appended.
@@ -21,6 +21,9 @@ public enum HoldersModel: ReadModel {
         public var bound: [String] = []
         /// The subject each of `bound` is attributed to (the first binding's).
         public var boundTo: [String] = []
+        /// The positions of the holding subject's events naming the subscription, in order:
+        /// what a bound subject's index folds onto its own states.
+        public var waiting: [UInt64] = []
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
@@ -29,6 +32,7 @@ public enum HoldersModel: ReadModel {
             try coder.code(&latestPosition)
             try coder.code(&bound)
             try coder.code(&boundTo)
+            try coder.code(&waiting)
         }
     }
 
@@ -81,7 +85,10 @@ public enum HoldersModel: ReadModel {
     }
 
     public static func apply(_ event: RecordedEvent, to state: inout State) {
-        guard key(for: event) != nil else { return }
+        guard let original = key(for: event) else { return }
+        if event.subject == AppStoreSubjectBound.holdingSubject(of: original) {
+            state.waiting.insert(event.position, at: state.waiting.firstIndex { $0 > event.position } ?? state.waiting.endIndex)
+        }
         if case .appStoreSubjectBound(let binding) = event.data, let holding = binding.holding(attributedTo: event.subject),
            !state.bound.contains(holding) {
             state.bound.append(holding)

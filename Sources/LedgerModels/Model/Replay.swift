@@ -21,16 +21,6 @@ package enum Replay {
         return typedView(model, of: subject, happened, facts: facts(of: happened), at: t, policy: policy)
     }
 
-    /// `subject`'s entries in `model`'s time-ordered index (`ReadModel.indexEntries`) from
-    /// its events (in any order), all of them, as its stored state would give them.
-    package static func indexEntries<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], policy: Policy) -> [IndexEntry] {
-        let ordered = events.filter { $0.subject == subject }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
-        var state = M.State()
-        var items: [[UInt8]: M.Item] = [:]
-        for event in ordered where M.reads.contains(event.type) && M.key(for: event) == subject { M.fold(event, into: &state, items: &items, policy: policy) }
-        return M.indexEntries(of: state, facts: facts(of: ordered), policy: policy)
-    }
-
     private static func facts(of events: [RecordedEvent]) -> SubjectFacts {
         var facts = SubjectFacts()
         for event in events where SubjectFacts.reads.contains(event.type) { facts.apply(event) }

@@ -27,6 +27,10 @@ final class ProjectionEngine: CommitObserver {
     /// The folds (by index) an indexed model's entries are worked out from: the facts and the
     /// indexed models.
     let indexInputs: Set<Int>
+    /// The folds (by index) in the order a catch-up advances them: the facts, then the models
+    /// keyed otherwise than by subject (the holders, whose positions a bound subject's index
+    /// entries read: `Attributed`), then the others.
+    let catchUpOrder: [Int]
     let broadcaster = PositionBroadcaster()
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
@@ -40,6 +44,7 @@ final class ProjectionEngine: CommitObserver {
         indexInputs = hasIndex ? Set([0] + models.indices.filter { models[$0].isIndexed }.map { $0 + 1 }) : []
         let folds = self.folds
         readers = EventCatalog.typeNames.map { type in folds.indices.filter { folds[$0].reads.contains(type) } }
+        catchUpOrder = [0] + folds.indices.dropFirst().filter { !folds[$0].keyedBySubject } + folds.indices.dropFirst().filter { folds[$0].keyedBySubject }
     }
 
     var modelNames: [String] { models.map { $0.name } }
@@ -81,7 +86,8 @@ final class ProjectionEngine: CommitObserver {
         var served = try servedForWriting(txn)
         var active: [InlineSession.Entry?] = Array(repeating: nil, count: folds.count)
         let policy = try self.policy(txn)
-        for (index, fold) in folds.enumerated() {
+        for index in catchUpOrder {
+            let fold = folds[index]
             guard let record = served.record(fold.name), record.version == UInt64(fold.version) else { continue }
             var checkpoint = record.checkpoint
             if checkpoint < head && head - checkpoint <= inlineCatchUpLimit {
@@ -134,17 +140,27 @@ final class ProjectionEngine: CommitObserver {
     }
 
     /// Works out again the index entries of `keys` in every indexed model of `generation`,
-    /// from their stored states and facts under `policy`.
+    /// from their stored states and facts under `policy`. The entries of a subject whose views
+    /// count a holding subject's events are worked out with those events folded onto its
+    /// states (`Attributed`), and a bound holding subject has none; so refreshing either
+    /// refreshes the other.
     func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction) throws {
         guard hasIndex, !keys.isEmpty else { return }
         guard let facts = generation.record(Fold.factsName), facts.version == UInt64(Fold.factsVersion) else { return }
+        let attributed = Attributed(engine: self, generation: generation)
+        var all = keys
+        for key in keys {
+            let stored = try store.states(of: key, in: generation.number, txn)
+            all.formUnion(try Attributed.facts(stored[facts.tagByte]).bound)
+            if let subject = try attributed.boundSubject(ofHolding: key, txn) { all.insert(subject) }
+        }
         for model in models where model.isIndexed {
             // Another version's states may not decode under this code: its index stays as it
             // is, stale with the model, until a rebuild.
             guard let record = generation.record(model.name), record.version == UInt64(model.version) else { continue }
-            for key in keys {
+            for key in all {
                 let stored = try store.states(of: key, in: generation.number, txn)
-                let entries = try Self.indexEntries(model, stateBytes: stored[record.tagByte], factsBytes: stored[facts.tagByte], policy: policy)
+                let entries = try attributed.indexEntries(model, of: key, stateBytes: stored[record.tagByte], factsBytes: stored[facts.tagByte], policy: policy, txn)
                 try store.setEntries(entries, of: key, generation: generation.number, tag: record.tagByte, txn)
             }
         }
@@ -170,7 +186,8 @@ final class ProjectionEngine: CommitObserver {
                     let head = try store.log.head(txn)
                     var served = try servedForWriting(txn)
                     var finished = true
-                    for (index, fold) in folds.enumerated() {
+                    for index in catchUpOrder {
+                        let fold = folds[index]
                         guard let record = served.record(fold.name), record.checkpoint < head, record.version == UInt64(fold.version) else { continue }
                         let target = min(head, record.checkpoint + batch)
                         _ = try catchUp(index, of: &served, through: target, txn)

@@ -239,7 +239,7 @@ extension ProjectionEngine {
                     let answers = M.keyedBySubject ? found.keys.contains(where: subjectTags.contains) : found[record.tagByte] != nil
                     guard answers else { return }
                     // A holding subject bound to a subject is answered with that subject.
-                    if M.keyedBySubject, key.hasPrefix(AppStoreSubjectBound.holdingPrefix), case .attributed = try attribution(of: key, in: served, txn) { return }
+                    if M.keyedBySubject, try Attributed(engine: self, generation: served).boundSubject(ofHolding: key, txn) != nil { return }
                     let view: M.View?
                     do {
                         view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy)
@@ -268,30 +268,14 @@ extension ProjectionEngine {
 
     /// The entries of `model`'s time-ordered index with from ≤ at < to, sorted by (at, key,
     /// kind, detail), strings by their UTF-8 bytes.
-    ///
-    /// The entries of a subject whose views count a holding subject's events, and of a holding
-    /// subject bound to a subject, are left out, and those subjects named in `replay`: their
-    /// stored states do not hold what counts for them (`attribution(of:in:_:)`).
-    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError)
-        -> (entries: [(key: String, entry: IndexEntry, detail: JSON)], replay: [String]) {
+
+    func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
         do {
             return try store.env.read { txn in
-                guard let served = try store.served(txn), let record = served.record(model) else { return ([], []) }
+                guard let served = try store.served(txn), let record = served.record(model) else { return [] }
                 var found: [(key: String, entry: IndexEntry, detail: JSON)] = []
-                var attributions: [String: Attribution] = [:]
-                var replay: [String] = []
-                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in
-                    let attribution = try attributions[key] ?? attribution(of: key, in: served, txn)
-                    if attributions.updateValue(attribution, forKey: key) == nil {
-                        switch attribution {
-                        case .own: break
-                        case .replayed: if !replay.contains(key) { replay.append(key) }
-                        case .attributed(let subject): if !replay.contains(subject) { replay.append(subject) }
-                        }
-                    }
-                    if case .own = attribution { found.append((key, entry, detail)) }
-                }
-                return (Self.sorted(found), replay)
+                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in found.append((key, entry, detail)) }
+                return Self.sorted(found)
             }
         } catch {
             throw LedgerError.wrapping(error, doing: "reading the index of \(model)")
@@ -308,33 +292,6 @@ extension ProjectionEngine {
         }
     }
 
-    /// Whose events a key's stored states stand for (SPEC §2.2 "Subject").
-    enum Attribution {
-        /// Its own, all of them.
-        case own
-        /// A subject whose views count a holding subject's events too (`SubjectFacts.bound`):
-        /// answered by replaying them with its own.
-        case replayed
-        /// A holding subject whose events count for this subject.
-        case attributed(to: String)
-    }
-
-    /// Whose events `key`'s stored states stand for, from its facts and, for a holding subject,
-    /// the holders of its subscription, in `served`.
-    func attribution(of key: String, in served: Generation, _ txn: borrowing Transaction) throws -> Attribution {
-        if key.hasPrefix(AppStoreSubjectBound.holdingPrefix) {
-            guard let record = served.record(HoldersModel.name), record.version == UInt64(HoldersModel.version),
-                  let bytes = try store.state(served.number, tag: record.tagByte, String(key.dropFirst(AppStoreSubjectBound.holdingPrefix.count)), txn)
-            else { return .own }
-            let holders = try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try HoldersModel.State.decode(buffer) }
-            guard let index = holders.bound.firstIndex(of: key), index < holders.boundTo.count else { return .own }
-            return .attributed(to: holders.boundTo[index])
-        }
-        guard let record = served.record(Fold.factsName), record.version == UInt64(Fold.factsVersion),
-              let bytes = try store.state(served.number, tag: record.tagByte, key, txn) else { return .own }
-        let facts = try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try SubjectFacts.decode(buffer) }
-        return facts.bound.isEmpty ? .own : .replayed
-    }
 
     /// Checks every fold's served states against a fresh fold of the whole log, state by
     /// state, byte for byte, in one read snapshot, and each indexed model's entries against
@@ -487,9 +444,11 @@ extension ProjectionEngine {
         let states = Dictionary(folded[index].encoded(), uniquingKeysWith: { first, _ in first })
         let facts = Dictionary(folded[0].encoded(), uniquingKeysWith: { first, _ in first })
         var expected: Set<String> = []
+        // With the served holders: a bound subject's entries fold its holding subject's events.
+        let attributed = Attributed(engine: self, generation: served)
         for key in Set(states.keys).union(facts.keys) {
             let entries = try states[key].withOptionalBytes { state in
-                try facts[key].withOptionalBytes { facts in try Self.indexEntries(model, stateBytes: state, factsBytes: facts, policy: policy) }
+                try facts[key].withOptionalBytes { facts in try attributed.indexEntries(model, of: key, stateBytes: state, factsBytes: facts, policy: policy, txn) }
             }
             for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }

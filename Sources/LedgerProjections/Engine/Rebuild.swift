@@ -499,7 +499,7 @@ extension ProjectionEngine {
                 let last = behind <= inlineCatchUpLimit
                 let target = last ? head : (current.folds.map(\.checkpoint).min() ?? head) + inlineCatchUpLimit
                 let policy = try newPolicy ?? self.policy(txn)
-                for index in folds.indices {
+                for index in catchUpOrder {
                     _ = try catchUp(index, of: &current, through: target, shadow: true, policy: policy, txn)
                 }
                 guard last else { return (false, target, head) }
