@@ -207,19 +207,19 @@ public final class Ledger: Sendable {
     /// they came (`TransactionsModel`): who holds it. Read by key, not by a scan.
     /// A holding subject bound to a subject counts as that subject (`appstore.subject_bound`).
     public func subjects(holdingTransaction transactionId: String) throws(LedgerError) -> [String] {
-        try attributed(try view(TransactionsModel.self, of: transactionId)?.subjects ?? [])
+        try holdersAttributed(try view(TransactionsModel.self, of: transactionId)?.subjects ?? [])
     }
 
     /// The subjects whose events name the store subscription `originalTransactionId`, in the
     /// order they came (`HoldersModel`): a holding subject (`appstore:<id>`) while the App
     /// Store's notifications wait there, the subject it is bound to once they count for one.
     public func subjects(holdingOriginalTransaction originalTransactionId: String) throws(LedgerError) -> [String] {
-        try attributed(try view(HoldersModel.self, of: originalTransactionId)?.subjects ?? [])
+        try holdersAttributed(try view(HoldersModel.self, of: originalTransactionId)?.subjects ?? [])
     }
 
     /// `subjects` with each bound holding subject replaced by the subject its events count
     /// for, each subject once, in order.
-    private func attributed(_ subjects: [String]) throws(LedgerError) -> [String] {
+    private func holdersAttributed(_ subjects: [String]) throws(LedgerError) -> [String] {
         var out: [String] = []
         for subject in subjects {
             var named = subject
