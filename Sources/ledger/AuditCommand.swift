@@ -66,7 +66,7 @@ struct AuditCommand: ParsableCommand {
         case .position(let p): scope = "as recorded up to position \(p)"
         case nil: scope = "everything recorded"
         }
-        lines.append(Terminal.paint("\(report.subject): audit at \(report.at), \(scope)", .bold))
+        lines.append(Terminal.paint("\(Terminal.safe(report.subject)): audit at \(report.at), \(scope)", .bold))
         if let zone { lines.append("Times are UTC, then local in \(zone) (the zone of the latest session).") }
         if report.entries.isEmpty { lines.append("no events") }
         // Wide enough for the longest position (padding never cuts one short).
@@ -77,9 +77,9 @@ struct AuditCommand: ParsableCommand {
             var first = "\(entry.occurredAt)"
             if let zone { first += Terminal.paint("  \(entry.occurredAt.local(in: zone))", .dim) }
             first += "  \(head.padding(toLength: headWidth, withPad: " ", startingAt: 0)) "
-            first += entry.type == "time" ? Terminal.paint(entry.summary, .cyan) : Terminal.paint(entry.type, .bold) + " [\(entry.source ?? "?")]"
+            first += entry.type == "time" ? Terminal.paint(Terminal.safe(entry.summary), .cyan) : Terminal.paint(entry.type, .bold) + " [\(entry.source ?? "?")]"
             lines.append(first)
-            if entry.type != "time" { lines.append("    \(entry.summary)") }
+            if entry.type != "time" { lines.append("    \(Terminal.safe(entry.summary))") }
             if let lateness = entry.lateness { lines.append(Terminal.paint("    \(lateness)", .yellow)) }
             let width = entry.changes.map { $0.model.count + $0.field.count + 1 }.max() ?? 0
             for change in entry.changes {
@@ -94,5 +94,5 @@ struct AuditCommand: ParsableCommand {
         return lines.joined(separator: "\n")
     }
 
-    static func label(_ value: JSON) -> String { AuditChange.words(value) }
+    static func label(_ value: JSON) -> String { Terminal.safe(AuditChange.words(value)) }
 }

@@ -33,6 +33,11 @@ struct LedgerCommand: ParsableCommand {
         ]
     )
 
+    /// `text`, line by line, made safe for a terminal (`Terminal.safe`).
+    static func safeLines(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { Terminal.safe(String($0)) }.joined(separator: "\n")
+    }
+
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
     /// default is 64), failures exit 1.
     static func main() {
@@ -42,11 +47,12 @@ struct LedgerCommand: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
         } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("\(prefix) \(failure.message)\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(Self.safeLines(failure.message))\n".utf8))
             Foundation.exit(failure.exitCode)
         } catch let error as LedgerError {
-            // The library's errors already say what went wrong and what to do.
-            FileHandle.standardError.write(Data("\(prefix) \(error)\n".utf8))
+            // The library's errors already say what went wrong and what to do; what they quote
+            // of the input (a subject, a field) is made safe for a terminal.
+            FileHandle.standardError.write(Data("\(prefix) \(Self.safeLines("\(error)"))\n".utf8))
             Foundation.exit(error.code == .invalidEvent ? 2 : 1)
         } catch let code as ExitCode {
             // A command that has printed its own result and only sets the status (verify).

@@ -64,7 +64,7 @@ struct StatusCommand: ParsableCommand {
         defer { ledger.close() }
         let status = try ledger.status(of: subject, at: t, knownAt: known)
         // SPEC §5: the view of no events, and a word on stderr (a mistyped name looks like a guest).
-        if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(subject)") }
+        if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(Terminal.safe(subject))") }
         for name in status.stale {
             let answered = status.answers.contains { $0.model == name }
             Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + (answered
@@ -76,7 +76,7 @@ struct StatusCommand: ParsableCommand {
             return
         }
         let zone = try ledger.timeZone(of: subject, at: t)
-        var header = "\(subject) at \(t)"
+        var header = "\(Terminal.safe(subject)) at \(t)"
         if let zone { header += " (\(t.local(in: zone)) in \(zone), the zone of the latest session)" }
         print(Terminal.paint(header, .bold))
         let shown = StatusCard(zone: zone)
@@ -104,8 +104,8 @@ struct StatusCard {
         for (index, part) in card.headline.enumerated() {
             let text: String
             switch part {
-            case .text(let words): text = words
-            case .value(let value): text = human(value)
+            case .text(let words): text = Terminal.safe(words)
+            case .value(let value): text = Terminal.safe(human(value))
             }
             line += index == 0 ? Terminal.paint("\(model): \(text)", .bold) : text
         }

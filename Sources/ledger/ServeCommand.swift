@@ -179,7 +179,7 @@ struct LookupCommand: ParsableCommand {
         } else if subjects.isEmpty {
             FileHandle.standardError.write(Data("No subject holds \(transactionId.map { "transaction \($0)" } ?? "subscription \(originalTransactionId ?? "")").\n".utf8))
         } else {
-            for subject in subjects { print(subject) }
+            for subject in subjects { print(Terminal.safe(subject)) }
         }
     }
 }

@@ -215,8 +215,9 @@ struct VerifyCommand: ParsableCommand {
 
 /// Prints rows as columns padded to their widest cell; the columns in `rightAligned` (numbers)
 /// are padded on the left.
+/// Prints `rows` as aligned columns, each cell made safe for a terminal (`Terminal.safe`).
 func printTable(_ rows: [[String]], indent: String = "", rightAligned: Set<Int> = []) {
-    for line in tableLines(rows, indent: indent, rightAligned: rightAligned) { print(line) }
+    for line in tableLines(rows.map { $0.map(Terminal.safe) }, indent: indent, rightAligned: rightAligned) { print(line) }
 }
 
 func formatBytes(_ bytes: Int) -> String {

@@ -32,6 +32,30 @@ enum Terminal {
     static func warn(_ text: String) {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
+
+    /// `text` from outside (event data, a subject) made harmless for a terminal: every control
+    /// character — C0, DEL, C1; escape sequences, carriage returns, newlines — written as a
+    /// visible escape (`\e`, `\r`, `\n`, `\t`, else `\u{9B}`), so that data can neither
+    /// recolour, clear nor overwrite what a support agent reads. JSON output is escaped anyway.
+    static func safe(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\u{1B}": out += "\\e"
+            case "\r": out += "\\r"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case _ where isControl(scalar): out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value)
+    }
 }
 
 /// A progress bar on standard error, redrawn in place at most ten times a second, with the rate

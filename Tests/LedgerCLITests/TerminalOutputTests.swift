@@ -13,6 +13,41 @@ import Testing
         return try Run(["-qec", command, "/dev/null"], environment: environment, executable: "/usr/bin/script")
     }
 
+    /// Event data holding escape sequences, carriage returns, bells and C1 controls is shown
+    /// escaped by `audit`, `status`, `due` and `lookup`, and in errors: it can neither recolour,
+    /// clear nor overwrite the terminal. The JSON output keeps the data as it is.
+    @Test func controlCharactersInEventDataAreShownEscaped() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let lines = [
+                #"{"type":"account.created","subject":"user-1","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#,
+                #"{"type":"support.note_added","subject":"user-1","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"hi \u001b[2J\u001b[31mRED\r over","agent":"bob\u009b"}}"#,
+                #"{"type":"session.started","subject":"user-1","occurredAt":"2026-03-02T10:00:00Z","source":"app","data":{"deviceId":"d\u001b]0;pwned\u0007","timeZone":"UTC"}}"#,
+                #"{"type":"subscription.purchased","subject":"user-\u001b[1m1","occurredAt":"2026-03-01T09:30:00Z","source":"appstore","data":{"productId":"pro.monthly","transactionId":"t\r1","originalTransactionId":"o1","purchasedAt":"2026-03-01T09:30:00Z","expiresAt":"2026-04-01T09:30:00Z"}}"#,
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/e.jsonl", atomically: true, encoding: .utf8)
+            #expect(try Run(["append", "--store", store, dir + "/e.jsonl"]).status == 0)
+            let runs = [
+                try Run(["audit", "user-1", "--at", "2026-03-03T00:00:00Z", "--store", store]),
+                try Run(["status", "user-1", "--at", "2026-03-03T00:00:00Z", "--store", store]),
+                try Run(["status", "user-\u{1B}[1m1", "--at", "2026-03-03T00:00:00Z", "--store", store]),
+                try Run(["due", "--from", "2026-03-01T00:00:00Z", "--to", "2026-05-01T00:00:00Z", "--store", store]),
+                try Run(["lookup", "--transaction-id", "t\r1", "--store", store]),
+                try Run(["status", "bad\u{7}", "--store", store + "-missing"]),
+            ]
+            for run in runs {
+                let shown = run.stdout + run.stderr
+                #expect(!shown.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F ... 0x9F).contains($0.value) }, "\(shown)")
+            }
+            #expect(runs[0].stdout.contains(#"session started on d\e]0;pwned\u{7} in UTC"#))
+            #expect(runs[0].stdout.contains(#"support note by bob\u{9B}"#))
+            #expect(runs[1].stdout.contains(#"access: on d\e]0;pwned\u{7}: in a session"#))
+            #expect(runs[4].stdout == #"user-\e[1m1"# + "\n")
+            let json = try Run(["audit", "user-1", "--at", "2026-03-03T00:00:00Z", "--json", "--store", store])
+            #expect(json.stdout.contains(#"d\u001b]0;pwned\u0007"#))
+        }
+    }
+
     @Test func aTerminalGetsAProgressBarWithRateAndETAAndColour() throws {
         try withDirectory { dir in
             let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
