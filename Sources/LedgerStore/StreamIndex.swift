@@ -249,3 +249,31 @@ extension LogStorage {
         for chunk in chunks { try txn.put(streams, key: chunk.key, value: chunk.value, flags: .append) }
     }
 }
+
+extension EventLog {
+    /// The subjects with events whose UTF-8 bytes start with `prefix`, in byte order, at most
+    /// `limit` of them: read from the stream index (a seek per subject length, the index being
+    /// ordered by length first) and its tail, never from the events.
+    public func subjects(prefix: String = "", limit: Int = .max) throws(LedgerError) -> [String] {
+        let wanted = Array(prefix.utf8)
+        return try storage.readIndexed("listing the subjects") { txn in
+            var found: Set<[UInt8]> = []
+            try txn.withCursor(storage.streams) { cursor in
+                for length in max(wanted.count, 1) ... EventLimits.maxSubjectBytes {
+                    let start = [UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)] + wanted
+                    var entry = try cursor.seek(atLeast: start)
+                    var kept = 0
+                    while let current = entry, current.key.count >= 2 + length, current.key.begins(with: start) {
+                        let subject = Array(current.key[2 ..< 2 + length])
+                        if found.insert(subject).inserted { kept += 1 }
+                        // Enough of this length: the first `limit` in byte order are among them.
+                        if kept >= limit { break }
+                        entry = try cursor.next()
+                    }
+                }
+            }
+            for subject in storage.tails.tail.streams.keys where subject.utf8.starts(with: wanted) { found.insert(Array(subject.utf8)) }
+            return found.sorted { $0.lexicographicallyPrecedes($1) }.prefix(limit).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+}

@@ -131,6 +131,8 @@ struct ExportCommand: ParsableCommand {
               ledger export > all.jsonl
               ledger export --subject user-42
               ledger export --from 1001 > tail.jsonl
+              ledger export --from 1001 --to 2000
+              ledger export --subject user-42 --limit 10
             """
     )
 
@@ -139,11 +141,19 @@ struct ExportCommand: ParsableCommand {
     @Option(name: .long, help: "Only this subject's events.")
     var subject: String?
 
-    @Option(name: .long, help: "Start at this position (default 1).")
+    @Option(name: .long, help: "Start at this position.")
     var from: UInt64 = 1
+
+    @Option(name: .long, help: "End at this position (default: the last).")
+    var to: UInt64?
+
+    @Option(name: .long, help: "At most this many events.")
+    var limit: Int?
 
     func validate() throws {
         guard from >= 1 else { throw ValidationError("--from is a position, from 1") }
+        if let to, to < from { throw ValidationError("--to must not be before --from") }
+        if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more") }
         if let subject, subject.isEmpty { throw ValidationError("--subject must not be empty") }
     }
 
@@ -155,11 +165,16 @@ struct ExportCommand: ParsableCommand {
         }
         let log = try global.openLogForReading()
         defer { log.close() }
-        let events = subject.map { log.events(subject: $0) } ?? log.events(from: from)
+        // Positions are gap-free: a limit bounds a range read as well.
+        let through = [to, limit.map { from + UInt64($0) - 1 }].compactMap { $0 }.min()
+        if limit == 0 { return }
+        let events = subject.map { log.events(subject: $0) } ?? log.events(from: from, through: through)
         var out: [UInt8] = []
         out.reserveCapacity(1 << 16)
+        var written = 0
         try events.forEach { event in
-            guard event.position >= from else { return }
+            guard event.position >= from, event.position <= to ?? .max, written < limit ?? .max else { return }
+            written += 1
             out.append(contentsOf: try EventLine.export(event))
             out.append(0x0A)
             if out.count >= 1 << 16 {

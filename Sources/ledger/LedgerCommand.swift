@@ -24,10 +24,12 @@ struct LedgerCommand: ParsableCommand {
               ledger audit customer-17 --store demo.lmdb       # how they got there, and why
               ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
             """,
+        version: LedgerCommand.version,
         groupedSubcommands: [
-            CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self, LookupCommand.self]),
+            CommandGroup(name: "Customer views", subcommands: [StatusCommand.self, AuditCommand.self, DueCommand.self, SubjectsCommand.self, LookupCommand.self,
+                                                                EventCommand.self]),
             CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
-                                                          VerifyCommand.self, StatsCommand.self, EraseCommand.self, IngestCommand.self]),
+                                                          VerifyCommand.self, StatsCommand.self, PolicyCommand.self, EraseCommand.self, IngestCommand.self]),
             CommandGroup(name: "Serving", subcommands: [ServeCommand.self, TokenCommand.self]),
             CommandGroup(name: "Tools", subcommands: [SchemasCommand.self, DemoCommand.self]),
         ]
@@ -37,6 +39,9 @@ struct LedgerCommand: ParsableCommand {
     static func safeLines(_ text: String) -> String {
         text.split(separator: "\n", omittingEmptySubsequences: false).map { Terminal.safe(String($0)) }.joined(separator: "\n")
     }
+
+    /// What `ledger --version` prints.
+    static let version = "ledger 0.9.0 (store layout 5)"
 
     /// Runs the command with SPEC §5's exit codes: usage errors exit 2 (argument-parser's
     /// default is 64), failures exit 1.

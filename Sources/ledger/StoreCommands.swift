@@ -230,3 +230,34 @@ func formatBytes(_ bytes: Int) -> String {
     }
     return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
 }
+
+struct PolicyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy",
+        abstract: "The store's policy document, with its name, version and hash.",
+        discussion: """
+            The document is the canonical JSON the store keeps; `ledger init --policy FILE` and \
+            `ledger rebuild --policy FILE` take it back.
+
+            Examples:
+              ledger policy --store demo.lmdb
+              ledger policy --json > policy.json
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let log = try global.openLogForReading()
+        defer { log.close() }
+        let policy = try log.policy() ?? .reference
+        let document = policy.json
+        if global.json {
+            print(JSON.object([("name", .string(policy.name)), ("version", .integer(policy.version)), ("hash", .string(policy.hash)),
+                               ("policy", document)]).text)
+            return
+        }
+        print(Terminal.paint("\(policy.name) v\(policy.version)", .bold) + "  sha256 \(policy.hash)")
+        print(document.pretty())
+    }
+}
