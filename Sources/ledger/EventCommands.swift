@@ -50,8 +50,22 @@ struct AppendCommand: ParsableCommand {
     }
 
     func run() throws {
+        // A file that cannot be read is an input error, found before any store is made.
+        for file in files where file != "-" && !FileManager.default.isReadableFile(atPath: file) {
+            let why = FileManager.default.fileExists(atPath: file) ? "it cannot be read (permissions)" : "no such file"
+            throw CommandFailure.input("cannot read \(file): \(why)")
+        }
+        let created = !FileManager.default.fileExists(atPath: global.storePath + "/data.mdb")
         let ledger = try global.openLedger(create: true)
-        defer { ledger.close() }
+        var closed = false
+        defer { if !closed { ledger.close() } }
+        /// A store this command made and appended nothing to goes again.
+        func removeIfMade() {
+            guard created else { return }
+            ledger.close()
+            closed = true
+            try? FileManager.default.removeItem(atPath: global.storePath)
+        }
         let summary: StreamSummary
         let progress = ProgressBar(enabled: !global.json)
         do {
@@ -62,6 +76,7 @@ struct AppendCommand: ParsableCommand {
             progress.clear()
         } catch .input(let problems, let total) {
             progress.clear()
+            removeIfMade()
             report(problems.problems, total: total)
             throw ExitCode(2)
         } catch .ledger(let error, let appended) {

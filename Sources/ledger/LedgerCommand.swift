@@ -40,6 +40,32 @@ struct LedgerCommand: ParsableCommand {
         text.split(separator: "\n", omittingEmptySubsequences: false).map { Terminal.safe(String($0)) }.joined(separator: "\n")
     }
 
+    /// The subcommands' names.
+    static var subcommandNames: [String] {
+        configuration.groupedSubcommands.flatMap(\.subcommands).map { $0._commandName }
+    }
+
+    /// The first argument, when it names no subcommand (nor asks for help or the version).
+    static func unknownSubcommand(_ arguments: [String]) -> String? {
+        guard let first = arguments.first, !first.hasPrefix("-"), first != "help", !subcommandNames.contains(first) else { return nil }
+        return first
+    }
+
+    /// The subcommand nearest `word` (by edit distance, at most 2), if any.
+    static func closestSubcommand(to word: String) -> String? {
+        func distance(_ a: [Character], _ b: [Character]) -> Int {
+            var previous = Array(0 ... b.count)
+            for (i, x) in a.enumerated() {
+                var current = [i + 1]
+                for (j, y) in b.enumerated() { current.append(Swift.min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))) }
+                previous = current
+            }
+            return previous[b.count]
+        }
+        let scored = subcommandNames.map { ($0, distance(Array(word), Array($0))) }.filter { $0.1 <= 2 }
+        return scored.min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
+    }
+
     /// What `ledger --version` prints.
     static let version = "ledger 0.9.0 (store layout 5)"
 
@@ -48,6 +74,11 @@ struct LedgerCommand: ParsableCommand {
     static func main() {
         let prefix = Terminal.paint("ledger:", .red, stderr: true)
         let arguments = GlobalOptions.movingStoreAfterSubcommand(Array(CommandLine.arguments.dropFirst()))
+        if let unknown = unknownSubcommand(arguments) {
+            let suggestion = closestSubcommand(to: unknown).map { "; did you mean `\($0)`?" } ?? ""
+            FileHandle.standardError.write(Data("\(prefix) unknown command `\(Terminal.safe(unknown))`\(suggestion) (`ledger --help` lists them)\n".utf8))
+            Foundation.exit(2)
+        }
         do {
             var command = try parseAsRoot(arguments)
             try command.run()
@@ -94,9 +125,13 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: .long, help: "Machine-readable JSON output.")
     var json = false
 
-    /// The store path after the fallbacks.
+    /// The store path after the fallbacks (an empty `LEDGER_STORE` counts as unset).
     var storePath: String {
-        store ?? ProcessInfo.processInfo.environment["LEDGER_STORE"] ?? "ledger.lmdb"
+        store ?? ProcessInfo.processInfo.environment["LEDGER_STORE"].flatMap { $0.isEmpty ? nil : $0 } ?? "ledger.lmdb"
+    }
+
+    func validate() throws {
+        if let store, store.isEmpty { throw ValidationError("--store must not be empty") }
     }
 
     /// Opens the store with its read models (caught up to the log), creating it with `policy`
@@ -118,9 +153,24 @@ struct GlobalOptions: ParsableArguments {
         return try EventLog(path: storePath, options: options)
     }
 
+    /// Checks that `storePath` is a store, or (when `create`) a place one can be made: never a
+    /// file, never a directory of other files; errors say what the path is, in plain words.
     func requireStore(unless create: Bool = false) throws {
-        if !create && !FileManager.default.fileExists(atPath: storePath + "/data.mdb") {
-            throw CommandFailure.failure("no store at \(storePath); create one with `ledger init --store \(storePath)` or pass --store")
+        let path = storePath
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        if exists && !isDirectory.boolValue {
+            throw CommandFailure.failure("\(path) is a file, not a store (a store is a directory the ledger made); choose another --store")
+        }
+        if FileManager.default.fileExists(atPath: path + "/data.mdb") { return }
+        if exists {
+            let contents = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+            if !contents.isEmpty {
+                throw CommandFailure.failure("\(path) is a directory of other files, not a store; choose another --store (the ledger makes its store in a new or empty directory)")
+            }
+        }
+        if !create {
+            throw CommandFailure.failure("no store at \(path); create one with `ledger init --store \(path)`, or name another with --store")
         }
     }
 

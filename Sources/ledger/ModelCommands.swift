@@ -158,7 +158,7 @@ struct RebuildCommand: ParsableCommand {
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
-        let chosen = try policy.map(readPolicy)
+        let chosen = try policy.map { try readPolicy($0, json: global.json) }
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let before = try ledger.policy()

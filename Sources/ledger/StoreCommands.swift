@@ -48,7 +48,7 @@ struct InitCommand: ParsableCommand {
             throw CommandFailure.failure("a store already exists at \(path); use it, or choose another --store"
                 + (policy != nil ? " (a store's policy changes by `ledger rebuild --policy`)" : ""))
         }
-        let chosen = exists ? nil : try policy.map(readPolicy) ?? Policy.reference
+        let chosen = exists ? nil : try policy.map { try readPolicy($0, json: global.json) } ?? Policy.reference
         let ledger = try global.openLedger(create: !exists, policy: chosen)
         defer { ledger.close() }
         if let appStoreConfiguration { try ledger.setAppStoreConfiguration(appStoreConfiguration) }
@@ -69,7 +69,7 @@ struct InitCommand: ParsableCommand {
 /// Reads a policy file strictly, or names a built-in pack (`careguide`: SPEC §5) when no such
 /// file exists; a file's problems are input errors (exit 2), one per line as
 /// `FILE: POINTER: MESSAGE`.
-func readPolicy(_ file: String) throws -> Policy {
+func readPolicy(_ file: String, json: Bool = false) throws -> Policy {
     guard let data = FileManager.default.contents(atPath: file) else {
         if let pack = Policy.pack(named: file) { return pack }
         let names = ([Policy.reference.name] + Policy.packTexts.map(\.name)).joined(separator: ", ")
@@ -79,8 +79,30 @@ func readPolicy(_ file: String) throws -> Policy {
     case .success(let policy):
         return policy
     case .failure(let failure):
-        throw CommandFailure.input(failure.violations.map { "\(file): \($0.field): \($0.message)" }.joined(separator: "\nledger: "))
+        // SPEC §5's input errors: FILE:LINE: POINTER: MESSAGE on stderr, and the list on stdout
+        // with --json.
+        let problems = failure.violations.map { violation in
+            InputProblem(file: file, line: line(of: violation.field, in: Array(data)), pointer: violation.field, message: violation.message)
+        }
+        FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+        if json { print(JSON.object([("errors", .array(problems.map(\.json)))]).text) }
+        throw ExitCode(2)
     }
+}
+
+/// The line of `text` where the JSON `pointer` leads: its last key found in order after the
+/// ones before it (a key that is missing: where its parent is); 1 when none is.
+func line(of pointer: String, in text: [UInt8]) -> Int {
+    var offset = 0
+    var found = 0
+    for component in pointer.split(separator: "/") {
+        let needle = Array("\"\(component.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~"))\"".utf8)
+        guard needle.count <= text.count - offset,
+              let start = (offset ... text.count - needle.count).first(where: { text[$0 ..< $0 + needle.count].elementsEqual(needle) }) else { break }
+        offset = start + needle.count
+        found = start
+    }
+    return 1 + text[..<found].count { $0 == 0x0A }
 }
 
 struct StatsCommand: ParsableCommand {

@@ -93,8 +93,8 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
             try Data(#"{"name":"x","version":1,"subscription":{"trialDays":"seven"}}"#.utf8).write(to: URL(fileURLWithPath: bad))
             let refused = try Run(["init", "--store", dir + "/other.lmdb", "--policy", bad])
             #expect(refused.status == 2)
-            #expect(refused.stderr.contains("ledger: \(bad): /subscription/trialDays: expected a whole number of days from 1 to 36500 (100 years), got \"seven\"\n"))
-            #expect(refused.stderr.contains("ledger: \(bad): /subscription/billingGraceDays: missing; every key of a present section is required\n"))
+            #expect(refused.stderr.contains("\(bad):1: /subscription/trialDays: expected a whole number of days from 1 to 36500 (100 years), got \"seven\"\n"))
+            #expect(refused.stderr.contains("\(bad):1: /subscription/billingGraceDays: missing; every key of a present section is required\n"))
             #expect(!FileManager.default.fileExists(atPath: dir + "/other.lmdb"))
         }
     }
@@ -112,7 +112,7 @@ func withDirectory<R>(_ body: (String) throws -> R) throws -> R {
         try withDirectory { dir in
             let run = try Run(["stats", "--store", dir + "/none.lmdb"])
             #expect(run.status == 1)
-            #expect(run.stderr == "ledger: no store at \(dir)/none.lmdb; create one with `ledger init --store \(dir)/none.lmdb` or pass --store\n")
+            #expect(run.stderr == "ledger: no store at \(dir)/none.lmdb; create one with `ledger init --store \(dir)/none.lmdb`, or name another with --store\n")
         }
     }
 

@@ -82,8 +82,9 @@ import Testing
             #expect(server.terminationStatus == 0)
             let stats = try Run(["stats", "--json", "--store", store])
             #expect(stats.stdout.hasPrefix(#"{"events":\#(acknowledged),"#), "acknowledged \(acknowledged)")
+            // How many of the rest the server still took (on connections it already had) varies;
+            // what it acknowledged, it kept.
             #expect(acknowledged >= 49)
-            #expect(acknowledged < 400)
         }
     }
 }

@@ -64,7 +64,7 @@ struct DemoCommand: ParsableCommand {
         let clock = ContinuousClock()
         let started = clock.now
         let progress = ProgressBar(enabled: !global.json)
-        let asked = try policy.map(readPolicy)
+        let asked = try policy.map { try readPolicy($0, json: global.json) }
         let ledger = try global.openLedger(create: true, policy: asked)
         defer { ledger.close() }
         // A store built before keeps its policy: another one needs a store of its own.

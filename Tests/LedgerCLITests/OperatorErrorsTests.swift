@@ -1,0 +1,76 @@
+import Foundation
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerTestSupport
+import Testing
+
+/// What an operator hits first: a bad policy file, a missing input, a store path that is no
+/// store, a mistyped command. Each says what is wrong in plain words and changes nothing.
+@Suite struct OperatorErrorsTests {
+    static let badPolicy = "{\n  \"name\": 3,\n  \"version\": 1,\n  \"subscription\": {\"trialDays\": 7}\n}\n"
+
+    @Test func aBadPolicyFileIsReportedAsFileLinePointerMessage() throws {
+        try withDirectory { dir in
+            try Self.badPolicy.write(toFile: dir + "/p.json", atomically: true, encoding: .utf8)
+            let initRun = try Run(["init", "--policy", dir + "/p.json", "--store", dir + "/s.lmdb"])
+            #expect(initRun.status == 2)
+            #expect(initRun.stderr.hasPrefix("\(dir)/p.json:2: /name: expected a non-empty string, got 3\n"))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/s.lmdb"))
+            #expect(try Run(["init", "--store", dir + "/s.lmdb"]).status == 0)
+            let rebuild = try Run(["rebuild", "--policy", dir + "/p.json", "--json", "--store", dir + "/s.lmdb"])
+            #expect(rebuild.status == 2)
+            #expect(rebuild.stdout.hasPrefix(#"{"errors":[{"file":"\#(dir)/p.json","line":2,"pointer":"/name","message":"expected a non-empty string, got 3"}"#))
+        }
+    }
+
+    /// A file that is missing, or refused, exits 2 and leaves no store behind.
+    @Test func aMissingOrRefusedFileMakesNoStore() throws {
+        try withDirectory { dir in
+            let missing = try Run(["append", dir + "/none.jsonl", "--store", dir + "/a.lmdb"])
+            #expect(missing.status == 2)
+            #expect(missing.stderr == "ledger: cannot read \(dir)/none.jsonl: no such file\n")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/a.lmdb"))
+            try "{\"x\":1}\n".write(toFile: dir + "/bad.jsonl", atomically: true, encoding: .utf8)
+            let refused = try Run(["append", dir + "/bad.jsonl", "--store", dir + "/b.lmdb"])
+            #expect(refused.status == 2)
+            #expect(!FileManager.default.fileExists(atPath: dir + "/b.lmdb"))
+        }
+    }
+
+    /// A file, or a directory of other files, is not a store, and never becomes one.
+    @Test func aStorePathThatIsNoStoreIsNamedForWhatItIs() throws {
+        try withDirectory { dir in
+            try "hi\n".write(toFile: dir + "/f", atomically: true, encoding: .utf8)
+            try FileManager.default.createDirectory(atPath: dir + "/d", withIntermediateDirectories: true)
+            try "x".write(toFile: dir + "/d/x", atomically: true, encoding: .utf8)
+            for path in [dir + "/f", "/etc/passwd"] {
+                let run = try Run(["stats", "--store", path])
+                #expect(run.status == 1)
+                #expect(run.stderr == "ledger: \(path) is a file, not a store (a store is a directory the ledger made); choose another --store\n")
+            }
+            for command in [["stats"], ["init"], ["append", "-"]] {
+                let run = try Run(command + ["--store", dir + "/d"], stdin: "")
+                #expect(run.status == 1, "\(command)")
+                #expect(run.stderr.contains("ledger: \(dir)/d is a directory of other files, not a store"), "\(command)")
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/d") == ["x"])
+            for run in [try Run(["stats", "--store", dir + "/f"]), try Run(["stats", "--store", dir + "/d"])] {
+                #expect(!run.stderr.contains("MDB_"))
+                #expect(!run.stderr.contains("NSCocoaErrorDomain"))
+                #expect(!run.stderr.contains("ledger init"))
+            }
+        }
+    }
+
+    @Test func anEmptyLedgerStoreCountsAsUnset() throws {
+        let run = try Run(["stats"], environment: ["LEDGER_STORE": ""])
+        #expect(run.stderr.contains("no store at ledger.lmdb;"))
+        #expect(try Run(["stats", "--store", ""]).status == 2)
+    }
+
+    @Test func aMistypedCommandIsNamedWithTheNearestOne() throws {
+        let run = try Run(["stat", "--store", "x.lmdb"])
+        #expect(run.status == 2)
+        #expect(run.stderr == "ledger: unknown command `stat`; did you mean `stats`? (`ledger --help` lists them)\n")
+        #expect(try Run(["frobnicate"]).stderr == "ledger: unknown command `frobnicate` (`ledger --help` lists them)\n")
+    }
+}
