@@ -15,6 +15,14 @@ import Testing
         return String(readme[open.upperBound ..< close.lowerBound])
     }
 
+    /// The README stands alone: the specification and the issue list are not in the
+    /// repository, so it cites neither.
+    @Test func theReadmeCitesNothingOutsideTheRepository() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(!readme.contains("SPEC"))
+        #expect(!readme.contains("`issues`"))
+    }
+
     @Test func theLibraryExampleIsTheOneTheBuildCompiles() throws {
         let built = try String(contentsOf: Self.root.appendingPathComponent("Tests/ReadmeExample/main.swift"), encoding: .utf8)
         #expect(try Self.swiftBlock(after: "## The library in five minutes") == built,
