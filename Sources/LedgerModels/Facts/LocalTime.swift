@@ -50,8 +50,15 @@ extension Timestamp {
     /// show a customer's local time.
     public func local(in zone: String) -> String {
         let offset = Int64(LocalTime.zone(zone).secondsFromGMT(for: Date(timeIntervalSince1970: Double(milliseconds) / 1000)))
-        let wall = Timestamp(milliseconds: milliseconds + offset * 1000).description
+        // The wall clock's date by the proleptic Gregorian calendar of the ledger's times
+        // (`CivilDate`), so that any year is written in full: one past 9999 east of UTC too.
+        let wall = milliseconds + offset * 1000
+        let days = wall >= 0 ? wall / 86_400_000 : (wall - 86_399_999) / 86_400_000
+        let msOfDay = wall - days * 86_400_000
+        let date = CivilDate.fromDays(days)
         let magnitude = abs(offset)
-        return "\(wall.prefix(10)) \(wall.dropFirst(11).prefix(5)) \(offset < 0 ? "-" : "+")\(String(format: "%02d:%02d", magnitude / 3600, magnitude % 3600 / 60))"
+        return String(format: "%@%04d-%02d-%02d %02lld:%02lld %@%02lld:%02lld", date.year < 0 ? "-" : "", abs(date.year), date.month, date.day,
+                      msOfDay / 3_600_000, msOfDay % 3_600_000 / 60_000, offset < 0 ? "-" : "+", magnitude / 3600, magnitude % 3600 / 60)
     }
+
 }
