@@ -109,11 +109,11 @@ struct AppendCommand: ParsableCommand {
 
     /// "Appended 3 events at positions 7…9; 1 duplicate was already stored".
     static func sentence(_ summary: StreamSummary, verb: String = "Appended") -> String {
-        var text = "\(verb) \(summary.appended) event\(summary.appended == 1 ? "" : "s")"
+        var text = "\(verb) \(counted(summary.appended, "event"))"
         if let first = summary.firstPosition, let last = summary.lastPosition {
             text += first == last ? " at position \(first)" : " at positions \(first)…\(last)"
         }
-        if summary.duplicates > 0 { text += "; \(summary.duplicates) duplicate\(summary.duplicates == 1 ? " was" : "s were") already stored" }
+        if summary.duplicates > 0 { text += "; \(counted(summary.duplicates, "duplicate")) \(summary.duplicates == 1 ? "was" : "were") already stored" }
         return text
     }
 

@@ -181,7 +181,7 @@ struct RebuildCommand: ParsableCommand {
         }
         let after = chosen ?? before
         let rate = report.foldSeconds > 0 ? Double(report.events) / report.foldSeconds : 0
-        print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")): folded \(report.events) events in \(String(format: "%.2f", report.foldSeconds)) s (\(Int(rate)) events/s).")
+        print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")): folded \(counted(report.events, "event")) in \(String(format: "%.2f", report.foldSeconds)) s (\(formatCount(Int(rate))) events/s).")
         print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
         let subjects = Set(report.changes.map(\.subject)).count
         for name in report.notCompared {
@@ -191,30 +191,31 @@ struct RebuildCommand: ParsableCommand {
             if report.notCompared.count < report.models.count { print(report.notCompared.isEmpty ? "No view changes." : "No view changes in the models compared.") }
         } else {
             print("")
-            print("\(report.changes.count) field change\(report.changes.count == 1 ? "" : "s") in \(subjects) subject\(subjects == 1 ? "" : "s"):")
+            print("\(counted(report.changes.count, "field change")) in \(counted(subjects, "subject")):")
             if limit > 0 {
                 var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
                 for change in report.changes.prefix(limit) {
-                    rows.append([change.subject, change.model, change.field, short(change.from), short(change.to)])
+                    rows.append([change.subject, change.model, change.field, words(change.from), words(change.to)])
                 }
                 printTable(rows, indent: "  ")
             }
-            if report.changes.count > limit { print("  … \(limit > 0 ? "and \(report.changes.count - limit) more" : "not listed") (--limit N, or --json for all)") }
+            if report.changes.count > limit { print("  … \(limit > 0 ? "and \(formatCount(report.changes.count - limit)) more" : "not listed") (--limit N, or --json for all)") }
             print("")
             print("Summary:")
             let summary = report.summary
             var summaryRows: [[String]] = []
             // A field of identifiers (a device id) has a transition per customer: the most
-            // common eight are shown, and how many more there are.
-            for field in summary.keys.sorted() {
-                let transitions = (summary[field] ?? [:]).sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) })
-                for (transition, count) in transitions.prefix(8) { summaryRows.append([field, short(transition), String(count)]) }
+            // common eight are shown, and how many more there are. By count, then by name
+            // (bytes): the same order on every run; no value cut.
+            for field in summary.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                let transitions = (summary[field] ?? [:]).sorted { a, b in a.value != b.value ? a.value > b.value : a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
+                for (transition, count) in transitions.prefix(8) { summaryRows.append([field, transition, formatCount(count)]) }
                 if transitions.count > 8 {
                     let rest = transitions.dropFirst(8)
-                    summaryRows.append([field, "… \(rest.count) more transitions (--json for all)", String(rest.reduce(0) { $0 + $1.value })])
+                    summaryRows.append([field, "… \(counted(rest.count, "more transition")) (--json for all)", formatCount(rest.reduce(0) { $0 + $1.value })])
                 }
             }
-            printTable(summaryRows, indent: "  ")
+            printTable(summaryRows, indent: "  ", rightAligned: [2])
         }
         print("")
         if dryRun {
@@ -229,9 +230,8 @@ struct RebuildCommand: ParsableCommand {
         }
     }
 
-    private func short(_ value: JSON) -> String { short(value.serialized().trimmingCharacters(in: CharacterSet(charactersIn: "\""))) }
-
-    private func short(_ text: String) -> String { text.count > 60 ? String(text.prefix(59)) + "…" : text }
+    /// A changed value for people, whole: strings bare, null as –.
+    private func words(_ value: JSON) -> String { AuditChange.words(value) }
 }
 
 struct DueCommand: ParsableCommand {
@@ -279,7 +279,7 @@ struct DueCommand: ParsableCommand {
             print(DueItem.json(items, from: start, to: end).serialized())
             return
         }
-        print(Terminal.paint("\(items.count) item\(items.count == 1 ? "" : "s") due at \(start) ≤ at < \(end)", .bold))
+        print(Terminal.paint("\(counted(items.count, "item")) due at \(start) ≤ at < \(end)", .bold))
         guard !items.isEmpty else { return }
         printTable([["AT", "SUBJECT", "KIND", "DETAIL"]] + items.map { item in
             [item.at.description, item.subject, item.kind, item.detail.members.map { "\($0.key)=\(StatusCard(zone: nil).human($0.value))" }.joined(separator: " ")]

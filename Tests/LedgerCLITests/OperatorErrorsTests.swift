@@ -73,4 +73,40 @@ import Testing
         #expect(run.stderr == "ledger: unknown command `stat`; did you mean `stats`? (`ledger --help` lists them)\n")
         #expect(try Run(["frobnicate"]).stderr == "ledger: unknown command `frobnicate` (`ledger --help` lists them)\n")
     }
+
+    /// A rebuild's report is the same on every run — transitions by count, then by name — and
+    /// cuts no value; counts read one way (`1,234`), a single one in the singular.
+    @Test func aRebuildReportIsStableWholeAndCountedOneWay() throws {
+        try withDirectory { dir in
+            let store = dir + "/d.lmdb"
+            #expect(try Run(["demo", "--store", store, "--subjects", "400", "--now", "2026-11-21T00:00:00Z", "--json"]).status == 0)
+            func report() throws -> [String] {
+                let run = try Run(["rebuild", "--policy", "photolala", "--dry-run", "--at", "2026-11-21T00:00:00Z", "--limit", "0", "--store", store])
+                #expect(run.status == 0, "\(run.stderr)")
+                // The timings aside.
+                return run.stdout.split(separator: "\n").map(String.init).filter { !$0.contains(" s (") && !$0.hasPrefix("Policy ") }
+            }
+            let first = try report(), second = try report()
+            #expect(first == second)
+            let summary = first.drop { $0 != "Summary:" }.dropFirst().prefix { !$0.isEmpty }
+            #expect(!summary.isEmpty)
+            var previous: (field: String, count: Int, name: String)?
+            for row in summary {
+                let cells = row.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+                guard cells.count >= 3, let count = Int(cells[cells.count - 1].replacingOccurrences(of: ",", with: "")) else { continue }
+                let (field, name) = (cells[0], cells[1 ..< cells.count - 1].joined(separator: " "))
+                if let previous, previous.field == field, !name.hasPrefix("…") {
+                    #expect(previous.count > count || previous.count == count && previous.name < name, "\(row)")
+                }
+                previous = (field, count, name)
+                #expect(!name.hasSuffix("…") || name.hasPrefix("…"), "a value was cut: \(row)")
+            }
+            let changes = try #require(first.first { $0.hasSuffix("subjects:") || $0.hasSuffix("subject:") })
+            #expect(changes.range(of: #"^[0-9]{1,3}(,[0-9]{3})* field changes? in [0-9]{1,3}(,[0-9]{3})* subjects?:$"#, options: .regularExpression) != nil, "\(changes)")
+        }
+        let one = try withDirectory { dir in
+            try Run(["append", "--store", dir + "/o.lmdb", "-"], stdin: #"{"type":"account.created","subject":"a","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"# + "\n")
+        }
+        #expect(one.stdout == "Appended 1 event at position 1.\n")
+    }
 }
