@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 @_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore

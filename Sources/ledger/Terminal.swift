@@ -113,20 +113,9 @@ final class ProgressBar {
     }
 }
 
-/// A count for people, one way everywhere: `147,155`.
-func formatCount<N: BinaryInteger>(_ n: N) -> String {
-    let digits = String(n.magnitude)
-    var out = ""
-    for (index, digit) in digits.enumerated() {
-        if index > 0 && (digits.count - index) % 3 == 0 { out.append(",") }
-        out.append(digit)
-    }
-    return (n < 0 ? "-" : "") + out
-}
-
-/// "1 customer", "2 customers", "147,155 customers".
+/// "1 customer", "2 customers", "147,155 customers" (`formatCount`).
 func counted<N: BinaryInteger>(_ n: N, _ singular: String, _ plural: String? = nil) -> String {
-    "\(formatCount(n)) \(n == 1 ? singular : plural ?? singular + "s")"
+    "\(formatCount(Int(clamping: n))) \(n == 1 ? singular : plural ?? singular + "s")"
 }
 
 /// Seconds as "42 s" or "3 min 5 s".
