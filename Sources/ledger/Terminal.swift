@@ -9,6 +9,14 @@ import LedgerModels
 enum Terminal {
     static let environment = ProcessInfo.processInfo.environment
 
+    /// Standard error's terminal width: the terminal's own, else `$COLUMNS`, else 80.
+    static var columns: Int {
+        var size = winsize()
+        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        if let text = environment["COLUMNS"], let columns = Int(text), columns > 0 { return columns }
+        return 80
+    }
+
     /// Standard output is a terminal that takes colour.
     static let colourOut = isatty(1) == 1 && allowsColour
     /// Standard error is a terminal that takes colour.
@@ -61,15 +69,43 @@ enum Terminal {
 /// A progress bar on standard error, redrawn in place at most ten times a second, with the rate
 /// and the time left: only on a terminal, never with --json. `clear()` removes it before the
 /// command prints its result.
+/// Whether a progress line is on standard error now: Ctrl-C then ends it before the process
+/// stops (`ProgressBar.endLineOnInterrupt`). Written only by the main thread's progress bar.
+nonisolated(unsafe) private var progressLineOpen = false
+
 final class ProgressBar {
     private let enabled: Bool
     private var lastDraw = ContinuousClock.now
     private var phaseStart = ContinuousClock.now
     private var phase = ""
     private var drawn = false
+    /// The terminal's width: a line never wraps (a wrapped line leaves a stale copy per redraw).
+    private let columns = Terminal.columns
+    /// TERM=dumb takes no escape sequence: a line is cleared by writing spaces over it.
+    private let dumb = Terminal.environment["TERM"] == "dumb"
+    private var lastLength = 0
 
     init(enabled: Bool) {
         self.enabled = enabled && isatty(2) == 1
+        if self.enabled { Self.endLineOnInterrupt() }
+    }
+
+    /// On Ctrl-C, ends an open progress line (so the shell's prompt starts on its own line) and
+    /// stops with the usual status, 130.
+    private static func endLineOnInterrupt() {
+        signal(SIGINT) { _ in
+            if progressLineOpen { _ = write(2, "\n", 1) }
+            _exit(130)
+        }
+    }
+
+    /// Writes `line` over the current one, cut to the terminal's width.
+    private func draw(_ line: String) {
+        var shown = line
+        if shown.count > columns - 1 { shown = String(shown.prefix(max(columns - 2, 1))) + "…" }
+        let text = dumb ? "\r" + shown + String(repeating: " ", count: max(0, lastLength - shown.count)) : "\r\u{1B}[K" + shown
+        lastLength = shown.count
+        FileHandle.standardError.write(Data(text.utf8))
     }
 
     /// `done` of `total` (nil: unknown) units of `phase`, e.g. ("appending", 1200, 5000, "events").
@@ -97,8 +133,9 @@ final class ProgressBar {
             line += " \(formatCount(done)) \(unit)"
             if rate > 0 { line += ", \(formatCount(Int(rate)))/s" }
         }
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+        draw(line)
         drawn = true
+        progressLineOpen = true
     }
 
     /// A rebuild's or verify's own progress report.
@@ -108,8 +145,12 @@ final class ProgressBar {
     }
 
     func clear() {
-        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if drawn {
+            FileHandle.standardError.write(Data((dumb ? "\r" + String(repeating: " ", count: lastLength) + "\r" : "\r\u{1B}[K").utf8))
+        }
         drawn = false
+        progressLineOpen = false
+        lastLength = 0
     }
 }
 

@@ -48,6 +48,25 @@ import Testing
         }
     }
 
+    /// A progress line never wraps (a wrapped line leaves a stale copy per redraw): it fits
+    /// the terminal's width, here `$COLUMNS`; and `TERM=dumb` gets no escape sequence at all.
+    @Test func progressFitsTheTerminalAndADumbOneGetsNoEscapes() throws {
+        try withDirectory { dir in
+            let narrow = try onTerminal(["demo", "--store", dir + "/n.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                                        environment: ["NO_COLOR": "1", "TERM": "xterm", "COLUMNS": "60"])
+            #expect(narrow.status == 0)
+            let redraws = narrow.stdout.components(separatedBy: "\r").map { $0.replacingOccurrences(of: "\u{1B}[K", with: "") }
+                .filter { $0.hasPrefix("appending") || $0.hasPrefix("generating") }
+            #expect(!redraws.isEmpty)
+            for line in redraws { #expect(line.trimmingCharacters(in: .whitespacesAndNewlines).count <= 59, "\(line)") }
+            let dumb = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                                      environment: ["TERM": "dumb"])
+            #expect(dumb.status == 0)
+            #expect(dumb.stdout.contains("\rappending ["))
+            #expect(!dumb.stdout.contains("\u{1B}"))
+        }
+    }
+
     @Test func aTerminalGetsAProgressBarWithRateAndETAAndColour() throws {
         try withDirectory { dir in
             let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
