@@ -19,7 +19,7 @@ struct AuditCommand: ParsableCommand {
 
             Examples:
               ledger audit user-42
-              ledger audit user-42 --at 2026-03-05T00:00:00Z --known-at 2026-03-05T00:00:00Z
+              ledger audit user-42 --at 2026-03-05T00:00:00Z --known-at 120
               ledger audit user-42 --known-at 1200 --json
             """
     )

@@ -31,7 +31,7 @@ struct IngestAppStoreCommand: ParsableCommand {
                 --bundle-id com.example.app --environment Production notifications.jsonl
               ledger ingest appstore --root AppleRootCA-G3.cer \\
                 --bundle-id com.example.app --environment Sandbox --history history.json
-              ledger ingest appstore notifications.jsonl    # the settings ledger init recorded
+              ledger ingest appstore notifications.jsonl   # with the store's settings
             """
     )
 

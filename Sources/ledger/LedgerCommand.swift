@@ -21,8 +21,8 @@ struct LedgerCommand: ParsableCommand {
             A first session:
               ledger demo --store demo.lmdb                    # 10,000 realistic customers
               ledger status customer-17 --store demo.lmdb      # every read model, now
-              ledger audit customer-17 --store demo.lmdb       # how they got there, and why
-              ledger rebuild --store demo.lmdb --policy Schemas/policies/photolala.json --dry-run
+              ledger audit customer-17 --store demo.lmdb       # how, and why
+              ledger rebuild --store demo.lmdb --policy photolala --dry-run
             """,
         version: LedgerCommand.version,
         groupedSubcommands: [

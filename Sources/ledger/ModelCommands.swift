@@ -37,7 +37,7 @@ struct StatusCommand: ParsableCommand {
             Examples:
               ledger status user-42
               ledger status user-42 --at 2026-03-05T00:00:00Z --json
-              ledger status user-42 --at 2026-03-05T00:00:00Z --known-at 2026-03-06T00:00:00Z
+              ledger status user-42 --at 2026-03-05T00:00:00Z --known-at 120
             """
     )
 

@@ -67,6 +67,22 @@ import Testing
         }
     }
 
+    /// Every example in every `--help` stays on its line at 80 columns (a long one goes on with
+    /// a backslash), so that it can be copied and pasted whole.
+    @Test func helpExamplesFitEightyColumns() throws {
+        let commands = [[], ["status"], ["audit"], ["due"], ["subjects"], ["lookup"], ["event"], ["init"], ["append"], ["export"],
+                        ["rebuild"], ["stats"], ["policy"], ["verify"], ["erase"], ["ingest", "appstore"], ["serve"],
+                        ["token", "create"], ["schemas"], ["demo"]]
+        for command in commands {
+            let lines = try Run(command + ["--help"], environment: ["COLUMNS": "80"]).stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            for (line, next) in zip(lines, lines.dropFirst()) where line.hasPrefix("  ledger ") {
+                #expect(line.count <= 80, "\(command): \(line)")
+                // A wrapped example goes on at the start of the next line.
+                #expect(next.isEmpty || next.hasPrefix(" ") || next.first?.isUppercase == true, "\(command): \(line) / \(next)")
+            }
+        }
+    }
+
     @Test func aTerminalGetsAProgressBarWithRateAndETAAndColour() throws {
         try withDirectory { dir in
             let run = try onTerminal(["demo", "--store", dir + "/d.lmdb", "--subjects", "3000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],

@@ -29,7 +29,8 @@ struct DemoCommand: ParsableCommand {
 
             Examples:
               ledger demo --store demo.lmdb
-              ledger demo --store big.lmdb --subjects 1000000 --seed 7 --now 2026-11-21T00:00:00Z
+              ledger demo --store big.lmdb --subjects 1000000 --seed 7 \\
+                --now 2026-11-21T00:00:00Z
               ledger demo --store soft.lmdb --policy stampbook-soft    (a store of its own)
               ledger status customer-17 --store demo.lmdb
             """
