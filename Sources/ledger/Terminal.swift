@@ -154,6 +154,35 @@ final class ProgressBar {
     }
 }
 
+/// `items` after a bold `label`, `separator` between them, broken between items into lines of
+/// at most `width` columns, the lines after the first indented by two spaces: a summary line
+/// that fits the terminal. An item is never split; one longer than a line stands alone.
+func wrapped(_ label: String, _ items: [String], separator: String = "   ", width: Int = Terminal.columns) -> String {
+    var lines: [String] = []
+    var line = label.isEmpty ? "" : label + "  "
+    var painted = label.isEmpty ? "" : Terminal.paint(label, .bold) + "  "
+    var fresh = true
+    for item in items {
+        if fresh || line.count + separator.count + item.count <= width {
+            let joined = (fresh ? "" : separator) + item
+            line += joined
+            painted += joined
+        } else {
+            lines.append(painted)
+            line = "  " + item
+            painted = line
+        }
+        fresh = false
+    }
+    lines.append(painted)
+    return lines.joined(separator: "\n")
+}
+
+/// Prose after a bold `label`, wrapped at spaces to the terminal (`wrapped(_:_:separator:width:)`).
+func wrapped(_ label: String, prose: String, width: Int = Terminal.columns) -> String {
+    wrapped(label, prose.split(separator: " ").map(String.init), separator: " ", width: width)
+}
+
 /// "1 customer", "2 customers", "147,155 customers" (`formatCount`).
 func counted<N: BinaryInteger>(_ n: N, _ singular: String, _ plural: String? = nil) -> String {
     "\(formatCount(Int(clamping: n))) \(n == 1 ? singular : plural ?? singular + "s")"

@@ -67,6 +67,26 @@ import Testing
         }
     }
 
+    /// The demo's summary fits the terminal's width: the tiers beside the plans where both fit,
+    /// else below them; the events in one column where two do not fit. (The telling audits
+    /// are `ledger audit`'s, left out here.)
+    @Test func theDemoSummaryFitsTheTerminal() throws {
+        try withDirectory { dir in
+            let narrow = try Run(["demo", "--store", dir + "/d.lmdb", "--subjects", "2000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                                 environment: ["COLUMNS": "80"])
+            #expect(narrow.status == 0)
+            // Only a command to copy whole, which names the (long, temporary) store path, may be wider.
+            for line in narrow.stdout.split(separator: "\n") where !line.contains(dir) { #expect(line.count <= 80, "\(line)") }
+            #expect(narrow.stdout.range(of: #"decided by +Retention tier"#, options: .regularExpression) != nil)
+            let tight = try Run(["demo", "--store", dir + "/d.lmdb", "--subjects", "2000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                                environment: ["COLUMNS": "50"])
+            #expect(tight.stdout.contains("\n  Retention tier"))
+            let wide = try Run(["demo", "--store", dir + "/d.lmdb", "--subjects", "2000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
+                               environment: ["COLUMNS": "160"])
+            #expect(wide.stdout.contains("decided by           Retention tier") || wide.stdout.range(of: #"decided by +Retention tier"#, options: .regularExpression) != nil)
+        }
+    }
+
     /// Every example in every `--help` stays on its line at 80 columns (a long one goes on with
     /// a backslash), so that it can be copied and pasted whole.
     @Test func helpExamplesFitEightyColumns() throws {

@@ -128,23 +128,27 @@ struct DemoCommand: ParsableCommand {
         }
 
         let first = Timestamp(milliseconds: present.milliseconds - DemoHistory.span)
-        print(Terminal.paint("Demo store \(global.storePath)", .bold) + ": \(formatCount(subjects)) customers, \(formatCount(order.count)) events from \(first.date) to \(present.date) (seed \(seed), now \(present)).")
+        print(wrapped("Demo store \(global.storePath):", prose: "\(formatCount(subjects)) customers, \(formatCount(order.count)) events from \(first.date) to \(present.date) (seed \(seed), now \(present))."))
         let rate = appendSeconds > 0 ? Int(Double(appended.summary.appended) / appendSeconds) : 0
         var line = "Appended \(formatCount(appended.summary.appended)) in recorded order in \(formatDuration(appendSeconds))"
         if appended.summary.appended > 0 { line += " (\(formatCount(rate)) events/s, read models built as it went)" }
         if appended.summary.duplicates > 0 { line += "; \(formatCount(appended.summary.duplicates)) were already there" }
-        print(line + "; \(formatDuration(totalSeconds)) in all.")
+        print(wrapped("", prose: line + "; \(formatDuration(totalSeconds)) in all."))
         print("")
         print(summary.render(at: present, store: global.storePath))
         print("")
         print(Terminal.paint("Events by type", .bold))
         let types = DemoSummary.mostFirst(appended.types)
+        // Two columns where they fit the terminal, else one.
         let half = (types.count + 1) / 2
         var rows: [[String]] = []
         for i in 0..<half {
             var row = [types[i].0, formatCount(types[i].1)]
             if i + half < types.count { row += ["", types[i + half].0, formatCount(types[i + half].1)] }
             rows.append(row)
+        }
+        if (tableLines(rows, indent: "  ", rightAligned: [1, 4]).map(\.count).max() ?? 0) > Terminal.columns {
+            rows = types.map { [$0.0, formatCount($0.1)] }
         }
         printTable(rows, indent: "  ", rightAligned: [1, 4])
         for (pick, report) in zip(telling, reports) {
@@ -153,7 +157,8 @@ struct DemoCommand: ParsableCommand {
             print(AuditCommand.render(report))
         }
         print("")
-        print("Next: `ledger status SUBJECT --store \(global.storePath)`, `ledger audit SUBJECT --store \(global.storePath)`, `ledger verify --store \(global.storePath)`.")
+        print(wrapped("Next:", ["`ledger status SUBJECT --store \(global.storePath)`,", "`ledger audit SUBJECT --store \(global.storePath)`,",
+                                "`ledger verify --store \(global.storePath)`."], separator: " "))
     }
 
 }
@@ -290,45 +295,54 @@ struct DemoSummary {
     /// Three tables: plan states with their rules, retention tiers, badge counts.
     func render(at t: Timestamp, store: String) -> String {
         var lines: [String] = []
+        // Each plan's deciding rules one per row, most first; the tiers beside the plans where
+        // both fit the terminal, else below them.
         var left: [[String]] = [["Plan state", "", "decided by"]]
         for (plan, count) in planStates {
-            let rules = (byPlanAndRule[plan] ?? [:]).sorted { $0.value > $1.value }.map { "\($0.key) \(formatCount($0.value))" }
-            left.append([plan, formatCount(count), rules.joined(separator: ", ")])
+            let rules = (byPlanAndRule[plan] ?? [:]).sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { "\($0.key) \(formatCount($0.value))" }
+            left.append([plan, formatCount(count), rules.first ?? ""])
+            for rule in rules.dropFirst() { left.append(["", "", rule]) }
         }
         let right = [["Retention tier", ""]] + tiers.map { [$0.0, formatCount($0.1)] }
         let leftLines = tableLines(left, indent: "  ", rightAligned: [1])
         let rightLines = tableLines(right, indent: "", rightAligned: [1])
         let width = (leftLines.map { $0.count }.max() ?? 0) + 4
         lines.append(Terminal.paint("Customers at \(t)", .bold))
-        for i in 0..<max(leftLines.count, rightLines.count) {
-            let l = i < leftLines.count ? leftLines[i] : ""
-            let r = i < rightLines.count ? rightLines[i] : ""
-            let line = r.isEmpty ? l : l.padding(toLength: width, withPad: " ", startingAt: 0) + r
-            lines.append(i == 0 ? Terminal.paint(line, .dim) : line)
+        if width + (rightLines.map(\.count).max() ?? 0) <= Terminal.columns {
+            for i in 0..<max(leftLines.count, rightLines.count) {
+                let l = i < leftLines.count ? leftLines[i] : ""
+                let r = i < rightLines.count ? rightLines[i] : ""
+                let line = r.isEmpty ? l : l.padding(toLength: width, withPad: " ", startingAt: 0) + r
+                lines.append(i == 0 ? Terminal.paint(line, .dim) : line)
+            }
+        } else {
+            for (i, line) in leftLines.enumerated() { lines.append(i == 0 ? Terminal.paint(line, .dim) : line) }
+            lines.append("")
+            for (i, line) in rightLines.enumerated() { lines.append(i == 0 ? Terminal.paint("  " + line, .dim) : "  " + line) }
         }
         lines.append("")
-        lines.append(Terminal.paint("Badge count", .bold) + "  " + badges.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   "))
-        lines.append(Terminal.paint("Free-tier limits", .bold) + "  "
-                     + (limits.isEmpty ? "everyone within them" : limits.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")))
+        lines.append(wrapped("Badge count", badges.map { "\($0.0): \(formatCount($0.1))" }))
+        lines.append(wrapped("Free-tier limits", limits.isEmpty ? ["everyone within them"] : limits.map { "\($0.0): \(formatCount($0.1))" }))
         if graceEnds.milliseconds > 0 {
-            lines.append(Terminal.paint("Existing-user grace", .bold) + "  until \(graceEnds.date): \(formatCount(insideGrace)) customers inside it "
-                         + (graceSeenAt < t ? "on its last day" : "now") + ", \(formatCount(overLimitsInsideGrace)) of them over a free limit")
+            lines.append(wrapped("Existing-user grace", prose: "until \(graceEnds.date): \(formatCount(insideGrace)) customers inside it "
+                                 + (graceSeenAt < t ? "on its last day" : "now") + ", \(formatCount(overLimitsInsideGrace)) of them over a free limit"))
         }
-        lines.append(Terminal.paint("Deletions", .bold) + "  " + deletions.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")
-                     + (cancelledIfSoft == nil ? "   cancelled (honoured): \(formatCount(cancellationsHonoured))" : ""))
+        lines.append(wrapped("Deletions", deletions.map { "\($0.0): \(formatCount($0.1))" }
+                             + (cancelledIfSoft == nil ? ["cancelled (honoured): \(formatCount(cancellationsHonoured))"] : [])))
         if let cancelledIfSoft {
-            lines.append("  \(formatCount(cancelledIfSoft)) cancelled requests not honoured (deletion.mode hard); a soft mode would: "
-                         + "`ledger rebuild deletion --policy stampbook-soft --dry-run --at \(t) --store \(store)`")
+            // The command stays on a line of its own, to be copied whole.
+            lines.append(wrapped("", prose: "\(formatCount(cancelledIfSoft)) cancelled requests not honoured (deletion.mode hard); a soft mode would:"))
+            lines.append("  ledger rebuild deletion --policy stampbook-soft --dry-run \\\n    --at \(t) --store \(store)")
         }
         let devices = Dictionary(access, uniquingKeysWith: +)
-        lines.append(Terminal.paint("Access", .bold) + "  \(formatCount(devices["withADevice"] ?? 0)) with a device, \(formatCount(devices["inASession"] ?? 0)) in a session, "
-                     + "\(formatCount(devices["cannotStartASession"] ?? 0)) used today's free session; signals: short sessions \(formatCount(devices["shortSessions"] ?? 0)), "
-                     + "bulk usage \(formatCount(devices["bulkUsage"] ?? 0)), subscribe-cancel cycles \(formatCount(devices["subscribeCancelCycles"] ?? 0)), "
-                     + "clock tampering \(formatCount(devices["clockTampering"] ?? 0))")
-        lines.append(Terminal.paint("Due in the next 24 h", .bold) + "  " + dueNext24h.map { "\($0.0): \(formatCount($0.1))" }.joined(separator: "   ")
-                     + "  (`ledger due --from \(t) --to \(t.adding(seconds: 86_400)) --store \(store)`)")
+        lines.append(wrapped("Access", prose: "\(formatCount(devices["withADevice"] ?? 0)) with a device, \(formatCount(devices["inASession"] ?? 0)) in a session, "
+                             + "\(formatCount(devices["cannotStartASession"] ?? 0)) used today's free session; signals: short sessions \(formatCount(devices["shortSessions"] ?? 0)), "
+                             + "bulk usage \(formatCount(devices["bulkUsage"] ?? 0)), subscribe-cancel cycles \(formatCount(devices["subscribeCancelCycles"] ?? 0)), "
+                             + "clock tampering \(formatCount(devices["clockTampering"] ?? 0))"))
+        lines.append(wrapped("Due in the next 24 h", dueNext24h.map { "\($0.0): \(formatCount($0.1))" }))
+        lines.append("  ledger due --from \(t) --to \(t.adding(seconds: 86_400)) \\\n    --store \(store)")
         if !off.isEmpty {
-            lines.append(Terminal.paint("Off under this policy", .bold) + "  \(off.joined(separator: ", ")): its sections are missing, so their counts above are empty")
+            lines.append(wrapped("Off under this policy", prose: "\(off.joined(separator: ", ")): its sections are missing, so their counts above are empty"))
         }
         return lines.joined(separator: "\n")
     }
