@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 /// What the command line writes besides its result: progress bars and colour only on a
@@ -84,6 +85,44 @@ import Testing
             let wide = try Run(["demo", "--store", dir + "/d.lmdb", "--subjects", "2000", "--now", "2026-11-21T00:00:00Z", "--audits", "0"],
                                environment: ["COLUMNS": "160"])
             #expect(wide.stdout.contains("decided by           Retention tier") || wide.stdout.range(of: #"decided by +Retention tier"#, options: .regularExpression) != nil)
+        }
+    }
+
+    /// Ctrl-C during a progress bar ends its line, so the shell's prompt starts on a line of its
+    /// own, and the command stops with status 130.
+    @Test func interruptingAProgressBarEndsItsLine() throws {
+        try withDirectory { dir in
+            let ledger = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger").path
+            let store = dir + "/i.lmdb"
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+            process.arguments = ["-qec", "'\(ledger)' demo --store '\(store)' --subjects 200000 --now 2026-11-21T00:00:00Z --audits 0", "/dev/null"]
+            process.environment = ["TERM": "xterm", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardInput = Pipe()
+            try process.run()
+            var shown = ""
+            while !shown.contains("\r\u{1B}[K") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                shown += String(decoding: chunk, as: UTF8.self)
+            }
+            #expect(shown.contains("\r\u{1B}[K"), "no progress bar: \(shown)")
+            // The ledger under script: the newest process of that command line.
+            let pgrep = try Run(["-n", "-f", "demo --store \(store)"], executable: "/usr/bin/pgrep")
+            guard let pid = Int32(pgrep.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                Issue.record("no ledger process: \(pgrep.stdout) \(pgrep.stderr)")
+                process.terminate()
+                return
+            }
+            kill(pid, SIGINT)
+            shown += String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 130)
+            // The terminal writes a newline as \r\n: the output ends with one after the bar.
+            #expect(shown.unicodeScalars.last == "\n", "the progress line was left open: \(shown.suffix(80).debugDescription)")
+            #expect(shown.hasSuffix(" customers\r\n") || shown.hasSuffix(" events\r\n"), "\(shown.suffix(80).debugDescription)")
         }
     }
 
