@@ -184,6 +184,12 @@ struct RebuildCommand: ParsableCommand {
         let rate = report.foldSeconds > 0 ? Double(report.events) / report.foldSeconds : 0
         print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")): folded \(counted(report.events, "event")) in \(String(format: "%.2f", report.foldSeconds)) s (\(formatCount(Int(rate))) events/s).")
         print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
+        // A rebuild makes a whole new generation: the models not named are rebuilt with the
+        // named ones, under the same policy, so none is left stale.
+        let others = ledger.modelNames.filter { !report.models.contains($0) }
+        if !dryRun && !others.isEmpty {
+            print("The other models (\(others.joined(separator: ", "))) were rebuilt with \(report.models.count == 1 ? "it" : "them"), under the same policy: none is stale; their changes are not listed.")
+        }
         let subjects = Set(report.changes.map(\.subject)).count
         for name in report.notCompared {
             print("The served \(name) model was built by another version, whose states this ledger cannot read: its views were not compared.")

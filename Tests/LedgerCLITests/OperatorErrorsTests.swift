@@ -61,6 +61,23 @@ import Testing
         }
     }
 
+    /// Rebuilding one model under another policy rebuilds the whole generation under it: the
+    /// report names every model rebuilt, and none is left stale (so there is nothing to warn of).
+    @Test func rebuildingOneModelUnderANewPolicyLeavesNoneStale() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            #expect(try Run(["append", "--store", store, "--restore", FileManager.default.currentDirectoryPath + "/Schemas/examples/alex.jsonl"]).status == 0)
+            let run = try Run(["rebuild", "entitlement", "--policy", "photolala", "--store", store])
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.hasPrefix("Rebuilt entitlement: "))
+            #expect(run.stdout.contains("The other models (retention, badge, access, limits, deletion, due, holders, transactions) were rebuilt with it, under the same policy: none is stale"))
+            #expect(run.stderr == "")
+            let stats = try Run(["stats", "--json", "--store", store]).stdout
+            #expect(stats.contains(#""stale":false"#))
+            #expect(!stats.contains(#""stale":true"#))
+        }
+    }
+
     @Test func anEmptyLedgerStoreCountsAsUnset() throws {
         let run = try Run(["stats"], environment: ["LEDGER_STORE": ""])
         #expect(run.stderr.contains("no store at ledger.lmdb;"))
