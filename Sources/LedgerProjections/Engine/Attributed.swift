@@ -38,13 +38,17 @@ struct Attributed {
     func indexEntries(_ model: any ReadModel.Type, of key: String, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
                       policy: Policy, _ txn: borrowing Transaction) throws -> [IndexEntry] {
         if try boundSubject(ofHolding: key, txn) != nil { return [] }
-        return try typedEntries(model, of: key, stateBytes: stateBytes, factsBytes: factsBytes, policy: policy, txn)
+        return try typedEntries(model, of: key, stateBytes: stateBytes, facts: try Self.facts(factsBytes), policy: policy, txn)
     }
 
-    private func typedEntries<M: ReadModel>(_ model: M.Type, of key: String, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
-                                            policy: Policy, _ txn: borrowing Transaction) throws -> [IndexEntry] {
+    /// `key`'s entries in `model` from its stored state and its facts already decoded, `key`
+    /// being no bound holding subject (`refreshIndexes` decodes each key's facts once).
+    func typedEntries<M: ReadModel>(_ model: M.Type, of key: String, stateBytes: UnsafeRawBufferPointer?, facts stored: SubjectFacts,
+                                    policy: Policy, _ txn: borrowing Transaction) throws -> [IndexEntry] {
         var state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
-        var facts = try Self.facts(factsBytes)
+        var facts = stored
+        // The common case, a subject with no holding subject: its state and facts as they are.
+        guard !facts.bound.isEmpty else { return M.indexEntries(of: state, facts: facts, policy: policy) }
         var items: [[UInt8]: M.Item] = [:]
         for holding in facts.bound {
             guard let holders = try holders(of: String(holding.dropFirst(AppStoreSubjectBound.holdingPrefix.count)), txn) else { continue }

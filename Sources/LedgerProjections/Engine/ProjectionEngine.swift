@@ -148,29 +148,29 @@ final class ProjectionEngine: CommitObserver {
         guard hasIndex, !keys.isEmpty else { return }
         guard let facts = generation.record(Fold.factsName), facts.version == UInt64(Fold.factsVersion) else { return }
         let attributed = Attributed(engine: self, generation: generation)
-        var all = keys
+        // Each key's facts decoded once, and the keys a refresh of these brings in.
+        var decoded: [String: SubjectFacts] = [:]
+        var holdings: Set<String> = []
+        func note(_ key: String) throws {
+            guard decoded[key] == nil else { return }
+            decoded[key] = try Attributed.facts(try store.states(of: key, in: generation.number, txn)[facts.tagByte])
+            if try attributed.boundSubject(ofHolding: key, txn) != nil { holdings.insert(key) }
+        }
         for key in keys {
-            let stored = try store.states(of: key, in: generation.number, txn)
-            all.formUnion(try Attributed.facts(stored[facts.tagByte]).bound)
-            if let subject = try attributed.boundSubject(ofHolding: key, txn) { all.insert(subject) }
+            try note(key)
+            for holding in decoded[key]?.bound ?? [] { try note(holding) }
+            if holdings.contains(key), let subject = try attributed.boundSubject(ofHolding: key, txn) { try note(subject) }
         }
         for model in models where model.isIndexed {
             // Another version's states may not decode under this code: its index stays as it
             // is, stale with the model, until a rebuild.
             guard let record = generation.record(model.name), record.version == UInt64(model.version) else { continue }
-            for key in all {
-                let stored = try store.states(of: key, in: generation.number, txn)
-                let entries = try attributed.indexEntries(model, of: key, stateBytes: stored[record.tagByte], factsBytes: stored[facts.tagByte], policy: policy, txn)
+            for (key, keyFacts) in decoded {
+                let entries = holdings.contains(key) ? [] : try attributed.typedEntries(model, of: key, stateBytes: try store.states(of: key, in: generation.number, txn)[record.tagByte],
+                                                                                         facts: keyFacts, policy: policy, txn)
                 try store.setEntries(entries, of: key, generation: generation.number, tag: record.tagByte, txn)
             }
         }
-    }
-
-    static func indexEntries<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, factsBytes: UnsafeRawBufferPointer?,
-                                           policy: Policy) throws -> [IndexEntry] {
-        let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
-        let facts = try factsBytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
-        return M.indexEntries(of: state, facts: facts, policy: policy)
     }
 
     // MARK: Catch-up (any thread but the writer's)
