@@ -41,6 +41,17 @@ let package = Package(
             providers: [.apt(["liblmdb-dev"])]
         ),
         .target(name: "LMDB", dependencies: ["CLMDB"]),
+        // Debian's libnats-dev (the NATS C client); only the LedgerCluster module imports it.
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
+        // The ledger as a cluster on NATS JetStream: nodes, partitions, appends and reads.
+        .target(
+            name: "LedgerCluster",
+            dependencies: ["CNATS", "LedgerProjections", "LedgerStore", "LedgerModels", "LedgerCore"]
+        ),
         .target(name: "LedgerCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "LedgerStore",
@@ -114,6 +125,11 @@ let package = Package(
             path: "Tests/LedgerTestSupport"
         ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB"]),
+        // Against a real NATS JetStream cluster that the tests start (Tools/cluster).
+        .testTarget(
+            name: "LedgerClusterTests",
+            dependencies: ["LedgerCluster", "LedgerProjections", "LedgerModels", "LedgerStore", "LedgerCore", "LedgerTestSupport"]
+        ),
         // The read models' rules, folded in memory: no store.
         .testTarget(
             name: "LedgerModelsTests",

@@ -35,6 +35,10 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         /// An argument that is not an event is refused (a token's name taken or too long…);
         /// the message says what it must be.
         public static let invalidArgument = Code(rawValue: "invalidArgument")
+        /// A cluster's servers (NATS JetStream) or the node that owns a subject did not answer
+        /// in time. An append may or may not have been stored: retry it, since appends are
+        /// idempotent.
+        public static let unavailable = Code(rawValue: "unavailable")
     }
 
     /// One thing wrong with an event's input: the field as a JSON pointer, and what is wrong.

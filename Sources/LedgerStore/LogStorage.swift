@@ -481,8 +481,16 @@ struct LogStorage: Sendable {
     /// Appends every event `makeEvents` yields in one write transaction, pulling them one at
     /// a time so that a batch of any size takes bounded memory. `makeEvents` is called again
     /// (and must start over) if the map fills and the transaction is retried.
-    func commitStream(restoring: Bool, _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
+    ///
+    /// With `replicating`, each event keeps the `recordedAt` it carries (raised to the
+    /// previous event's, so that recorded times never go back) but takes the next position;
+    /// `settings` are written in the same transaction (a cluster node's checkpoint).
+    func commitStream(restoring: Bool, replicating: Bool = false, settings: [String: JSONObject] = [:],
+                      _ makeEvents: () throws -> any StreamedEvents) throws -> StreamSummary {
         try writeAppends { txn, head, session in
+            for (name, object) in settings.sorted(by: { $0.key < $1.key }) {
+                try txn.put(meta, key: LogSchema.settingKey(name), value: Array(JSON.object(object).serialized(sortedKeys: true).utf8))
+            }
             let clock = clock()
             let now = max(clock, head.recordedAt)
             let before = head.position
@@ -497,7 +505,9 @@ struct LogStorage: Sendable {
                     throw item.locate(error)
                 }
                 var recordedAt = now
-                if restoring {
+                if replicating, let stamped = item.recordedAt {
+                    recordedAt = max(stamped, head.recordedAt)
+                } else if restoring {
                     guard let position = item.position, let stamped = item.recordedAt else {
                         throw item.locate(LedgerError(.invalidEvent, "a restore needs the position and recordedAt that export wrote", field: item.position == nil ? "/position" : "/recordedAt"))
                     }
@@ -556,7 +566,10 @@ struct LogStorage: Sendable {
                 }
                 let written = try write(&record, idHash: idHash, draft: stored, data: storedData, recordedAt: recordedAt, txn, &head, session)
                 try afterWriting(stored, at: written.position, txn, &head)
-                if restoring { _ = session?.derived() } else { _ = try writeDerived(recordedAt, txn, &head, session) }
+                if replicating, let origin = item.origin {
+                    try txn.put(meta, key: LogSchema.originKey(written.position), value: LogSchema.key(origin))
+                }
+                if restoring || replicating { _ = session?.derived() } else { _ = try writeDerived(recordedAt, txn, &head, session) }
                 summary.appended += 1
                 summary.firstPosition = summary.firstPosition ?? written.position
                 summary.lastPosition = written.position

@@ -14,6 +14,9 @@
     public var position: UInt64?
     /// For a restore: the recordedAt it keeps.
     public var recordedAt: Timestamp?
+    /// For a replica (`EventLog.replicate`): the event's sequence in the log it comes from (a
+    /// cluster's stream), kept beside its position here (`EventLog.origin(of:)`).
+    package var origin: UInt64?
 
     public init(draft: EventDraft, file: String? = nil, line: Int? = nil, position: UInt64? = nil, recordedAt: Timestamp? = nil) {
         self.draft = draft
@@ -84,4 +87,52 @@ extension EventLog {
             throw LedgerError.storage(error, doing: "appending a batch")
         }
     }
+
+    /// Appends events another store recorded (a cluster node folding its partitions of the
+    /// stream): each keeps the `recordedAt` it carries, raised to the previous event's when
+    /// it is earlier, and takes the next position; duplicates are skipped; the ledger derives
+    /// nothing (the stream holds what was derived). `settings` are written in the same
+    /// transaction, so a checkpoint commits with the events and their read models.
+    /// - Throws: `LedgerError` for the first invalid or conflicting event; nothing is written.
+    package func replicate(_ events: [StreamedEvent], settings: [String: JSONObject]) throws(LedgerError) -> StreamSummary {
+        guard writer != nil else { throw LedgerError(.readOnly, "the log was opened read-only; open it without `readOnly` to append") }
+        do {
+            return try storage.commitStream(restoring: false, replicating: true, settings: settings) { () -> any StreamedEvents in
+                ListedEvents(events: events)
+            }
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError.storage(error, doing: "appending a replicated batch")
+        }
+    }
+}
+
+/// Events already in memory, as a `StreamedEvents` source.
+struct ListedEvents: StreamedEvents {
+    let events: [StreamedEvent]
+    var index = 0
+    init(events: [StreamedEvent]) { self.events = events }
+    mutating func next() throws -> StreamedEvent? {
+        guard index < events.count else { return nil }
+        defer { index += 1 }
+        return events[index]
+    }
+}
+
+extension EventLog {
+    /// The sequence the event at `position` has in the log it was replicated from (a
+    /// cluster's stream), `nil` for an event appended here.
+    package func origin(of position: UInt64) throws(LedgerError) -> UInt64? {
+        try storage.read("reading the origin of position \(position)") { txn in
+            try txn.get(storage.meta, key: LogSchema.originKey(position)).flatMap { bytes in
+                bytes.count == 8 ? bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } : nil
+            }
+        }
+    }
+}
+
+extension LogSchema {
+    /// The `meta` key of a replicated event's origin sequence: `origin/` and its position.
+    static func originKey(_ position: UInt64) -> [UInt8] { Array("origin/".utf8) + key(position) }
 }

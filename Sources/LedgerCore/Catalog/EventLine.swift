@@ -15,23 +15,40 @@ extension Envelope {
     /// event), `meta` only when not empty, plus `position` and `recordedAt`.
     /// - Throws: `LedgerError.corruptRecord` when the payload does not decode as its type.
     public static func export(_ stored: StoredEvent) throws(LedgerError) -> [UInt8] {
-        guard let layout = EventCatalog.layout(of: stored.type, version: stored.schemaVersion),
-              let value = layout.decode(binary: stored.payload)
-        else {
+        guard var object = object(of: stored.draft) else {
             throw LedgerError(.corruptRecord, "the payload at position \(stored.position) does not decode as \(stored.type) version \(stored.schemaVersion); run `ledger verify`",
                               subject: stored.subject, position: stored.position)
         }
-        var object: JSONObject = [
-            "type": .string(stored.type), "subject": .string(stored.subject), "occurredAt": .string(stored.occurredAt.description),
-            "source": .string(stored.source.rawValue), "schemaVersion": .integer(Int64(stored.schemaVersion)), "data": .object(layout.json(value)),
-        ]
-        if !stored.meta.isEmpty { object["meta"] = .object(JSONObject(stored.meta.map { ($0.key, .string($0.value)) })) }
-        object["id"] = .string(stored.id.description)
         object["position"] = .integer(Int64(clamping: stored.position))
         object["recordedAt"] = .string(stored.recordedAt.description)
         var out: [UInt8] = []
         JSON.object(object).write(into: &out, sortedKeys: true)
         return out
+    }
+
+    /// A draft as one canonical line, as `export` writes its event but without `position` and
+    /// `recordedAt` (the bytes a cluster's stream holds); `EventDraft(jsonLine:)` reads it back.
+    /// - Throws: `LedgerError.invalidEvent` when the payload does not decode as its type.
+    public static func line(of draft: EventDraft) throws(LedgerError) -> [UInt8] {
+        guard let object = object(of: draft) else {
+            throw LedgerError(.invalidEvent, "the payload does not decode as \(draft.type) version \(draft.schemaVersion)", field: "/data", subject: draft.subject)
+        }
+        var out: [UInt8] = []
+        JSON.object(object).write(into: &out, sortedKeys: true)
+        return out
+    }
+
+    private static func object(of draft: EventDraft) -> JSONObject? {
+        guard let layout = EventCatalog.layout(of: draft.type, version: draft.schemaVersion),
+              let value = layout.decode(binary: draft.payload)
+        else { return nil }
+        var object: JSONObject = [
+            "type": .string(draft.type), "subject": .string(draft.subject), "occurredAt": .string(draft.occurredAt.description),
+            "source": .string(draft.source.rawValue), "schemaVersion": .integer(Int64(draft.schemaVersion)), "data": .object(layout.json(value)),
+        ]
+        if !draft.meta.isEmpty { object["meta"] = .object(JSONObject(draft.meta.map { ($0.key, .string($0.value)) })) }
+        object["id"] = .string(draft.id.description)
+        return object
     }
 }
 

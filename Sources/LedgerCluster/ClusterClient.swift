@@ -1,0 +1,126 @@
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+import LedgerModels
+import LedgerProjections
+
+/// A client of a ledger cluster: the `ledger` command with `--cluster`, tests and tools. It
+/// sends each request to the node that holds the subject's partition (NATS request–reply on
+/// the partition's service subject), and gathers answers from every partition where a read
+/// spans them (`due`).
+///
+/// While a partition changes hands (a node died, one joined) nobody answers it for a few
+/// seconds; the client retries until `patience` runs out, then throws `.unavailable`.
+package final class ClusterClient: @unchecked Sendable {
+    let connection: NATSConnection
+    package let layout: ClusterLayout
+    /// How long a request waits for a partition to find a holder, in milliseconds.
+    package var patience: Int64 = 15_000
+
+    /// Connects to the cluster at `urls` (comma-separated `nats://host:port`).
+    /// - Throws: `.unavailable` when NATS cannot be reached or no node ever started there.
+    package init(urls: String) throws(LedgerError) {
+        connection = try NATSConnection(urls: urls, name: "ledger client")
+        let missing = LedgerError(.unavailable, "no ledger cluster at \(urls) yet: start a node there (`ledger node --nats \(urls) --store PATH`)")
+        let settings: KeyValueBucket
+        do throws(LedgerError) {
+            settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
+        } catch {
+            throw error.code == .invalidArgument ? missing : error
+        }
+        guard let stored = try settings.get("partitions"), let count = Int(String(decoding: stored.value, as: UTF8.self)) else { throw missing }
+        layout = ClusterLayout(partitions: count)
+    }
+
+    package func close() { connection.close() }
+
+    // MARK: Appends
+
+    /// Appends a batch: the events of each partition go to its holder, which checks them as a
+    /// single store does and returns once JetStream has stored them and it has folded them.
+    ///
+    /// A batch is atomic per partition only when each partition's part is one event or the
+    /// checks refuse it whole: JetStream has no transaction over several messages. A batch
+    /// that fails part-way has the parts before stored; retrying it whole is safe (they count
+    /// as duplicates). The error's `index` is the failing event's index in `drafts`.
+    package func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
+        var groups: [Int: [Int]] = [:]
+        for (i, draft) in drafts.enumerated() { groups[layout.partition(of: draft.subject), default: []].append(i) }
+        var expectations: [Int: [String: ExpectedVersion]] = [:]
+        for (subject, expected) in expecting { expectations[layout.partition(of: subject), default: [:]][subject] = expected }
+        var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
+        for partition in Set(groups.keys).union(expectations.keys).sorted() {
+            let indexes = groups[partition] ?? []
+            var lines: [JSON] = []
+            for i in indexes {
+                do throws(LedgerError) { lines.append(.string(String(decoding: try EventLine.line(of: drafts[i]), as: UTF8.self))) } catch {
+                    var error = error
+                    error.index = i
+                    throw error
+                }
+            }
+            var request: JSONObject = ["lines": .array(lines)]
+            if let expected = expectations[partition] {
+                request["expecting"] = .object(JSONObject(expected.sorted { $0.key < $1.key }.map { ($0.key, ClusterWire.json(of: $0.value)) }))
+            }
+            let answer: JSON
+            do throws(LedgerError) {
+                answer = try ask(partition, "append", request)
+            } catch {
+                var error = error
+                if let index = error.index, index < indexes.count { error.index = indexes[index] }
+                throw error
+            }
+            guard case .object(let object) = answer, case .array(let items)? = object["outcomes"], items.count == indexes.count else {
+                throw LedgerError(.storage, "partition \(partition) answered an append without its outcomes")
+            }
+            for (i, item) in zip(indexes, items) { outcomes[i] = ClusterWire.outcome(item) }
+        }
+        return AppendResult(outcomes: outcomes.map { $0 ?? .duplicate(position: 0) })
+    }
+
+    // MARK: Reads
+
+    /// A subject's status, as `Ledger.status(of:at:knownAt:).json` gives it, with what the
+    /// command needs to print it for people.
+    package func status(of subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
+        try read("status", subject: subject, at: t, knownAt: knownAt)
+    }
+
+    /// One read of a subject (`status`, `audit`, `events`, `version`) from its partition's holder.
+    package func read(_ kind: String, subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
+        var request: JSONObject = ["kind": .string(kind), "subject": .string(subject)]
+        if let t { request["at"] = .string(t.description) }
+        if let knownAt { request["knownAt"] = .string(knownAt) }
+        return try ask(layout.partition(of: subject), "read", request)
+    }
+
+    /// What falls due at from ≤ at < to in every partition, in `Ledger.due`'s order.
+    package func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [JSON] {
+        var items: [(key: (Int64, String, String, String), item: JSON)] = []
+        for partition in 0..<layout.partitions {
+            let answer = try ask(partition, "read", ["kind": "due", "from": .string(from.description), "to": .string(to.description)])
+            guard case .array(let list) = answer else { throw LedgerError(.storage, "partition \(partition) answered due without a list") }
+            for item in list {
+                guard case .object(let o) = item else { continue }
+                let at = ClusterWire.string(o["at"]).flatMap { Timestamp(rfc3339: $0) }?.milliseconds ?? 0
+                let detail = o["detail"].map { $0.serialized(sortedKeys: true) } ?? ""
+                items.append(((at, ClusterWire.string(o["subject"]) ?? "", ClusterWire.string(o["kind"]) ?? "", detail), item))
+            }
+        }
+        return items.sorted { $0.key < $1.key }.map(\.item)
+    }
+
+    /// Sends `request` to `partition`'s holder, retrying while the partition has none.
+    func ask(_ partition: Int, _ what: String, _ request: JSONObject) throws(LedgerError) -> JSON {
+        let subject = ClusterLayout.service(partition: partition, what)
+        let deadline = Timestamp.now().milliseconds + patience
+        while true {
+            do throws(LedgerError) {
+                return try ClusterWire.result(try connection.request(ClusterWire.encode(request), to: subject, timeout: 30_000), from: subject)
+            } catch {
+                guard error.code == .unavailable, Timestamp.now().milliseconds < deadline else { throw error }
+                pause(milliseconds: 100)
+            }
+        }
+    }
+}

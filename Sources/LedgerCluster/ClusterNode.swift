@@ -1,0 +1,249 @@
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+import LedgerModels
+@_spi(Storage) import LedgerProjections
+import Synchronization
+import Glibc
+
+/// A ledger node of a cluster: it holds leases on some partitions, folds their events from the
+/// stream into its own store (the same engine and read models as a single store), and answers
+/// their requests.
+///
+/// Leases live in a key-value bucket whose values expire: a node renews its leases every
+/// second, and a node that stops renewing (killed, cut off) loses them within
+/// `leaseMilliseconds`; the others then take its partitions and build them from the stream.
+/// Each node aims at its fair share (partitions ÷ live nodes, rounded up): it takes free
+/// partitions up to it and gives back those above it, so that a node that joins gets some.
+package final class ClusterNode: @unchecked Sendable {
+    package let name: String
+    let connection: NATSConnection
+    package let ledger: Ledger
+    package let layout: ClusterLayout
+    private let leases: KeyValueBucket
+    private let nodes: KeyValueBucket
+    private let workers = Mutex<[Int: (worker: PartitionWorker, revision: UInt64)]>([:])
+    private let running = Atomic<Bool>(true)
+    private var keeper: JoinableThread?
+    private let logger: @Sendable (String) -> Void
+
+    /// How long a lease lasts without renewal.
+    package static let leaseMilliseconds: Int64 = 4_000
+    /// How many copies JetStream keeps of the stream and the buckets.
+    package static let replicas = 3
+
+    /// Connects to the cluster at `urls`, creating its stream and buckets on first use (with
+    /// `partitions` partitions; an existing cluster keeps its own count), and opens the store
+    /// at `path`. Call `start()` to take partitions.
+    package init(urls: String, path: String, name: String? = nil, partitions: Int = ClusterLayout.defaultPartitions,
+                 replicas: Int = ClusterNode.replicas, log: @escaping @Sendable (String) -> Void = { _ in }) throws(LedgerError) {
+        self.name = name ?? Self.defaultName()
+        logger = log
+        connection = try NATSConnection(urls: urls, name: "ledger node \(self.name)")
+        layout = try Self.layout(connection, partitions: partitions, replicas: replicas)
+        // The duplicate window (2 minutes) covers a client's retries after a timeout; beyond it
+        // the holder's check of the id against its store does.
+        try connection.ensureStream(ClusterLayout.stream, subjects: ["ledger.*.*"], replicas: replicas, duplicateWindow: 120)
+        leases = try KeyValueBucket(connection, name: ClusterLayout.leasesBucket, replicas: replicas, ttl: Self.leaseMilliseconds)
+        nodes = try KeyValueBucket(connection, name: ClusterLayout.nodesBucket, replicas: replicas, ttl: Self.leaseMilliseconds)
+        ledger = try Ledger(path: path)
+    }
+
+    /// The cluster's layout: the partition count recorded when it was created.
+    static func layout(_ connection: NATSConnection, partitions: Int, replicas: Int) throws(LedgerError) -> ClusterLayout {
+        let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: replicas)
+        _ = try settings.create("partitions", Array(String(partitions).utf8))
+        guard let stored = try settings.get("partitions"), let count = Int(String(decoding: stored.value, as: UTF8.self)), count > 0 else {
+            throw LedgerError(.corruptRecord, "the cluster's partition count (bucket \(ClusterLayout.settingsBucket), key partitions) is not a number")
+        }
+        return ClusterLayout(partitions: count)
+    }
+
+    private static func defaultName() -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, host.count - 1)
+        let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return "\(hostname)-\(getpid())"
+    }
+
+    func log(_ line: String) { logger("node \(name): \(line)") }
+
+    /// Starts taking and renewing leases, on a thread of its own.
+    package func start() {
+        keeper = JoinableThread { [self] in
+            while running.load(ordering: .relaxed) {
+                do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
+                var slept = 0
+                while slept < 1_000 && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+            }
+        }
+    }
+
+    /// Gives back every lease, stops folding and answering, and closes the store.
+    package func stop() {
+        running.store(false, ordering: .relaxed)
+        keeper?.join()
+        keeper = nil
+        let held = workers.withLock { workers in defer { workers = [:] }; return workers }
+        for (partition, entry) in held {
+            entry.worker.stop()
+            _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
+        }
+        connection.close()
+        ledger.close()
+    }
+
+    /// The partitions this node holds now.
+    package var partitions: [Int] { workers.withLock { $0.keys.sorted() } }
+
+    static func leaseKey(_ partition: Int) -> String { "p\(partition)" }
+
+    /// One round of the lease keeper: heartbeat, renew, give back above the fair share, take
+    /// free partitions up to it.
+    private func balance() throws(LedgerError) {
+        try nodes.put(name, Array(name.utf8))
+        let live = max(1, try nodes.keys().count)
+        let fair = (layout.partitions + live - 1) / live
+        // Renew; a lease renewed by nobody else is still ours.
+        for (partition, entry) in workers.withLock({ $0 }) {
+            if let revision = try leases.update(Self.leaseKey(partition), Array(name.utf8), revision: entry.revision) {
+                workers.withLock { $0[partition]?.revision = revision }
+            } else {
+                log("lost the lease of partition \(partition)")
+                release(partition, revision: nil)
+            }
+        }
+        // Give back above the fair share (the highest partitions first), so that a node that
+        // joined finds free ones.
+        let held = workers.withLock { $0.keys.sorted() }
+        if held.count > fair {
+            for partition in held.suffix(held.count - fair) {
+                let revision = workers.withLock { $0[partition]?.revision }
+                release(partition, revision: revision)
+            }
+        }
+        // Take free partitions up to the fair share, starting at one of this node's own so that
+        // nodes starting together do not all race for partition 0.
+        var count = workers.withLock { $0.count }
+        let start = Int(UInt64(bitPattern: Int64(name.hashValue)) % UInt64(layout.partitions))
+        for step in 0..<layout.partitions where count < fair && running.load(ordering: .relaxed) {
+            let partition = (start + step) % layout.partitions
+            if workers.withLock({ $0[partition] != nil }) { continue }
+            let key = Self.leaseKey(partition)
+            let revision: UInt64?
+            if let entry = try leases.get(key) {
+                guard entry.value.isEmpty else { continue }
+                revision = try leases.update(key, Array(name.utf8), revision: entry.revision)
+            } else {
+                revision = try leases.create(key, Array(name.utf8))
+            }
+            guard let revision else { continue }
+            do throws(LedgerError) {
+                let worker = try PartitionWorker(partition: partition, node: self)
+                workers.withLock { $0[partition] = (worker, revision) }
+                count += 1
+                log("holds partition \(partition) from sequence \(worker.foldedSequence + 1)")
+            } catch {
+                log("cannot start partition \(partition): \(error.message)")
+                _ = try? leases.delete(key, revision: revision)
+            }
+        }
+    }
+
+    private func release(_ partition: Int, revision: UInt64?) {
+        guard let entry = workers.withLock({ $0.removeValue(forKey: partition) }) else { return }
+        entry.worker.stop()
+        if let revision { _ = try? leases.delete(Self.leaseKey(partition), revision: revision) }
+        log("gave back partition \(partition)")
+    }
+
+    // MARK: Reads
+
+    /// Answers a read for one of this node's partitions, with the JSON the single-store call
+    /// gives.
+    func answer(_ request: JSONObject, partition: Int) throws(LedgerError) -> JSON {
+        let kind = ClusterWire.string(request["kind"]) ?? ""
+        let at = try time(request["at"], "at") ?? .now()
+        let knownAt = try ClusterWire.string(request["knownAt"]).map { text throws(LedgerError) -> KnownAt in
+            guard let knownAt = KnownAt(parsing: text) else { throw LedgerError(.invalidArgument, "knownAt \(text) is not a time") }
+            return knownAt
+        }
+        switch kind {
+        case "status":
+            let subject = try subject(request, partition)
+            return try clusterPositions(in: ledger.status(of: subject, at: at, knownAt: local(knownAt, of: subject)).json)
+        case "audit":
+            let subject = try subject(request, partition)
+            return try clusterPositions(in: ledger.audit(of: subject, at: at, knownAt: local(knownAt, of: subject)).json)
+        case "version":
+            return .integer(Int64(clamping: try ledger.version(of: subject(request, partition))))
+        case "events":
+            let subject = try subject(request, partition)
+            var lines: [JSON] = []
+            var events = ledger.events(of: subject).makeBlockingIterator()
+            while let stored = try events.next() {
+                var event = stored
+                event.position = try ledger.log.origin(of: stored.position) ?? stored.position
+                lines.append(.string(try event.jsonLine))
+            }
+            return .array(lines)
+        case "due":
+            guard let from = try time(request["from"], "from"), let to = try time(request["to"], "to") else {
+                throw LedgerError(.invalidArgument, "a due request needs from and to")
+            }
+            return .array(try ledger.due(from: from, to: to).filter { layout.partition(of: $0.subject) == partition }.map(\.json))
+        default:
+            throw LedgerError(.invalidArgument, "no read called \(kind)")
+        }
+    }
+
+    /// `json` with every `"position": N` (a position in this node's store) replaced by the
+    /// event's position in the cluster: its stream sequence.
+    func clusterPositions(in json: JSON) throws(LedgerError) -> JSON {
+        switch json {
+        case .object(let object):
+            var mapped = JSONObject()
+            for member in object.members {
+                if member.key == "position", case .number(let n) = member.value, let local = n.int64, local > 0 {
+                    mapped[member.key] = .integer(Int64(clamping: try ledger.log.origin(of: UInt64(local)) ?? UInt64(local)))
+                } else {
+                    mapped[member.key] = try clusterPositions(in: member.value)
+                }
+            }
+            return .object(mapped)
+        case .array(let items):
+            var mapped: [JSON] = []
+            for item in items { mapped.append(try clusterPositions(in: item)) }
+            return .array(mapped)
+        default:
+            return json
+        }
+    }
+
+    /// A known-at position of the cluster (a stream sequence) as this node's: the last of the
+    /// subject's events stored at or before it. Times stay as they are.
+    func local(_ knownAt: KnownAt?, of subject: String) throws(LedgerError) -> KnownAt? {
+        guard case .position(let sequence)? = knownAt else { return knownAt }
+        var last: UInt64 = 0
+        var events = ledger.events(of: subject).makeBlockingIterator()
+        while let event = try events.next() {
+            guard let origin = try ledger.log.origin(of: event.position), origin <= sequence else { break }
+            last = event.position
+        }
+        return .position(last)
+    }
+
+    private func subject(_ request: JSONObject, _ partition: Int) throws(LedgerError) -> String {
+        guard let subject = ClusterWire.string(request["subject"]), layout.partition(of: subject) == partition else {
+            throw LedgerError(.invalidArgument, "the request names no subject of partition \(partition)")
+        }
+        return subject
+    }
+
+    private func time(_ json: JSON?, _ name: String) throws(LedgerError) -> Timestamp? {
+        guard let json else { return nil }
+        guard let text = ClusterWire.string(json), let t = Timestamp(rfc3339: text) else {
+            throw LedgerError(.invalidArgument, "\(name) is not an RFC 3339 time")
+        }
+        return t
+    }
+}

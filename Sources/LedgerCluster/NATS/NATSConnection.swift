@@ -1,0 +1,281 @@
+import CNATS
+import Glibc
+@_spi(Storage) import LedgerCore
+
+/// A connection to a NATS cluster and its JetStream context: the only code that calls the C
+/// client (`CNATS`). Everything else in the cluster works with the Swift values it returns.
+///
+/// nats.c's connection and JetStream context are thread-safe; this class adds no locking of
+/// its own. Closing is the owner's job (`close()`), once no other thread uses it.
+package final class NATSConnection: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let jetStream: OpaquePointer
+    /// How long a request or a JetStream call waits for its answer, in milliseconds.
+    package let timeout: Int64
+
+    /// Connects to `urls` (comma-separated `nats://host:port`), retrying for a while when a
+    /// server is down: the client moves to another server of the cluster by itself.
+    package init(urls: String, name: String, timeout: Int64 = 5_000) throws(LedgerError) {
+        self.timeout = timeout
+        var options: OpaquePointer?
+        try Self.check(natsOptions_Create(&options), doing: "preparing a NATS connection")
+        defer { natsOptions_Destroy(options) }
+        let servers = urls.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
+        guard !servers.isEmpty else { throw LedgerError(.invalidArgument, "no NATS server URL given; pass nats://HOST:PORT[,…]") }
+        var status = withCStrings(servers) { pointers in
+            var pointers = pointers
+            return natsOptions_SetServers(options, &pointers, Int32(pointers.count))
+        }
+        try Self.check(status, doing: "reading the NATS URLs \(urls)")
+        natsOptions_SetName(options, name)
+        natsOptions_SetTimeout(options, timeout)
+        natsOptions_SetMaxReconnect(options, -1)
+        natsOptions_SetReconnectWait(options, 100)
+        var connection: OpaquePointer?
+        status = natsConnection_Connect(&connection, options)
+        guard status == NATS_OK, let connection else {
+            throw LedgerError(.unavailable, "cannot reach NATS at \(urls): \(Self.text(status)); start the cluster (Tools/cluster up) or check the URL")
+        }
+        var jsOptions = jsOptions()
+        jsOptions_Init(&jsOptions)
+        jsOptions.Wait = timeout
+        var jetStream: OpaquePointer?
+        status = natsConnection_JetStream(&jetStream, connection, &jsOptions)
+        guard status == NATS_OK, let jetStream else {
+            natsConnection_Destroy(connection)
+            throw LedgerError(.unavailable, "NATS at \(urls) offers no JetStream: \(Self.text(status))")
+        }
+        self.connection = connection
+        self.jetStream = jetStream
+    }
+
+    deinit {
+        jsCtx_Destroy(jetStream)
+        natsConnection_Destroy(connection)
+    }
+
+    /// Closes the connection: every call after it fails with `.unavailable`.
+    package func close() { natsConnection_Close(connection) }
+
+    // MARK: Streams
+
+    /// Creates the stream `name` over `subjects` when it does not exist (file storage,
+    /// `replicas` copies, a duplicate window of `duplicateWindow` seconds), retrying while
+    /// the cluster elects its leaders. An existing stream is left as it is.
+    package func ensureStream(_ name: String, subjects: [String], replicas: Int, duplicateWindow: Int64) throws(LedgerError) {
+        try retrying("creating the stream \(name)") { () throws(LedgerError) in
+            var info: UnsafeMutablePointer<jsStreamInfo>?
+            var error = jsErrCode(0)
+            let found = js_GetStreamInfo(&info, jetStream, name, nil, &error)
+            if found == NATS_OK { jsStreamInfo_Destroy(info); return }
+            guard found == NATS_NOT_FOUND || error == JSStreamNotFoundErr else {
+                throw Self.failure(found, error, doing: "looking up the stream \(name)")
+            }
+            var config = jsStreamConfig()
+            jsStreamConfig_Init(&config)
+            let status = name.withCString { name in
+                withCStrings(subjects) { pointers in
+                    var pointers = pointers
+                    return pointers.withUnsafeMutableBufferPointer { buffer in
+                        config.Name = name
+                        config.Subjects = buffer.baseAddress
+                        config.SubjectsLen = Int32(buffer.count)
+                        config.Storage = js_FileStorage
+                        config.Replicas = Int64(replicas)
+                        config.Duplicates = duplicateWindow * 1_000_000_000
+                        config.AllowDirect = true
+                        return js_AddStream(&info, jetStream, &config, nil, &error)
+                    }
+                }
+            }
+            if status == NATS_OK || error == JSStreamNameExistErr { jsStreamInfo_Destroy(info); return }
+            throw Self.failure(status, error, doing: "creating the stream \(name)")
+        }
+    }
+
+    /// The stream's last sequence (0 when empty).
+    package func lastSequence(of stream: String) throws(LedgerError) -> UInt64 {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var error = jsErrCode(0)
+        let status = js_GetStreamInfo(&info, jetStream, stream, nil, &error)
+        guard status == NATS_OK, let info else { throw Self.failure(status, error, doing: "reading the stream \(stream)") }
+        defer { jsStreamInfo_Destroy(info) }
+        return info.pointee.State.LastSeq
+    }
+
+    /// What a publish to a stream came back with.
+    package struct PublishAck: Sendable, Hashable {
+        /// The message's sequence in the stream (the stored one's, for a duplicate).
+        package var sequence: UInt64
+        /// Whether the stream already held a message with this message id (within its
+        /// duplicate window) and stored nothing.
+        package var duplicate: Bool
+    }
+
+    /// Publishes `data` to `subject` and returns once JetStream has stored (and replicated) it.
+    /// - Parameters:
+    ///   - messageID: `Nats-Msg-Id`: a second publish with it within the stream's duplicate
+    ///     window stores nothing and acknowledges the first.
+    ///   - expectedLastSubjectSequence: the stream sequence of the subject's last message
+    ///     (0: the subject has none); any other state refuses the publish.
+    /// - Throws: `.wrongExpectedVersion` when the subject's last sequence differs;
+    ///   `.unavailable` when JetStream does not answer (the message may or may not be stored:
+    ///   publish it again with the same id).
+    package func publish(_ data: [UInt8], to subject: String, messageID: String?, expectedLastSubjectSequence: UInt64?) throws(LedgerError) -> PublishAck {
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = timeout
+        if let expected = expectedLastSubjectSequence {
+            if expected == 0 { options.ExpectNoMessage = true } else { options.ExpectLastSubjectSeq = expected }
+        }
+        var ack: UnsafeMutablePointer<jsPubAck>?
+        var error = jsErrCode(0)
+        let status = withOptionalCString(messageID) { id in
+            options.MsgId = id
+            return data.withUnsafeBytes { bytes in
+                js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &error)
+            }
+        }
+        guard status == NATS_OK, let ack else {
+            if error == JSStreamWrongLastSequenceErr {
+                throw LedgerError(.wrongExpectedVersion, "the NATS subject \(subject) moved on since it was read; read it again and retry")
+            }
+            throw Self.failure(status, error, doing: "publishing to \(subject)")
+        }
+        defer { jsPubAck_Destroy(ack) }
+        return PublishAck(sequence: ack.pointee.Sequence, duplicate: ack.pointee.Duplicate)
+    }
+
+    /// A message read back from a stream.
+    package struct StoredMessage: Sendable, Hashable {
+        package var sequence: UInt64
+        package var subject: String
+        package var data: [UInt8]
+        /// When the stream stored it, in nanoseconds since 1970 (the stream leader's clock).
+        package var time: Int64 = 0
+    }
+
+    /// The last message stored under `subject`, `nil` when it has none.
+    package func lastMessage(in stream: String, subject: String) throws(LedgerError) -> StoredMessage? {
+        var message: OpaquePointer?
+        var error = jsErrCode(0)
+        let status = js_GetLastMsg(&message, jetStream, stream, subject, nil, &error)
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else { throw Self.failure(status, error, doing: "reading the last message of \(subject)") }
+        defer { natsMsg_Destroy(message) }
+        return Self.stored(message)
+    }
+
+    /// The message at `sequence`, `nil` when there is none (never stored, or deleted).
+    package func message(in stream: String, at sequence: UInt64) throws(LedgerError) -> StoredMessage? {
+        var message: OpaquePointer?
+        var error = jsErrCode(0)
+        let status = js_GetMsg(&message, jetStream, stream, sequence, nil, &error)
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let message else { throw Self.failure(status, error, doing: "reading message \(sequence) of \(stream)") }
+        defer { natsMsg_Destroy(message) }
+        return Self.stored(message)
+    }
+
+    // MARK: Request and reply
+
+    /// Sends `data` to `subject` and waits for one answer.
+    /// - Throws: `.unavailable` when nobody listens on `subject` or nobody answers in time.
+    package func request(_ data: [UInt8], to subject: String, timeout: Int64? = nil) throws(LedgerError) -> [UInt8] {
+        var reply: OpaquePointer?
+        let status = data.withUnsafeBytes { bytes in
+            natsConnection_Request(&reply, connection, subject, bytes.baseAddress, Int32(bytes.count), timeout ?? self.timeout)
+        }
+        guard status == NATS_OK, let reply else {
+            if status == NATS_NO_RESPONDERS {
+                throw LedgerError(.unavailable, "no ledger node answers \(subject) yet; a node takes it over within a few seconds — retry")
+            }
+            throw Self.failure(status, jsErrCode(0), doing: "asking \(subject)")
+        }
+        defer { natsMsg_Destroy(reply) }
+        return Self.bytes(of: reply)
+    }
+
+    /// Publishes `data` to `subject` without JetStream (an answer to a request).
+    package func send(_ data: [UInt8], to subject: String) throws(LedgerError) {
+        let status = data.withUnsafeBytes { bytes in
+            natsConnection_Publish(connection, subject, bytes.baseAddress, Int32(bytes.count))
+        }
+        try Self.check(status, doing: "answering on \(subject)")
+    }
+
+    /// Makes sure every message published so far reached the server.
+    package func flush() throws(LedgerError) {
+        try Self.check(natsConnection_FlushTimeout(connection, timeout), doing: "flushing the NATS connection")
+    }
+
+    // MARK: Inside
+
+    var jetStreamContext: OpaquePointer { jetStream }
+    var natsConnection: OpaquePointer { connection }
+
+    /// Retries `body` while the cluster is still electing leaders (JetStream answers "no
+    /// suitable peers" or times out for the first seconds after its servers start).
+    func retrying<R>(_ doing: String, seconds: Double = 30, _ body: () throws(LedgerError) -> R) throws(LedgerError) -> R {
+        let deadline = Timestamp.now().milliseconds + Int64(seconds * 1000)
+        while true {
+            do throws(LedgerError) {
+                return try body()
+            } catch {
+                guard error.code == .unavailable, Timestamp.now().milliseconds < deadline else { throw error }
+                nats_Sleep(200)
+            }
+        }
+    }
+
+    static func stored(_ message: OpaquePointer) -> StoredMessage {
+        StoredMessage(sequence: natsMsg_GetSequence(message),
+                      subject: natsMsg_GetSubject(message).map { String(cString: $0) } ?? "",
+                      data: bytes(of: message), time: natsMsg_GetTime(message))
+    }
+
+    static func bytes(of message: OpaquePointer) -> [UInt8] {
+        let count = Int(natsMsg_GetDataLength(message))
+        guard count > 0, let data = natsMsg_GetData(message) else { return [] }
+        return data.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+    }
+
+    static func text(_ status: natsStatus) -> String {
+        natsStatus_GetText(status).map { String(cString: $0) } ?? "status \(status.rawValue)"
+    }
+
+    static func check(_ status: natsStatus, doing: String) throws(LedgerError) {
+        guard status == NATS_OK else { throw failure(status, jsErrCode(0), doing: doing) }
+    }
+
+    /// An error of the C client as a `LedgerError`: `.unavailable` for what a retry may mend
+    /// (no server, a timeout, no leader yet), `.storage` for the rest.
+    static func failure(_ status: natsStatus, _ error: jsErrCode, doing: String) -> LedgerError {
+        var detail = text(status)
+        if error.rawValue != 0 { detail += " (JetStream error \(error.rawValue))" }
+        if let last = lastError(), !detail.contains(last) { detail += ": \(last)" }
+        let transient: Set<UInt32> = [NATS_TIMEOUT.rawValue, NATS_NO_SERVER.rawValue, NATS_CONNECTION_CLOSED.rawValue,
+                                      NATS_CONNECTION_DISCONNECTED.rawValue, NATS_NO_RESPONDERS.rawValue, NATS_STALE_CONNECTION.rawValue]
+        let code: LedgerError.Code = transient.contains(status.rawValue) || error == JSClusterNoPeersErr
+            || error.rawValue == 10008 /* JSClusterNotAvailErr */ || error.rawValue == 10074 /* JSStreamNotAvailErr? */ ? .unavailable : .storage
+        return LedgerError(code, "NATS failed \(doing): \(detail)")
+    }
+
+    private static func lastError() -> String? {
+        var status = NATS_OK
+        guard let text = nats_GetLastError(&status), status != NATS_OK else { return nil }
+        return String(cString: text)
+    }
+}
+
+/// Calls `body` with C strings of `strings`, valid for the call.
+func withCStrings<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    let copies = strings.map { strdup($0) }
+    defer { copies.forEach { free($0) } }
+    return body(copies.map { UnsafePointer($0) })
+}
+
+func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
+}

@@ -1,0 +1,60 @@
+import CNATS
+@_spi(Storage) import LedgerCore
+
+/// Answers requests on a subject: each request's bytes go to `handler`, whose bytes go back to
+/// the requester. Members of the same queue group share the requests (one of them answers).
+///
+/// The handler runs on the C client's delivery thread for this subscription, one request at a
+/// time; it must not block on anything but its own work.
+package final class Service: @unchecked Sendable {
+    private var subscription: OpaquePointer?
+    private let box: Unmanaged<Handler>
+
+    final class Handler {
+        let handle: ([UInt8]) -> [UInt8]
+        let connection: NATSConnection
+        init(_ connection: NATSConnection, _ handle: @escaping ([UInt8]) -> [UInt8]) {
+            self.connection = connection
+            self.handle = handle
+        }
+    }
+
+    package init(_ connection: NATSConnection, subject: String, queue: String, handler: @escaping ([UInt8]) -> [UInt8]) throws(LedgerError) {
+        box = Unmanaged.passRetained(Handler(connection, handler))
+        var subscription: OpaquePointer?
+        let status = natsConnection_QueueSubscribe(&subscription, connection.natsConnection, subject, queue, { _, _, message, closure in
+            guard let message, let closure else { return }
+            defer { natsMsg_Destroy(message) }
+            let handler = Unmanaged<Handler>.fromOpaque(closure).takeUnretainedValue()
+            let answer = handler.handle(NATSConnection.bytes(of: message))
+            if let reply = natsMsg_GetReply(message) {
+                _ = answer.withUnsafeBytes { natsConnection_Publish(handler.connection.natsConnection, reply, $0.baseAddress, Int32($0.count)) }
+            }
+        }, box.toOpaque())
+        guard status == NATS_OK, let subscription else {
+            box.release()
+            throw NATSConnection.failure(status, jsErrCode(0), doing: "answering on \(subject)")
+        }
+        self.subscription = subscription
+        // The subscription is known to the server once the flush returns: a request sent
+        // after `init` returns reaches it.
+        _ = natsConnection_FlushTimeout(connection.natsConnection, connection.timeout)
+    }
+
+    /// Stops answering. Requests already delivered are still answered.
+    package func stop() {
+        guard let subscription else { return }
+        natsSubscription_Unsubscribe(subscription)
+        _ = natsConnection_FlushTimeout(box.takeUnretainedValue().connection.natsConnection, 1_000)
+    }
+
+    deinit {
+        if let subscription {
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+        // The C client may still be inside the callback for a message delivered before the
+        // unsubscribe; the handler lives on (a few bytes per partition move) rather than risk it.
+        _ = box
+    }
+}

@@ -1,0 +1,297 @@
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+@_spi(Storage) import LedgerProjections
+import Synchronization
+
+/// One partition a node holds: a thread folding its messages from the stream into the node's
+/// store, and the service answering its requests (appends, views).
+///
+/// The fold commits each batch with the partition's checkpoint (the last stream sequence it
+/// folded) in one LMDB transaction, so a node killed at any moment resumes exactly where its
+/// store says. Appends are checked against the store once it has folded every message of
+/// their subjects, and published with the subject's last sequence expected: a node that lost
+/// its lease without knowing it is refused by JetStream rather than writing around the new
+/// holder.
+final class PartitionWorker: @unchecked Sendable {
+    let partition: Int
+    private let node: ClusterNode
+    private let consumer: PullConsumer
+    private var services: [Service] = []
+    private var thread: JoinableThread?
+    private let running = Atomic<Bool>(true)
+    /// The last stream sequence folded into the store.
+    private let folded: Atomic<UInt64>
+    /// Each subject's last stream sequence, as far as this worker has seen it.
+    private let lastSequences = Mutex<[String: UInt64]>([:])
+    /// Appends of this partition run one at a time.
+    private let appending = Mutex<Void>(())
+
+    static func checkpointName(_ partition: Int) -> String { "cluster.partition.\(partition)" }
+
+    init(partition: Int, node: ClusterNode) throws(LedgerError) {
+        self.partition = partition
+        self.node = node
+        let checkpoint = try node.ledger.log.setting(Self.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
+        folded = Atomic(UInt64(clamping: checkpoint))
+        consumer = try PullConsumer(node.connection, stream: ClusterLayout.stream, filter: ClusterLayout.filter(partition: partition),
+                                    durable: "ledger-p\(partition)", startSequence: UInt64(clamping: checkpoint) + 1)
+        thread = JoinableThread { [self] in foldLoop() }
+        for (what, handle) in [("append", handleAppend), ("read", handleRead)] as [(String, ([UInt8]) -> [UInt8])] {
+            services.append(try Service(node.connection, subject: ClusterLayout.service(partition: partition, what), queue: "ledger", handler: handle))
+        }
+    }
+
+    /// Stops answering and folding; returns once the fold thread has ended.
+    func stop() {
+        services.forEach { $0.stop() }
+        running.store(false, ordering: .relaxed)
+        thread?.join()
+        thread = nil
+        consumer.stop()
+    }
+
+    var foldedSequence: UInt64 { folded.load(ordering: .acquiring) }
+
+    // MARK: Folding
+
+    private func foldLoop() {
+        while running.load(ordering: .relaxed) {
+            do throws(LedgerError) {
+                let messages = try consumer.fetch(batch: 512, timeout: 200)
+                if !messages.isEmpty { try fold(messages) }
+            } catch {
+                node.log("partition \(partition): \(error.message)")
+                pause(milliseconds: 200)
+            }
+        }
+    }
+
+    /// Folds fetched messages (those past the checkpoint) in one transaction; a message the
+    /// store refuses (an event published around the ledger with a conflicting id, or not an
+    /// event) is folded alone, skipped, and recorded in the partition's refusals.
+    private func fold(_ messages: [NATSConnection.StoredMessage]) throws(LedgerError) {
+        let fresh = messages.filter { $0.sequence > foldedSequence }
+        guard let last = fresh.last else { return }
+        var events: [StreamedEvent] = []
+        var refused: [(UInt64, String)] = []
+        for message in fresh {
+            switch event(of: message) {
+            case .event(let event): events.append(event)
+            case .refused(let reason): refused.append((message.sequence, reason))
+            }
+        }
+        do throws(LedgerError) {
+            _ = try node.ledger.log.replicate(events, settings: settings(through: last.sequence, refused: refused))
+        } catch {
+            guard error.code == .idConflict || error.code == .invalidEvent else { throw error }
+            // One at a time: each good event folds, each refused one is recorded.
+            for event in events {
+                do throws(LedgerError) {
+                    _ = try node.ledger.log.replicate([event], settings: [:])
+                } catch {
+                    guard error.code == .idConflict || error.code == .invalidEvent else { throw error }
+                    refused.append((event.origin ?? 0, error.message))
+                }
+            }
+            _ = try node.ledger.log.replicate([], settings: settings(through: last.sequence, refused: refused))
+        }
+        lastSequences.withLock { sequences in
+            for event in events { if let origin = event.origin { sequences[event.draft.subject] = origin } }
+        }
+        folded.store(last.sequence, ordering: .releasing)
+    }
+
+    private enum Folded {
+        case event(StreamedEvent)
+        case refused(String)
+    }
+
+    private func event(of message: NATSConnection.StoredMessage) -> Folded {
+        guard let (_, subject) = node.layout.parse(natsSubject: message.subject) else {
+            return .refused("the NATS subject \(message.subject) is not one of partition \(partition)'s")
+        }
+        let draft: EventDraft
+        do throws(LedgerError) {
+            draft = try EventDraft(jsonLine: String(decoding: message.data, as: UTF8.self))
+        } catch {
+            return .refused("not an event: \(error.message)")
+        }
+        guard draft.subject == subject else {
+            return .refused("the event's subject \(draft.subject) is not its NATS subject's \(subject)")
+        }
+        var event = StreamedEvent(draft: draft, recordedAt: Timestamp(milliseconds: message.time / 1_000_000))
+        event.origin = message.sequence
+        return .event(event)
+    }
+
+    private func settings(through sequence: UInt64, refused: [(UInt64, String)]) throws(LedgerError) -> [String: JSONObject] {
+        var settings: [String: JSONObject] = [Self.checkpointName(partition): ["sequence": .integer(Int64(clamping: sequence))]]
+        if !refused.isEmpty {
+            let name = "cluster.refused.\(partition)"
+            var list: [JSON] = []
+            if case .array(let earlier)? = try node.ledger.log.setting(name)?["messages"] { list = earlier }
+            list += refused.map { .object(["sequence": .integer(Int64(clamping: $0.0)), "reason": .string($0.1)]) }
+            settings[name] = ["messages": .array(list.suffix(1_000))]
+            for (sequence, reason) in refused { node.log("partition \(partition): message \(sequence) refused: \(reason)") }
+        }
+        return settings
+    }
+
+    /// Waits until the fold has passed `sequence`; `false` after `milliseconds`.
+    private func waitForFold(_ sequence: UInt64, milliseconds: Int = 10_000) -> Bool {
+        var waited = 0
+        while foldedSequence < sequence {
+            guard waited < milliseconds, running.load(ordering: .relaxed) else { return false }
+            pause(milliseconds: 1)
+            waited += 1
+        }
+        return true
+    }
+
+    // MARK: Appends
+
+    private func handleAppend(_ request: [UInt8]) -> [UInt8] {
+        do throws(LedgerError) {
+            let object = try ClusterWire.object(request, what: "append request")
+            guard case .array(let lines)? = object["lines"] else { throw LedgerError(.invalidArgument, "an append request needs lines") }
+            var drafts: [EventDraft] = []
+            for (i, line) in lines.enumerated() {
+                guard case .string(let text) = line else { throw LedgerError(.invalidEvent, "not an event line", index: i, field: "/") }
+                do throws(LedgerError) {
+                    drafts.append(try EventDraft(jsonLine: text))
+                } catch {
+                    var error = error
+                    error.index = i
+                    throw error
+                }
+                guard node.layout.partition(of: drafts[i].subject) == partition else {
+                    throw LedgerError(.invalidArgument, "subject \(drafts[i].subject) is not in partition \(partition)", index: i, field: "/subject")
+                }
+            }
+            var expecting: [String: ExpectedVersion] = [:]
+            if case .object(let expectations)? = object["expecting"] {
+                for member in expectations.members {
+                    guard let expected = ClusterWire.expectedVersion(member.value) else {
+                        throw LedgerError(.invalidArgument, "the expected version of \(member.key) is not any, noStream or a number")
+                    }
+                    expecting[member.key] = expected
+                }
+            }
+            let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting) }
+            return ClusterWire.ok(.object(["outcomes": .array(outcomes.map(ClusterWire.json(of:)))]))
+        } catch {
+            return ClusterWire.failure(error)
+        }
+    }
+
+    /// Checks a batch against the store, publishes its new events and waits until the store
+    /// has folded them (so that a read after the append sees it).
+    private func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion]) throws(LedgerError) -> [AppendOutcome] {
+        for (i, draft) in drafts.enumerated() {
+            do throws(LedgerError) { _ = try draft.validate() } catch {
+                var error = error
+                error.index = i
+                throw error
+            }
+        }
+        // 1. Fold everything the stream holds of these subjects.
+        let subjects = Set(drafts.map(\.subject)).union(expecting.keys)
+        var expected: [String: UInt64] = [:]
+        for subject in subjects.sorted() {
+            let known = lastSequences.withLock { $0[subject] }
+            var last: UInt64
+            if let known { last = known } else {
+                last = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
+            }
+            guard waitForFold(last) else {
+                throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry")
+            }
+            expected[subject] = last
+        }
+        // 2. Ids and versions, as a single store checks them.
+        var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
+        var firstOf: [EventID: Int] = [:]
+        var fresh: [Int] = []
+        for (i, draft) in drafts.enumerated() {
+            let line = try EventLine.line(of: draft)
+            if let first = firstOf[draft.id] {
+                guard try EventLine.line(of: drafts[first]) == line else {
+                    throw LedgerError(.idConflict, "event id \(draft.id) is twice in this batch with other content; an id names one fact, so give a new fact a new id",
+                                      index: i, field: "/id", subject: draft.subject)
+                }
+                continue
+            }
+            firstOf[draft.id] = i
+            if let stored = try node.ledger.event(id: draft.id) {
+                let position = try node.ledger.log.origin(of: stored.position) ?? stored.position
+                guard stored.subject == draft.subject, try EventLine.line(of: stored.draft) == line else {
+                    throw LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
+                                      index: i, field: "/id", subject: draft.subject, position: position)
+                }
+                outcomes[i] = .duplicate(position: position)
+            } else {
+                fresh.append(i)
+            }
+        }
+        var versions: [String: UInt64] = [:]
+        let freshSubjects = Set(fresh.map { drafts[$0].subject })
+        let batchSubjects = Set(drafts.map(\.subject))
+        for (subject, expectation) in expecting.sorted(by: { $0.key < $1.key }) {
+            if batchSubjects.contains(subject) && !freshSubjects.contains(subject) { continue }
+            let actual = try node.ledger.version(of: subject)
+            guard expectation.isSatisfied(by: actual) else {
+                var error = LedgerError(.wrongExpectedVersion, "subject \(subject) is at version \(actual), but the append expected \(expectation); read the stream again and retry",
+                                        subject: subject)
+                error.expectedVersion = expectation
+                error.actualVersion = actual
+                throw error
+            }
+        }
+        // 3. Publish, each subject's events after the sequence its last one has.
+        var last: UInt64 = 0
+        for i in fresh {
+            let draft = drafts[i]
+            var version: UInt64
+            if let known = versions[draft.subject] { version = known } else { version = try node.ledger.version(of: draft.subject) }
+            let ack: NATSConnection.PublishAck
+            do throws(LedgerError) {
+                ack = try node.connection.publish(EventLine.line(of: draft), to: node.layout.natsSubject(of: draft.subject),
+                                                  messageID: draft.id.description, expectedLastSubjectSequence: expected[draft.subject])
+            } catch {
+                // Another writer moved the subject: forget what this worker knew of it.
+                lastSequences.withLock { $0[draft.subject] = nil }
+                var error = error
+                if error.code == .wrongExpectedVersion {
+                    error = LedgerError(.unavailable, "subject \(draft.subject) was written by another node since partition \(partition) last read it"
+                                        + (i == fresh.first ? "; nothing of this batch was written: retry" : "; the events before this one were written: retry the batch (they count as duplicates)"),
+                                        index: i, subject: draft.subject)
+                } else {
+                    error.index = i
+                }
+                throw error
+            }
+            expected[draft.subject] = ack.sequence
+            versions[draft.subject] = version + 1
+            outcomes[i] = ack.duplicate ? .duplicate(position: ack.sequence) : .appended(position: ack.sequence, version: version + 1)
+            last = max(last, ack.sequence)
+        }
+        guard waitForFold(last) else {
+            throw LedgerError(.unavailable, "the append is stored in the stream but partition \(partition) has not folded it yet; reads will show it shortly")
+        }
+        // Repeats of an id inside the batch report the position of its first occurrence.
+        return drafts.indices.map { i in
+            outcomes[i] ?? .duplicate(position: outcomes[firstOf[drafts[i].id] ?? i]?.position ?? 0)
+        }
+    }
+
+    // MARK: Reads
+
+    private func handleRead(_ request: [UInt8]) -> [UInt8] {
+        do throws(LedgerError) {
+            let object = try ClusterWire.object(request, what: "read request")
+            return ClusterWire.ok(try node.answer(object, partition: partition))
+        } catch {
+            return ClusterWire.failure(error)
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import Glibc
+
+/// A thread that runs `body` once and that `join()` waits for: a node's fold loops and its
+/// lease keeper, stopped and joined when the node stops.
+final class JoinableThread: @unchecked Sendable {
+    private var handle = pthread_t()
+    private var started = false
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Body(body))
+        started = pthread_create(&handle, nil, { argument in
+            guard let argument else { return nil }
+            Unmanaged<Body>.fromOpaque(argument).takeRetainedValue().run()
+            return nil
+        }, box.toOpaque()) == 0
+        if !started { box.release(); body() }
+    }
+
+    func join() {
+        guard started else { return }
+        started = false
+        pthread_join(handle, nil)
+    }
+
+    private final class Body {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+}
+
+/// Sleeps `milliseconds`.
+func pause(milliseconds: Int) {
+    var request = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
+    var left = timespec()
+    while nanosleep(&request, &left) != 0 && errno == EINTR { request = left }
+}

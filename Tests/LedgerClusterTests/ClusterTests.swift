@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerStore
+import LedgerModels
+@_spi(Storage) import LedgerProjections
+import LedgerTestSupport
+@testable import LedgerCluster
+
+/// Nodes and clients against a real 3-server JetStream cluster (Tools/cluster), one test at a
+/// time: each starts its own cluster.
+@Suite("A cluster on NATS JetStream", .serialized, .enabled(if: NATSCluster.available, "nats-server is not installed (.ci/run installs it)"))
+struct ClusterTests {
+    /// Starts `count` nodes on `cluster` and waits until together they hold every partition.
+    func startNodes(_ count: Int, on cluster: NATSCluster, partitions: Int = 8) throws -> [ClusterNode] {
+        let nodes = try (1...count).map { k in
+            try ClusterNode(urls: cluster.url, path: cluster.storePath("node-\(k)"), name: "node-\(k)", partitions: partitions)
+        }
+        nodes.forEach { $0.start() }
+        let held = eventually { Set(nodes.flatMap(\.partitions)).count == partitions }
+        #expect(held, "the nodes hold \(Set(nodes.flatMap(\.partitions)).count) of \(partitions) partitions")
+        return nodes
+    }
+
+    @Test("appends in any order, with duplicates, give the views a single store gives")
+    func sameViewsAsOneStore() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.down() }
+        let nodes = try startNodes(2, on: cluster)
+        defer { nodes.forEach { $0.stop() } }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+
+        var history = RandomHistory(seed: 44)
+        let events = try history.events(subjects: 12, perSubject: 1...8).map { try $0.draft() }
+        var shuffler = DataGenerator(state: 7)
+        let shuffled = events.shuffled(using: &shuffler)
+        // In batches of up to 5, each sent twice: the second time every event is a duplicate.
+        var appended = 0, duplicates = 0
+        for start in stride(from: 0, to: shuffled.count, by: 5) {
+            let batch = Array(shuffled[start..<min(start + 5, shuffled.count)])
+            let first = try client.append(batch)
+            let again = try client.append(batch)
+            appended += first.appended
+            duplicates += again.duplicates
+            #expect(again.outcomes.map(\.position) == first.outcomes.map(\.position))
+        }
+        #expect(appended == events.count)
+        #expect(duplicates == events.count)
+
+        try withStorePath { path in
+            let single = try Ledger(path: path)
+            defer { single.close() }
+            try single.append(events)
+            let at = ts("2026-06-01T00:00:00Z")
+            for subject in Set(events.map(\.subject)).sorted() {
+                let clustered = try client.status(of: subject, at: at)
+                let alone = try single.status(of: subject, at: at).json
+                // Positions differ (the cluster's are stream sequences); each names the same event.
+                #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject):\n\(clustered.serialized())\n\(alone.serialized())")
+                let ids = try eventIDs(client.read("events", subject: subject))
+                let clusteredIDs = positions(in: clustered).map { ids[$0] }
+                let aloneIDs = try positions(in: alone).map { try single.event(at: $0)?.id.description }
+                #expect(clusteredIDs == aloneIDs, "the positions in \(subject)'s status name other events")
+                #expect(try client.read("version", subject: subject) == .integer(Int64(try single.version(of: subject))))
+            }
+            #expect(try client.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z"))
+                    == (try single.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z")).map(\.json)))
+        }
+    }
+
+    @Test("an expected version that does not hold, and an id stored with other content, are refused and write nothing")
+    func conflicts() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.down() }
+        let nodes = try startNodes(1, on: cluster, partitions: 4)
+        defer { nodes.forEach { $0.stop() } }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let t = ts("2026-03-01T00:00:00Z")
+        let first = try Make.purchase("u1", at: t, txn: "t1", expires: days(30, after: t)).draft()
+        let second = try Make.renewal("u1", at: days(30, after: t), txn: "t2", original: "t1", expires: days(60, after: t)).draft()
+        #expect(try client.append([first], expecting: ["u1": .noStream]).appended == 1)
+
+        do throws(LedgerError) {
+            _ = try client.append([second], expecting: ["u1": .exact(0)])
+            Issue.record("a wrong expected version was accepted")
+        } catch {
+            #expect(error.code == .wrongExpectedVersion)
+            #expect(error.expectedVersion == .exact(0))
+            #expect(error.actualVersion == 1)
+            #expect(error.subject == "u1")
+        }
+        var other = second
+        other.id = first.id
+        do throws(LedgerError) {
+            _ = try client.append([second, other])
+            Issue.record("an id stored with other content was accepted")
+        } catch {
+            #expect(error.code == .idConflict)
+            #expect(error.index == 1)
+        }
+        #expect(try client.read("version", subject: "u1") == .integer(1))
+        let result = try client.append([second], expecting: ["u1": .exact(1)])
+        #expect(result.outcomes.count == 1)
+        if case .appended(_, let version)? = result.outcomes.first { #expect(version == 2) } else { Issue.record("not appended: \(result.outcomes)") }
+    }
+}
+
+/// `json` without its `position` members.
+func withoutPositions(_ json: JSON) -> JSON {
+    switch json {
+    case .object(let object): .object(JSONObject(object.members.filter { $0.key != "position" }.map { ($0.key, withoutPositions($0.value)) }))
+    case .array(let items): .array(items.map(withoutPositions))
+    default: json
+    }
+}
+
+/// Every `position` member's value in `json`, in document order.
+func positions(in json: JSON) -> [UInt64] {
+    switch json {
+    case .object(let object):
+        object.members.flatMap { member -> [UInt64] in
+            if member.key == "position", case .number(let n) = member.value, let p = n.int64 { return [UInt64(p)] }
+            return positions(in: member.value)
+        }
+    case .array(let items): items.flatMap(positions(in:))
+    default: []
+    }
+}
+
+/// The ids of an `events` answer's lines by their positions.
+func eventIDs(_ json: JSON) throws -> [UInt64: String] {
+    guard case .array(let lines) = json else { return [:] }
+    var ids: [UInt64: String] = [:]
+    for case .string(let line) in lines {
+        guard case .object(let o)? = try? JSONParser.parse(Array(line.utf8)), case .number(let p)? = o["position"], let position = p.int64,
+              case .string(let id)? = o["id"] else { continue }
+        ids[UInt64(position)] = id
+    }
+    return ids
+}
