@@ -102,6 +102,7 @@ let package = Package(
                 "LMDB",
                 "LedgerDemo",
                 "LedgerServer",
+                "LedgerCluster",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

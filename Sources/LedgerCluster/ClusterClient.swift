@@ -80,10 +80,34 @@ package final class ClusterClient: @unchecked Sendable {
 
     // MARK: Reads
 
-    /// A subject's status, as `Ledger.status(of:at:knownAt:).json` gives it, with what the
-    /// command needs to print it for people.
-    package func status(of subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
-        try read("status", subject: subject, at: t, knownAt: knownAt)
+    /// A subject's status as the cluster answers it.
+    package struct SubjectStatus: Sendable {
+        /// What `Ledger.status(of:at:knownAt:).json` gives, positions being the cluster's.
+        package var json: JSON
+        /// Each model's card for people (`nil`: the policy has no such model).
+        package var cards: [(model: String, card: ViewCard?)]
+        package var stale: [String]
+        /// The zone of the subject's latest session, if any.
+        package var zone: String?
+        /// How many events the subject has.
+        package var version: UInt64
+    }
+
+    /// A subject's status from its partition's holder.
+    package func status(of subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> SubjectStatus {
+        let answer = try read("status", subject: subject, at: t, knownAt: knownAt)
+        guard case .object(let o) = answer, let json = o["status"], case .array(let cards)? = o["cards"] else {
+            throw LedgerError(.storage, "the status of \(subject) came back without its parts")
+        }
+        var stale: [String] = []
+        if case .array(let names)? = o["stale"] { stale = names.compactMap { ClusterWire.string($0) } }
+        return SubjectStatus(
+            json: json,
+            cards: cards.compactMap { item in
+                guard case .object(let c) = item, let model = ClusterWire.string(c["model"]) else { return nil }
+                return (model, c["card"].flatMap(ClusterWire.card))
+            },
+            stale: stale, zone: ClusterWire.string(o["zone"]), version: UInt64(clamping: ClusterWire.integer(o["version"]) ?? 0))
     }
 
     /// One read of a subject (`status`, `audit`, `events`, `version`) from its partition's holder.

@@ -51,8 +51,12 @@ package final class ClusterNode: @unchecked Sendable {
     /// The cluster's layout: the partition count recorded when it was created.
     static func layout(_ connection: NATSConnection, partitions: Int, replicas: Int) throws(LedgerError) -> ClusterLayout {
         let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: replicas)
-        _ = try settings.create("partitions", Array(String(partitions).utf8))
-        guard let stored = try settings.get("partitions"), let count = Int(String(decoding: stored.value, as: UTF8.self)), count > 0 else {
+        // Right after the servers start, JetStream may not answer yet: retried.
+        let stored = try connection.retrying("recording the partition count") { () throws(LedgerError) -> KeyValueBucket.Entry? in
+            _ = try settings.create("partitions", Array(String(partitions).utf8))
+            return try settings.get("partitions")
+        }
+        guard let stored, let count = Int(String(decoding: stored.value, as: UTF8.self)), count > 0 else {
             throw LedgerError(.corruptRecord, "the cluster's partition count (bucket \(ClusterLayout.settingsBucket), key partitions) is not a number")
         }
         return ClusterLayout(partitions: count)
@@ -84,8 +88,9 @@ package final class ClusterNode: @unchecked Sendable {
         keeper?.join()
         keeper = nil
         let held = workers.withLock { workers in defer { workers = [:] }; return workers }
+        for entry in held.values { entry.worker.beginStopping() }
         for (partition, entry) in held {
-            entry.worker.stop()
+            entry.worker.finishStopping()
             _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
         }
         connection.close()
@@ -104,28 +109,28 @@ package final class ClusterNode: @unchecked Sendable {
         let live = max(1, try nodes.keys().count)
         let fair = (layout.partitions + live - 1) / live
         // Renew; a lease renewed by nobody else is still ours.
+        var lost: [Int] = []
         for (partition, entry) in workers.withLock({ $0 }) {
             if let revision = try leases.update(Self.leaseKey(partition), Array(name.utf8), revision: entry.revision) {
                 workers.withLock { $0[partition]?.revision = revision }
             } else {
                 log("lost the lease of partition \(partition)")
-                release(partition, revision: nil)
+                lost.append(partition)
             }
         }
+        release(lost, givingBack: false)
         // Give back above the fair share (the highest partitions first), so that a node that
         // joined finds free ones.
         let held = workers.withLock { $0.keys.sorted() }
-        if held.count > fair {
-            for partition in held.suffix(held.count - fair) {
-                let revision = workers.withLock { $0[partition]?.revision }
-                release(partition, revision: revision)
-            }
-        }
+        if held.count > fair { release(Array(held.suffix(held.count - fair)), givingBack: true) }
         // Take free partitions up to the fair share, starting at one of this node's own so that
         // nodes starting together do not all race for partition 0.
+        // A round takes partitions for half a second at most, so that renewals come well
+        // within the lease's time however many partitions are free.
         var count = workers.withLock { $0.count }
-        let start = Int(UInt64(bitPattern: Int64(name.hashValue)) % UInt64(layout.partitions))
-        for step in 0..<layout.partitions where count < fair && running.load(ordering: .relaxed) {
+        let start = Int(layout.partition(of: name))
+        let deadline = Timestamp.now().milliseconds + 500
+        for step in 0..<layout.partitions where count < fair && running.load(ordering: .relaxed) && Timestamp.now().milliseconds < deadline {
             let partition = (start + step) % layout.partitions
             if workers.withLock({ $0[partition] != nil }) { continue }
             let key = Self.leaseKey(partition)
@@ -149,11 +154,16 @@ package final class ClusterNode: @unchecked Sendable {
         }
     }
 
-    private func release(_ partition: Int, revision: UInt64?) {
-        guard let entry = workers.withLock({ $0.removeValue(forKey: partition) }) else { return }
-        entry.worker.stop()
-        if let revision { _ = try? leases.delete(Self.leaseKey(partition), revision: revision) }
-        log("gave back partition \(partition)")
+    /// Stops the workers of `partitions` together and, when `givingBack`, frees their leases.
+    private func release(_ partitions: [Int], givingBack: Bool) {
+        let entries = workers.withLock { workers in partitions.compactMap { p in workers.removeValue(forKey: p).map { (p, $0) } } }
+        for (_, entry) in entries { entry.worker.beginStopping() }
+        for (partition, entry) in entries {
+            entry.worker.finishStopping()
+            guard givingBack else { continue }
+            _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
+            log("gave back partition \(partition)")
+        }
     }
 
     // MARK: Reads
@@ -170,7 +180,15 @@ package final class ClusterNode: @unchecked Sendable {
         switch kind {
         case "status":
             let subject = try subject(request, partition)
-            return try clusterPositions(in: ledger.status(of: subject, at: at, knownAt: local(knownAt, of: subject)).json)
+            let status = try ledger.status(of: subject, at: at, knownAt: local(knownAt, of: subject))
+            let cards: [JSON] = status.answers.map { answer in
+                .object(["model": .string(answer.model), "card": answer.view.map { ClusterWire.json(of: $0.card) } ?? .null])
+            }
+            return .object([
+                "status": try clusterPositions(in: status.json), "cards": .array(cards), "stale": .array(status.stale.map { .string($0) }),
+                "zone": try ledger.timeZone(of: subject, at: at).map { .string($0) } ?? .null,
+                "version": .integer(Int64(clamping: try ledger.version(of: subject))),
+            ])
         case "audit":
             let subject = try subject(request, partition)
             return try clusterPositions(in: ledger.audit(of: subject, at: at, knownAt: local(knownAt, of: subject)).json)

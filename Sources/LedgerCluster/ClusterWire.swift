@@ -1,5 +1,6 @@
 @_spi(Storage) import LedgerCore
 @_spi(Storage) import LedgerStore
+import LedgerModels
 
 /// The JSON of the requests and answers between a cluster's clients and its nodes. Every
 /// answer is an object with `ok` (what the single-node call returns, as its JSON) or `error`.
@@ -92,6 +93,32 @@ enum ClusterWire {
         if let duplicate = integer(object["duplicate"]) { return .duplicate(position: UInt64(clamping: duplicate)) }
         guard let position = integer(object["position"]), let version = integer(object["version"]) else { return nil }
         return .appended(position: UInt64(clamping: position), version: UInt64(clamping: version))
+    }
+
+    static func json(of card: ViewCard) -> JSON {
+        .object([
+            "headline": .array(card.headline.map { part in
+                switch part {
+                case .text(let words): .object(["text": .string(words)])
+                case .value(let value): .object(["value": value])
+                }
+            }),
+            "rows": .array(card.rows.map { .array([.string($0.label), $0.value]) }),
+        ])
+    }
+
+    static func card(_ json: JSON) -> ViewCard? {
+        guard case .object(let object) = json, case .array(let headline)? = object["headline"], case .array(let rows)? = object["rows"] else { return nil }
+        let parts: [ViewCard.Part] = headline.compactMap { part in
+            guard case .object(let p) = part else { return nil }
+            if let words = string(p["text"]) { return .text(words) }
+            return p["value"].map { .value($0) }
+        }
+        let labelled: [(label: String, value: JSON)] = rows.compactMap { row in
+            guard case .array(let pair) = row, pair.count == 2, let label = string(pair[0]) else { return nil }
+            return (label, pair[1])
+        }
+        return ViewCard(headline: parts, rows: labelled)
     }
 
     static func string(_ json: JSON?) -> String? {

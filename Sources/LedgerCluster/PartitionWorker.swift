@@ -34,7 +34,7 @@ final class PartitionWorker: @unchecked Sendable {
         let checkpoint = try node.ledger.log.setting(Self.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
         folded = Atomic(UInt64(clamping: checkpoint))
         consumer = try PullConsumer(node.connection, stream: ClusterLayout.stream, filter: ClusterLayout.filter(partition: partition),
-                                    durable: "ledger-p\(partition)", startSequence: UInt64(clamping: checkpoint) + 1)
+                                    durable: "ledger-p\(partition)-\(ClusterLayout.token(of: node.name))", startSequence: UInt64(clamping: checkpoint) + 1)
         thread = JoinableThread { [self] in foldLoop() }
         for (what, handle) in [("append", handleAppend), ("read", handleRead)] as [(String, ([UInt8]) -> [UInt8])] {
             services.append(try Service(node.connection, subject: ClusterLayout.service(partition: partition, what), queue: "ledger", handler: handle))
@@ -43,8 +43,19 @@ final class PartitionWorker: @unchecked Sendable {
 
     /// Stops answering and folding; returns once the fold thread has ended.
     func stop() {
+        beginStopping()
+        finishStopping()
+    }
+
+    /// Stops answering and tells the fold thread to end (after its current fetch, within
+    /// 200 ms): several partitions stop together when a node gives them back.
+    func beginStopping() {
         services.forEach { $0.stop() }
         running.store(false, ordering: .relaxed)
+    }
+
+    /// Waits for the fold thread to end.
+    func finishStopping() {
         thread?.join()
         thread = nil
         consumer.stop()

@@ -464,3 +464,14 @@ public struct DueItem: Sendable, Hashable {
         .object(JSONObject([("from", .string(from.description)), ("to", .string(to.description)), ("items", .array(items.map(\.json)))]))
     }
 }
+
+extension DueItem {
+    /// An item from its `json` (what the server and `due --json` give); `nil` for anything else.
+    public init?(json: JSON) {
+        guard case .object(let o) = json, case .string(let subject)? = o["subject"], case .string(let at)? = o["at"],
+              let time = Timestamp(rfc3339: at), case .string(let kind)? = o["kind"] else { return nil }
+        var detail = JSONObject()
+        if case .object(let d)? = o["detail"] { detail = d }
+        self.init(subject: subject, at: time, kind: kind, detail: detail)
+    }
+}

@@ -42,8 +42,20 @@ struct AuditCommand: ParsableCommand {
     }
 
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            let json = try client.read("audit", subject: subject, at: t, knownAt: knownAt)
+            guard global.json else {
+                throw CommandFailure.failure("over a cluster, audit prints its timeline as JSON: add --json")
+            }
+            print(json.serialized())
+            return
+        }
         let known = try knownAt.map(parseKnownAt)
         let ledger = try global.openLedger()
         defer { ledger.close() }

@@ -49,12 +49,15 @@ struct AppendCommand: ParsableCommand {
         if let commitEvery, commitEvery < 1 { throw ValidationError("--commit-every must be at least 1") }
     }
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
         // A file that cannot be read is an input error, found before any store is made.
         for file in files where file != "-" && !FileManager.default.isReadableFile(atPath: file) {
             let why = FileManager.default.fileExists(atPath: file) ? "it cannot be read (permissions)" : "no such file"
             throw CommandFailure.input("cannot read \(file): \(why)")
         }
+        if let url = cluster.url(global) { return try appendToCluster(url) }
         let created = !FileManager.default.fileExists(atPath: global.storePath + "/data.mdb")
         let ledger = try global.openLedger(create: true)
         var closed = false

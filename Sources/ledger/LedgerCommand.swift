@@ -30,7 +30,7 @@ struct LedgerCommand: ParsableCommand {
                                                                 EventCommand.self]),
             CommandGroup(name: "The store", subcommands: [InitCommand.self, AppendCommand.self, ExportCommand.self, RebuildCommand.self,
                                                           VerifyCommand.self, StatsCommand.self, PolicyCommand.self, EraseCommand.self, IngestCommand.self]),
-            CommandGroup(name: "Serving", subcommands: [ServeCommand.self, TokenCommand.self]),
+            CommandGroup(name: "Serving", subcommands: [ServeCommand.self, TokenCommand.self, NodeCommand.self]),
             CommandGroup(name: "Tools", subcommands: [SchemasCommand.self, DemoCommand.self]),
         ]
     )

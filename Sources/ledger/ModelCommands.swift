@@ -58,37 +58,50 @@ struct StatusCommand: ParsableCommand {
         if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
     }
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            let status = try client.status(of: subject, at: t, knownAt: knownAt)
+            try show(json: status.json, cards: status.cards, stale: status.stale, version: status.version, zone: status.zone, at: t)
+            return
+        }
         let known = try knownAt.map(parseKnownAt)
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let status = try ledger.status(of: subject, at: t, knownAt: known)
+        try show(json: status.json, cards: status.answers.map { ($0.model, $0.view?.card) }, stale: status.stale,
+                 version: ledger.log.version(of: subject), zone: global.json ? nil : ledger.timeZone(of: subject, at: t), at: t)
+    }
+
+    /// Prints a status, from a store or a cluster alike.
+    private func show(json: JSON, cards: [(model: String, card: ViewCard?)], stale: [String], version: UInt64, zone: String?, at t: Timestamp) throws {
         // SPEC §5: the view of no events, and a word on stderr (a mistyped name looks like a guest).
-        if try ledger.log.version(of: subject) == 0 { Terminal.warn("ledger: no events for subject \(Terminal.safe(subject))") }
-        for name in status.stale {
-            let answered = status.answers.contains { $0.model == name }
+        if version == 0 { Terminal.warn("ledger: no events for subject \(Terminal.safe(subject))") }
+        for name in stale {
+            let answered = cards.contains { $0.model == name }
             Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true) + (answered
                 ? " the \(name) model is stale or behind the log; its answer may not follow the current rules (run `ledger rebuild \(name)`)"
                 : " the \(name) model was built by another code version, whose states this ledger cannot read, so it is left out (run `ledger rebuild \(name)`)"))
         }
         if global.json {
-            print(status.json.serialized())
+            print(json.serialized())
             return
         }
-        let zone = try ledger.timeZone(of: subject, at: t)
         var header = "\(Terminal.safe(subject)) at \(t)"
         if let zone { header += " (\(t.local(in: zone)) in \(zone), the zone of the latest session)" }
         print(Terminal.paint(header, .bold))
         let shown = StatusCard(zone: zone)
-        for answer in status.answers {
+        for (model, card) in cards {
             print("")
-            guard let view = answer.view else {
-                print(Terminal.paint("\(answer.model): none", .bold) + " (the store's policy has no \(answer.model) section)")
+            guard let card else {
+                print(Terminal.paint("\(model): none", .bold) + " (the store's policy has no \(model) section)")
                 continue
             }
-            let card = view.card
-            print(shown.headline(answer.model, card))
+            print(shown.headline(model, card))
             printTable(card.rows.map { ["  " + $0.label, shown.human($0.value)] })
         }
     }
@@ -273,14 +286,23 @@ struct DueCommand: ParsableCommand {
         guard start < end else { throw ValidationError("--from must be before --to") }
     }
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
         let start = try parseTime(from, option: "--from"), end = try parseTime(to, option: "--to")
-        let ledger = try global.openLedger()
-        defer { ledger.close() }
-        let items = try ledger.due(from: start, to: end)
-        if let model = try ledger.stats().models.first(where: { $0.name == DueModel.name }), model.stale {
-            Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true)
-                          + " the due model is stale (\(model.staleReason ?? "run `ledger rebuild`")): the list may not follow the current rules")
+        let items: [DueItem]
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            items = try client.due(from: start, to: end).compactMap(DueItem.init(json:))
+        } else {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            items = try ledger.due(from: start, to: end)
+            if let model = try ledger.stats().models.first(where: { $0.name == DueModel.name }), model.stale {
+                Terminal.warn(Terminal.paint("ledger: warning:", .yellow, stderr: true)
+                              + " the due model is stale (\(model.staleReason ?? "run `ledger rebuild`")): the list may not follow the current rules")
+            }
         }
         if global.json {
             print(DueItem.json(items, from: start, to: end).serialized())

@@ -54,7 +54,7 @@ struct ClusterTests {
             try single.append(events)
             let at = ts("2026-06-01T00:00:00Z")
             for subject in Set(events.map(\.subject)).sorted() {
-                let clustered = try client.status(of: subject, at: at)
+                let clustered = try client.status(of: subject, at: at).json
                 let alone = try single.status(of: subject, at: at).json
                 // Positions differ (the cluster's are stream sequences); each names the same event.
                 #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject):\n\(clustered.serialized())\n\(alone.serialized())")

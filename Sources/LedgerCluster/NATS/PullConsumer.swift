@@ -29,6 +29,11 @@ package final class PullConsumer: @unchecked Sendable {
                         options.Config.DeliverPolicy = js_DeliverByStartSequence
                         options.Config.OptStartSeq = max(startSequence, 1)
                         options.Config.MaxAckPending = 100_000
+                        // Its state is disposable (the node's checkpoint decides where to
+                        // start): one copy in memory, removed once nobody pulls for a while.
+                        options.Config.Replicas = 1
+                        options.Config.MemoryStorage = true
+                        options.Config.InactiveThreshold = 30_000_000_000
                         return js_PullSubscribe(&subscription, connection.jetStreamContext, filterC, durableC, nil, &options, &error)
                     }
                 }

@@ -1,0 +1,151 @@
+import ArgumentParser
+import Foundation
+@_spi(Storage) import LedgerCore
+import LedgerModels
+@_spi(Storage) import LedgerProjections
+@_spi(Storage) import LedgerStore
+import LedgerCluster
+
+/// `--cluster URL`: the commands that reach a cluster (append, status, audit, due) take it, or
+/// `$LEDGER_CLUSTER` when no `--store` is given.
+struct ClusterOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("A ledger cluster's NATS servers (nats://HOST:PORT,…) rather than a store (default: $LEDGER_CLUSTER when no --store is given).", valueName: "url"))
+    var cluster: String?
+
+    /// The cluster to use, `nil` for a store.
+    func url(_ global: GlobalOptions) -> String? {
+        if let cluster { return cluster }
+        guard global.store == nil, let url = ProcessInfo.processInfo.environment["LEDGER_CLUSTER"], !url.isEmpty else { return nil }
+        return url
+    }
+
+    func validate() throws {
+        if let cluster, cluster.isEmpty { throw ValidationError("--cluster must not be empty") }
+    }
+
+    /// A client of the cluster at `url`; errors say what to do.
+    static func connect(_ url: String) throws -> ClusterClient {
+        try ClusterClient(urls: url)
+    }
+}
+
+struct NodeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "node",
+        abstract: "Run a node of a ledger cluster: hold some partitions of the NATS stream, fold them into a store, answer for them.",
+        discussion: """
+            The cluster's log is a NATS JetStream stream; each node folds the partitions it holds a \
+            lease on into its own store (the same engine and read models) and answers their appends \
+            and reads, which any node, `ledger … --cluster URL` and `$LEDGER_CLUSTER` reach by NATS. \
+            The first node creates the stream with --partitions partitions (fixed from then on). A \
+            node that stops or dies gives its partitions to the others within seconds; a node that \
+            joins takes its share. SIGTERM or Ctrl-C stops it, handing its leases back.
+
+            Examples:
+              ledger node --nats nats://127.0.0.1:4222 --store node-1.lmdb
+              Tools/cluster up --nodes 3
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The NATS servers (nats://HOST:PORT,…).", valueName: "url"))
+    var nats: String
+
+    @Option(name: .long, help: "This node's store directory.")
+    var store: String
+
+    @Option(name: .long, help: "This node's name in the leases (default: host name and process id).")
+    var name: String?
+
+    @Option(name: .long, help: "How many partitions a new cluster spreads its subjects over (an existing one keeps its own).")
+    var partitions = ClusterLayout.defaultPartitions
+
+    @Option(name: .long, help: "JetStream copies of the stream (3 for a 3-server cluster; 1 for a single server).")
+    var replicas = ClusterNode.replicas
+
+    func validate() throws {
+        guard (1...4096).contains(partitions) else { throw ValidationError("--partitions must be 1 to 4096") }
+        guard (1...5).contains(replicas) else { throw ValidationError("--replicas must be 1 to 5") }
+    }
+
+    func run() throws {
+        let node = try ClusterNode(urls: nats, path: store, name: name, partitions: partitions, replicas: replicas) { line in
+            FileHandle.standardError.write(Data("\(line)\n".utf8))
+        }
+        node.start()
+        FileHandle.standardError.write(Data("ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster (SIGTERM or Ctrl-C stops)\n".utf8))
+        let stop = DispatchSemaphore(value: 0)
+        var sources: [DispatchSourceSignal] = []
+        for signo in [SIGTERM, SIGINT] {
+            signal(signo, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        stop.wait()
+        FileHandle.standardError.write(Data("ledger node \(node.name): stopping, handing back \(counted(node.partitions.count, "partition"))\n".utf8))
+        node.stop()
+        _ = sources
+    }
+}
+
+extension AppendCommand {
+    /// Appends the files to a cluster: every file is checked first (nothing is appended if a
+    /// line is bad); then each file goes in batches of up to 500 events, each partition's part
+    /// to its holder.
+    func appendToCluster(_ url: String) throws {
+        guard !restore else {
+            throw CommandFailure.input("--restore keeps a store's positions; a cluster's stream numbers its events itself: append the export without --restore")
+        }
+        var batches: [(file: String, lines: [Int], drafts: [EventDraft])] = []
+        var problems: [InputProblem] = []
+        var total = 0
+        for file in files {
+            let bytes: [UInt8]
+            if file == "-" {
+                bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
+            } else {
+                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
+            }
+            switch JSONLImport.events(in: bytes, named: file) {
+            case .success(let events): batches.append((file, events.map(\.line), events.map(\.draft)))
+            case .failure(let found):
+                problems += found.problems
+                total += found.problems.count
+            }
+        }
+        guard problems.isEmpty else {
+            FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+            if global.json { print(JSON.object(["errors": .array(problems.map(\.json))]).text) }
+            throw ExitCode(2)
+        }
+        let client = try ClusterOptions.connect(url)
+        defer { client.close() }
+        var summary = StreamSummary()
+        for batch in batches {
+            for start in stride(from: 0, to: batch.drafts.count, by: 500) {
+                let end = min(start + 500, batch.drafts.count)
+                let result: AppendResult
+                do throws(LedgerError) {
+                    result = try client.append(Array(batch.drafts[start..<end]))
+                } catch {
+                    var error = error
+                    if let index = error.index { error.file = batch.file; error.line = batch.lines[start + index] }
+                    if summary.appended + summary.duplicates > 0 { FileHandle.standardError.write(Data("ledger: \(Self.sentence(summary)) before this error.\n".utf8)) }
+                    throw error
+                }
+                var part = StreamSummary()
+                part.appended = result.appended
+                part.duplicates = result.duplicates
+                part.firstPosition = result.firstPosition
+                part.lastPosition = result.lastPosition
+                summary = summary.merged(with: part)
+            }
+        }
+        if global.json {
+            print(Self.shape(summary).text)
+        } else {
+            print(Self.sentence(summary) + ".")
+        }
+    }
+}
