@@ -104,6 +104,9 @@ let package = Package(
                 "LedgerServer",
                 "LedgerCluster",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `ledger node --port`'s /healthz.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
 
@@ -129,7 +132,7 @@ let package = Package(
         // Against a real NATS JetStream cluster that the tests start (Tools/cluster).
         .testTarget(
             name: "LedgerClusterTests",
-            dependencies: ["LedgerCluster", "LedgerProjections", "LedgerModels", "LedgerStore", "LedgerCore", "LedgerTestSupport"]
+            dependencies: ["LedgerCluster", "ledger", "LedgerProjections", "LedgerModels", "LedgerStore", "LedgerCore", "LedgerTestSupport"]
         ),
         // The read models' rules, folded in memory: no store.
         .testTarget(

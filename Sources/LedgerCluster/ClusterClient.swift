@@ -14,7 +14,7 @@ package final class ClusterClient: @unchecked Sendable {
     let connection: NATSConnection
     package let layout: ClusterLayout
     /// How long a request waits for a partition to find a holder, in milliseconds.
-    package var patience: Int64 = 15_000
+    package var patience: Int64 = 30_000
 
     /// Connects to the cluster at `urls` (comma-separated `nats://host:port`).
     /// - Throws: `.unavailable` when NATS cannot be reached or no node ever started there.

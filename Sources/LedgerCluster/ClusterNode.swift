@@ -27,7 +27,9 @@ package final class ClusterNode: @unchecked Sendable {
     private let logger: @Sendable (String) -> Void
 
     /// How long a lease lasts without renewal.
-    package static let leaseMilliseconds: Int64 = 4_000
+    /// A JetStream asset whose leader died answers nothing for some seconds while its others
+    /// elect a new one: a lease outlasts that, and a dead node's partitions wait that long.
+    package static let leaseMilliseconds: Int64 = 15_000
     /// How many copies JetStream keeps of the stream and the buckets.
     package static let replicas = 3
 
@@ -71,13 +73,18 @@ package final class ClusterNode: @unchecked Sendable {
 
     func log(_ line: String) { logger("node \(name): \(line)") }
 
+    /// When `start()` was called (UTC milliseconds).
+    private var startedAt: Int64 = 0
+
     /// Starts taking and renewing leases, on a thread of its own.
     package func start() {
+        startedAt = Timestamp.now().milliseconds
         keeper = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
                 do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
                 var slept = 0
-                while slept < 1_000 && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+                let round = Timestamp.now().milliseconds - startedAt < 1_500 ? 500 : 1_000
+                while slept < round && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
             }
         }
     }
@@ -106,12 +113,14 @@ package final class ClusterNode: @unchecked Sendable {
     /// free partitions up to it.
     private func balance() throws(LedgerError) {
         try nodes.put(name, Array(name.utf8))
+        // Nodes started together see each other before any takes a share.
+        guard Timestamp.now().milliseconds - startedAt >= 1_500 else { return }
         let live = max(1, try nodes.keys().count)
         let fair = (layout.partitions + live - 1) / live
         // Renew; a lease renewed by nobody else is still ours.
         var lost: [Int] = []
         for (partition, entry) in workers.withLock({ $0 }) {
-            if let revision = try leases.update(Self.leaseKey(partition), Array(name.utf8), revision: entry.revision) {
+            if let revision = try renew(partition, revision: entry.revision) {
                 workers.withLock { $0[partition]?.revision = revision }
             } else {
                 log("lost the lease of partition \(partition)")
@@ -152,6 +161,17 @@ package final class ClusterNode: @unchecked Sendable {
                 _ = try? leases.delete(key, revision: revision)
             }
         }
+    }
+
+    /// Renews the lease of `partition`; `nil` when another node holds it now. A renewal
+    /// JetStream stored but whose acknowledgement was lost (a server died) leaves the lease
+    /// at a later revision than this node knows: if it still names this node, it is still ours.
+    private func renew(_ partition: Int, revision: UInt64) throws(LedgerError) -> UInt64? {
+        let key = Self.leaseKey(partition), value = Array(name.utf8)
+        if let next = try leases.update(key, value, revision: revision) { return next }
+        guard let entry = try leases.get(key) else { return try leases.create(key, value) }
+        guard entry.value == value else { return nil }
+        return try leases.update(key, value, revision: entry.revision)
     }
 
     /// Stops the workers of `partitions` together and, when `givingBack`, frees their leases.

@@ -15,10 +15,17 @@ import Synchronization
 final class PartitionWorker: @unchecked Sendable {
     let partition: Int
     private let node: ClusterNode
-    private let consumer: PullConsumer
-    private var services: [Service] = []
+    /// Made by the fold thread when it starts (a replicated consumer takes a while to make;
+    /// the node takes its other partitions meanwhile), and again when it is lost.
+    private var consumer: PullConsumer?
+    /// The partition's services, which the fold thread starts once it has folded all the
+    /// stream held when it began (a node never answers for a partition it has not caught up
+    /// with); `nil` once stopping.
+    private let services = Mutex<[Service]?>([])
     private var thread: JoinableThread?
     private let running = Atomic<Bool>(true)
+    /// An append has waited a second for the fold: the fold loop checks its consumer.
+    private let stalled = Atomic<Bool>(false)
     /// The last stream sequence folded into the store.
     private let folded: Atomic<UInt64>
     /// Each subject's last stream sequence, as far as this worker has seen it.
@@ -33,11 +40,17 @@ final class PartitionWorker: @unchecked Sendable {
         self.node = node
         let checkpoint = try node.ledger.log.setting(Self.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
         folded = Atomic(UInt64(clamping: checkpoint))
-        consumer = try PullConsumer(node.connection, stream: ClusterLayout.stream, filter: ClusterLayout.filter(partition: partition),
-                                    durable: "ledger-p\(partition)-\(ClusterLayout.token(of: node.name))", startSequence: UInt64(clamping: checkpoint) + 1)
         thread = JoinableThread { [self] in foldLoop() }
-        for (what, handle) in [("append", handleAppend), ("read", handleRead)] as [(String, ([UInt8]) -> [UInt8])] {
-            services.append(try Service(node.connection, subject: ClusterLayout.service(partition: partition, what), queue: "ledger", handler: handle))
+    }
+
+    /// Starts answering the partition's requests, unless it has or is stopping.
+    private func startServices() throws(LedgerError) {
+        try services.withLock { services throws(LedgerError) in
+            guard var started = services, started.isEmpty else { return }
+            for (what, handle) in [("append", handleAppend), ("read", handleRead)] as [(String, ([UInt8]) -> [UInt8])] {
+                started.append(try Service(node.connection, subject: ClusterLayout.service(partition: partition, what), queue: "ledger", handler: handle))
+            }
+            services = started
         }
     }
 
@@ -50,7 +63,10 @@ final class PartitionWorker: @unchecked Sendable {
     /// Stops answering and tells the fold thread to end (after its current fetch, within
     /// 200 ms): several partitions stop together when a node gives them back.
     func beginStopping() {
-        services.forEach { $0.stop() }
+        services.withLock { services in
+            services?.forEach { $0.stop() }
+            services = nil
+        }
         running.store(false, ordering: .relaxed)
     }
 
@@ -58,19 +74,50 @@ final class PartitionWorker: @unchecked Sendable {
     func finishStopping() {
         thread?.join()
         thread = nil
-        consumer.stop()
+        consumer?.stop()
     }
 
     var foldedSequence: UInt64 { folded.load(ordering: .acquiring) }
 
+    /// The partition's consumer for this node, made anew from `sequence`.
+    private static func consumer(_ partition: Int, _ node: ClusterNode, from sequence: UInt64) throws(LedgerError) -> PullConsumer {
+        let name = "ledger-p\(partition)-\(ClusterLayout.token(of: node.name))"
+        return try PullConsumer(node.connection, stream: ClusterLayout.stream, filter: ClusterLayout.filter(partition: partition), name: name, startSequence: sequence)
+    }
+
     // MARK: Folding
 
     private func foldLoop() {
+        var failures = 0
+        var idle = 0
         while running.load(ordering: .relaxed) {
             do throws(LedgerError) {
+                // Every 5 s without messages, or as soon as an append waits in vain, check that
+                // the consumer is still there: one kept on a server that died is gone with it.
+                if stalled.exchange(false, ordering: .relaxed) || idle >= 25 {
+                    idle = 0
+                    if consumer?.exists() == false { failures = 3 }
+                }
+                if failures >= 3 || consumer == nil {
+                    let renewed = consumer != nil
+                    consumer?.stop()
+                    consumer = nil
+                    consumer = try Self.consumer(partition, node, from: foldedSequence + 1)
+                    if renewed { node.log("partition \(partition): a new consumer from sequence \(foldedSequence + 1)") }
+                }
+                guard let consumer else { continue }
                 let messages = try consumer.fetch(batch: 512, timeout: 200)
-                if !messages.isEmpty { try fold(messages) }
+                failures = 0
+                if messages.isEmpty {
+                    idle += 1
+                    // Nothing more to fetch: caught up with the stream, so answer for it.
+                    try startServices()
+                } else {
+                    idle = 0
+                    try fold(messages)
+                }
             } catch {
+                failures += 1
                 node.log("partition \(partition): \(error.message)")
                 pause(milliseconds: 200)
             }
@@ -148,13 +195,15 @@ final class PartitionWorker: @unchecked Sendable {
         return settings
     }
 
-    /// Waits until the fold has passed `sequence`; `false` after `milliseconds`.
-    private func waitForFold(_ sequence: UInt64, milliseconds: Int = 10_000) -> Bool {
+    /// Waits until the fold has passed `sequence`; `false` after `milliseconds`. A wait of a
+    /// second has the fold loop check its consumer.
+    private func waitForFold(_ sequence: UInt64, milliseconds: Int = 20_000) -> Bool {
         var waited = 0
         while foldedSequence < sequence {
             guard waited < milliseconds, running.load(ordering: .relaxed) else { return false }
             pause(milliseconds: 1)
             waited += 1
+            if waited % 1_000 == 0 { stalled.store(true, ordering: .relaxed) }
         }
         return true
     }
@@ -208,17 +257,7 @@ final class PartitionWorker: @unchecked Sendable {
         // 1. Fold everything the stream holds of these subjects.
         let subjects = Set(drafts.map(\.subject)).union(expecting.keys)
         var expected: [String: UInt64] = [:]
-        for subject in subjects.sorted() {
-            let known = lastSequences.withLock { $0[subject] }
-            var last: UInt64
-            if let known { last = known } else {
-                last = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
-            }
-            guard waitForFold(last) else {
-                throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry")
-            }
-            expected[subject] = last
-        }
+        for subject in subjects.sorted() { expected[subject] = try catchUp(subject) }
         // 2. Ids and versions, as a single store checks them.
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstOf: [EventID: Int] = [:]
@@ -295,11 +334,27 @@ final class PartitionWorker: @unchecked Sendable {
         }
     }
 
+    /// Waits until the store has folded every message the stream holds of `subject`, and
+    /// returns the last one's sequence (0: none).
+    private func catchUp(_ subject: String) throws(LedgerError) -> UInt64 {
+        let known = lastSequences.withLock { $0[subject] }
+        var last: UInt64
+        if let known { last = known } else {
+            last = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
+        }
+        guard waitForFold(last) else {
+            throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry")
+        }
+        return last
+    }
+
     // MARK: Reads
 
     private func handleRead(_ request: [UInt8]) -> [UInt8] {
         do throws(LedgerError) {
             let object = try ClusterWire.object(request, what: "read request")
+            // A read sees every event of its subject the stream held when it came.
+            if let subject = ClusterWire.string(object["subject"]), node.layout.partition(of: subject) == partition { _ = try catchUp(subject) }
             return ClusterWire.ok(try node.answer(object, partition: partition))
         } catch {
             return ClusterWire.failure(error)

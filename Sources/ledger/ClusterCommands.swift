@@ -5,6 +5,8 @@ import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore
 import LedgerCluster
+import Hummingbird
+import NIOCore
 
 /// `--cluster URL`: the commands that reach a cluster (append, status, audit, due) take it, or
 /// `$LEDGER_CLUSTER` when no `--store` is given.
@@ -62,7 +64,14 @@ struct NodeCommand: ParsableCommand {
     @Option(name: .long, help: "JetStream copies of the stream (3 for a 3-server cluster; 1 for a single server).")
     var replicas = ClusterNode.replicas
 
+    @Option(name: .long, help: "Serve GET /healthz on this port (0: any free port; default: no HTTP).")
+    var port: Int?
+
+    @Option(name: .long, help: "The address --port listens on.")
+    var host = "127.0.0.1"
+
     func validate() throws {
+        if let port { guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") } }
         guard (1...4096).contains(partitions) else { throw ValidationError("--partitions must be 1 to 4096") }
         guard (1...5).contains(replicas) else { throw ValidationError("--replicas must be 1 to 5") }
     }
@@ -72,7 +81,18 @@ struct NodeCommand: ParsableCommand {
             FileHandle.standardError.write(Data("\(line)\n".utf8))
         }
         node.start()
-        FileHandle.standardError.write(Data("ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster (SIGTERM or Ctrl-C stops)\n".utf8))
+        let ready = "ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster"
+        if let port {
+            // Hummingbird stops on SIGTERM or SIGINT, once the requests in flight are answered.
+            try Blocking.run { [host] in
+                try await Self.health(of: node, host: host, port: port).runService()
+            }
+            FileHandle.standardError.write(Data("ledger node \(node.name): stopping, handing back \(counted(node.partitions.count, "partition"))\n".utf8))
+            node.stop()
+            _ = ready
+            return
+        }
+        FileHandle.standardError.write(Data("\(ready) (SIGTERM or Ctrl-C stops)\n".utf8))
         let stop = DispatchSemaphore(value: 0)
         var sources: [DispatchSourceSignal] = []
         for signo in [SIGTERM, SIGINT] {
@@ -86,6 +106,23 @@ struct NodeCommand: ParsableCommand {
         FileHandle.standardError.write(Data("ledger node \(node.name): stopping, handing back \(counted(node.partitions.count, "partition"))\n".utf8))
         node.stop()
         _ = sources
+    }
+
+    /// `GET /healthz`: 200 with the node's name and the partitions it holds.
+    static func health(of node: ClusterNode, host: String, port: Int) -> some ApplicationProtocol {
+        let router = Router()
+        router.get("/healthz") { _, _ -> Response in
+            let body = JSON.object([
+                "node": .string(node.name), "partitions": .array(node.partitions.map { .integer(Int64($0)) }),
+                "clusterPartitions": .integer(Int64(node.layout.partitions)),
+            ]).serialized() + "\n"
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+        }
+        return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "ledger-node"),
+                           onServerRunning: { channel in
+                               let bound = channel.localAddress?.port ?? port
+                               FileHandle.standardError.write(Data("ledger node \(node.name) ready on http://\(host):\(bound): \(node.layout.partitions) partitions in the cluster (SIGTERM or Ctrl-C stops)\n".utf8))
+                           })
     }
 }
 

@@ -16,19 +16,53 @@ final class NATSCluster {
 
     /// Whether this machine can run one (`nats-server` installed; `.ci/run` installs it).
     static var available: Bool {
-        (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":")
+        ((ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin") + ":/usr/sbin").split(separator: ":")
             .contains { FileManager.default.isExecutableFile(atPath: "\($0)/nats-server") }
     }
 
-    init() throws {
+    /// `ledger node pid N` lines, in the order `up` printed them.
+    let nodePIDs: [Int32]
+    /// Each node's HTTP URL (`node K URL` lines), in the same order.
+    let nodeURLs: [String]
+
+    /// Starts the servers and `nodes` ledger nodes (`ledger node` processes, which tests may
+    /// SIGKILL).
+    init(nodes: Int = 0) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-cluster-\(UUID().uuidString)")
-        let output = try Self.run(["up", "--dir", directory.path])
+        let output = try Self.run(["up", "--dir", directory.path, "--nodes", String(nodes), "--ledger", Self.ledger.path])
         let lines = output.split(separator: "\n").map(String.init)
         guard let first = lines.first, first.hasPrefix("nats://") else {
             throw LedgerError(.unavailable, "Tools/cluster up printed no NATS URL: \(output)")
         }
         url = first
-        serverPIDs = lines.compactMap { line in line.hasPrefix("nats-server pid ") ? Int32(line.dropFirst("nats-server pid ".count)) : nil }
+        func pids(_ prefix: String) -> [Int32] { lines.compactMap { $0.hasPrefix(prefix) ? Int32($0.dropFirst(prefix.count)) : nil } }
+        serverPIDs = pids("nats-server pid ")
+        nodeURLs = lines.compactMap { line in
+            let parts = line.split(separator: " ")
+            return parts.count == 3 && parts[0] == "node" ? String(parts[2]) : nil
+        }
+        nodePIDs = pids("ledger node pid ")
+    }
+
+    /// The `ledger` executable, built beside the test bundle.
+    static var ledger: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
+    }
+
+    /// Starts one more `ledger node` on the cluster (a node joining); stopped by `down` only if
+    /// the test stops it itself.
+    func startNode(_ name: String) throws -> Process {
+        let process = Process()
+        process.executableURL = Self.ledger
+        process.arguments = ["node", "--nats", url, "--store", storePath(name), "--name", name]
+        let log = FileHandle(forWritingAtPath: storePath("\(name).log")) ?? {
+            FileManager.default.createFile(atPath: storePath("\(name).log"), contents: nil)
+            return FileHandle(forWritingAtPath: storePath("\(name).log"))
+        }()
+        process.standardError = log
+        process.standardOutput = log
+        try process.run()
+        return process
     }
 
     /// Stops the servers and removes their data.

@@ -1,40 +1,57 @@
 import CNATS
 @_spi(Storage) import LedgerCore
 
-/// A durable pull consumer of one filter subject of a stream: a node reads its partitions'
-/// messages in stream order with it, from the sequence its own store has folded up to.
+/// A pull consumer of one filter subject of a stream: a node reads its partitions' messages in
+/// stream order with it, from the sequence its own store has folded up to.
+///
+/// A durable consumer, replicated like the stream, so that it outlives a server's death. Its
+/// position is not what counts (the node's checkpoint, committed with its store, decides where
+/// to start): a node that takes a partition makes its consumer anew from its checkpoint, and
+/// the server removes a consumer nobody has pulled from for a minute (a dead node's).
 package final class PullConsumer: @unchecked Sendable {
     private let subscription: OpaquePointer
     private let connection: NATSConnection
+    private let stream: String
+    private let name: String
 
-    /// Binds to (or creates) the durable consumer `durable` of `stream` over `filter`, delivering
-    /// from `startSequence`. A durable that exists with another start is deleted and created
-    /// again: the node's own checkpoint, not the consumer's, says where to start.
-    package init(_ connection: NATSConnection, stream: String, filter: String, durable: String, startSequence: UInt64) throws(LedgerError) {
+    /// Creates the durable consumer `name` of `stream` over `filter`, delivering from
+    /// `startSequence` (replacing one of that name), and subscribes to it.
+    package init(_ connection: NATSConnection, stream: String, filter: String, name: String, startSequence: UInt64) throws(LedgerError) {
         self.connection = connection
-        var error = jsErrCode(0)
-        // The durable's own position may lag or lead the store's checkpoint: start it over.
-        _ = js_DeleteConsumer(connection.jetStreamContext, stream, durable, nil, &error)
-        self.subscription = try connection.retrying("subscribing to \(filter)") { () throws(LedgerError) -> OpaquePointer in
-            var options = jsSubOptions()
-            jsSubOptions_Init(&options)
+        self.stream = stream
+        self.name = name
+        self.subscription = try connection.retrying("subscribing to \(filter)", seconds: 10) { () throws(LedgerError) -> OpaquePointer in
+            var error = jsErrCode(0)
+            let deleted = js_DeleteConsumer(connection.jetStreamContext, stream, name, nil, &error)
+            guard deleted == NATS_OK || deleted == NATS_NOT_FOUND || error == JSConsumerNotFoundErr else {
+                throw NATSConnection.failure(deleted, error, doing: "replacing the consumer \(name)")
+            }
+            error = jsErrCode(0)
             var subscription: OpaquePointer?
-            let status = stream.withCString { stream in
+            let status = stream.withCString { streamC in
                 filter.withCString { filterC in
-                    durable.withCString { durableC in
-                        options.Stream = stream
-                        options.Config.Durable = durableC
-                        options.Config.FilterSubject = filterC
-                        options.Config.AckPolicy = js_AckAll
-                        options.Config.DeliverPolicy = js_DeliverByStartSequence
-                        options.Config.OptStartSeq = max(startSequence, 1)
-                        options.Config.MaxAckPending = 100_000
-                        // Its state is disposable (the node's checkpoint decides where to
-                        // start): one copy in memory, removed once nobody pulls for a while.
-                        options.Config.Replicas = 1
-                        options.Config.MemoryStorage = true
-                        options.Config.InactiveThreshold = 30_000_000_000
-                        return js_PullSubscribe(&subscription, connection.jetStreamContext, filterC, durableC, nil, &options, &error)
+                    name.withCString { nameC in
+                        var config = jsConsumerConfig()
+                        jsConsumerConfig_Init(&config)
+                        config.Durable = nameC
+                        config.FilterSubject = filterC
+                        config.AckPolicy = js_AckAll
+                        config.DeliverPolicy = js_DeliverByStartSequence
+                        config.OptStartSeq = max(startSequence, 1)
+                        config.MaxAckPending = 100_000
+                        config.InactiveThreshold = 60_000_000_000
+                        var info: UnsafeMutablePointer<jsConsumerInfo>?
+                        let added = js_AddConsumer(&info, connection.jetStreamContext, streamC, &config, nil, &error)
+                        jsConsumerInfo_Destroy(info)
+                        guard added == NATS_OK else { return added }
+                        // Bound to the consumer made above (the same configuration, which the
+                        // client checks): unsubscribing leaves it to the server to remove.
+                        var options = jsSubOptions()
+                        jsSubOptions_Init(&options)
+                        options.Stream = streamC
+                        options.Consumer = nameC
+                        options.Config = config
+                        return js_PullSubscribe(&subscription, connection.jetStreamContext, filterC, nameC, nil, &options, &error)
                     }
                 }
             }
@@ -47,9 +64,19 @@ package final class PullConsumer: @unchecked Sendable {
 
     deinit { natsSubscription_Destroy(subscription) }
 
-    /// Stops delivering: the durable consumer stays on the server until the next owner
-    /// replaces it.
+    /// Stops delivering (locally: the consumer stays for the node's next hold of the partition,
+    /// or until the server removes it for want of pulls).
     package func stop() { natsSubscription_Unsubscribe(subscription) }
+
+    /// Whether the server still has the consumer. One kept on a server that died is gone
+    /// with it, and a fetch from it just finds nothing.
+    package func exists() -> Bool {
+        var info: UnsafeMutablePointer<jsConsumerInfo>?
+        var error = jsErrCode(0)
+        let status = js_GetConsumerInfo(&info, connection.jetStreamContext, stream, name, nil, &error)
+        jsConsumerInfo_Destroy(info)
+        return status == NATS_OK
+    }
 
     /// Up to `batch` messages in stream order; waits up to `timeout` milliseconds for the
     /// first one and returns none when nothing came. Acknowledges them all: a node's own

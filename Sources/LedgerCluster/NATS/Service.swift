@@ -45,7 +45,6 @@ package final class Service: @unchecked Sendable {
     package func stop() {
         guard let subscription else { return }
         natsSubscription_Unsubscribe(subscription)
-        _ = natsConnection_FlushTimeout(box.takeUnretainedValue().connection.natsConnection, 1_000)
     }
 
     deinit {
