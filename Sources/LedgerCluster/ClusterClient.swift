@@ -47,8 +47,11 @@ package final class ClusterClient: @unchecked Sendable {
         for (i, draft) in drafts.enumerated() { groups[layout.partition(of: draft.subject), default: []].append(i) }
         var expectations: [Int: [String: ExpectedVersion]] = [:]
         for (subject, expected) in expecting { expectations[layout.partition(of: subject), default: [:]][subject] = expected }
-        var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
-        for partition in Set(groups.keys).union(expectations.keys).sorted() {
+        // Each partition's part is its own request, all sent at once: the holders check and
+        // publish them in parallel.
+        let partitions = Set(groups.keys).union(expectations.keys).sorted()
+        var requests: [(partition: Int, indexes: [Int], request: JSONObject)] = []
+        for partition in partitions {
             let indexes = groups[partition] ?? []
             var lines: [JSON] = []
             for i in indexes {
@@ -62,19 +65,24 @@ package final class ClusterClient: @unchecked Sendable {
             if let expected = expectations[partition] {
                 request["expecting"] = .object(JSONObject(expected.sorted { $0.key < $1.key }.map { ($0.key, ClusterWire.json(of: $0.value)) }))
             }
-            let answer: JSON
-            do throws(LedgerError) {
-                answer = try ask(partition, "append", request)
-            } catch {
-                var error = error
-                if let index = error.index, index < indexes.count { error.index = indexes[index] }
-                throw error
-            }
-            guard case .object(let object) = answer, case .array(let items)? = object["outcomes"], items.count == indexes.count else {
-                throw LedgerError(.storage, "partition \(partition) answered an append without its outcomes")
-            }
-            for (i, item) in zip(indexes, items) { outcomes[i] = ClusterWire.outcome(item) }
+            requests.append((partition, indexes, request))
         }
+        let answers = askAll(requests.map { ($0.partition, "append", $0.request) })
+        var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
+        var firstFailure: LedgerError?
+        for (k, (partition, indexes, _)) in requests.enumerated() {
+            switch answers[k] {
+            case .failure(var error):
+                if let index = error.index, index < indexes.count { error.index = indexes[index] }
+                if firstFailure.map({ (error.index ?? Int.max) < ($0.index ?? Int.max) }) ?? true { firstFailure = error }
+            case .success(let answer):
+                guard case .object(let object) = answer, case .array(let items)? = object["outcomes"], items.count == indexes.count else {
+                    throw LedgerError(.storage, "partition \(partition) answered an append without its outcomes")
+                }
+                for (i, item) in zip(indexes, items) { outcomes[i] = ClusterWire.outcome(item) }
+            }
+        }
+        if let firstFailure { throw firstFailure }
         return AppendResult(outcomes: outcomes.map { $0 ?? .duplicate(position: 0) })
     }
 
@@ -121,9 +129,10 @@ package final class ClusterClient: @unchecked Sendable {
     /// What falls due at from ≤ at < to in every partition, in `Ledger.due`'s order.
     package func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [JSON] {
         var items: [(key: (Int64, String, String, String), item: JSON)] = []
-        for partition in 0..<layout.partitions {
-            let answer = try ask(partition, "read", ["kind": "due", "from": .string(from.description), "to": .string(to.description)])
-            guard case .array(let list) = answer else { throw LedgerError(.storage, "partition \(partition) answered due without a list") }
+        let request: JSONObject = ["kind": "due", "from": .string(from.description), "to": .string(to.description)]
+        let answers = askAll((0..<layout.partitions).map { ($0, "read", request) })
+        for (partition, answer) in answers.enumerated() {
+            guard case .array(let list) = try answer.get() else { throw LedgerError(.storage, "partition \(partition) answered due without a list") }
             for item in list {
                 guard case .object(let o) = item else { continue }
                 let at = ClusterWire.string(o["at"]).flatMap { Timestamp(rfc3339: $0) }?.milliseconds ?? 0
@@ -132,6 +141,36 @@ package final class ClusterClient: @unchecked Sendable {
             }
         }
         return items.sorted { $0.key < $1.key }.map(\.item)
+    }
+
+    /// Sends every request at once; those no node answers yet are sent again until
+    /// `patience` runs out.
+    func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)]) -> [Result<JSON, LedgerError>] {
+        var results = [Result<JSON, LedgerError>?](repeating: nil, count: requests.count)
+        let deadline = Timestamp.now().milliseconds + patience
+        while true {
+            let open = results.indices.filter { results[$0] == nil }
+            let sent = open.map { k in (ClusterLayout.service(partition: requests[k].partition, requests[k].what), ClusterWire.encode(requests[k].request)) }
+            let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: 30_000)
+            var retry = false
+            for (k, answer) in zip(open, answers) {
+                let result: Result<JSON, LedgerError>
+                switch answer {
+                case .success(let bytes):
+                    do throws(LedgerError) { result = .success(try ClusterWire.result(bytes, from: sent[open.firstIndex(of: k) ?? 0].0)) } catch { result = .failure(error) }
+                case .failure(let error):
+                    result = .failure(error)
+                }
+                if case .failure(let error) = result, error.code == .unavailable, Timestamp.now().milliseconds < deadline {
+                    retry = true
+                } else {
+                    results[k] = result
+                }
+            }
+            if !retry { break }
+            pause(milliseconds: 100)
+        }
+        return results.map { $0 ?? .failure(LedgerError(.unavailable, "no ledger node answered in time; retry")) }
     }
 
     /// Sends `request` to `partition`'s holder, retrying while the partition has none.

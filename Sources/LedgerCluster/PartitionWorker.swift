@@ -240,6 +240,7 @@ final class PartitionWorker: @unchecked Sendable {
             let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting) }
             return ClusterWire.ok(.object(["outcomes": .array(outcomes.map(ClusterWire.json(of:)))]))
         } catch {
+            if error.code == .unavailable || error.code == .storage { node.log("partition \(partition): an append failed: \(error.message)") }
             return ClusterWire.failure(error)
         }
     }
@@ -297,33 +298,50 @@ final class PartitionWorker: @unchecked Sendable {
                 throw error
             }
         }
-        // 3. Publish, each subject's events after the sequence its last one has.
-        var last: UInt64 = 0
+        // 3. Publish in waves: the first new event of every subject together, then the second…
+        //    Each expects its subject's last sequence, known from the wave before: a subject
+        //    another node wrote meanwhile refuses it, and nothing after it in its subject goes.
+        var waves: [[Int]] = []
+        var depth: [String: Int] = [:]
         for i in fresh {
-            let draft = drafts[i]
-            var version: UInt64
-            if let known = versions[draft.subject] { version = known } else { version = try node.ledger.version(of: draft.subject) }
-            let ack: NATSConnection.PublishAck
-            do throws(LedgerError) {
-                ack = try node.connection.publish(EventLine.line(of: draft), to: node.layout.natsSubject(of: draft.subject),
-                                                  messageID: draft.id.description, expectedLastSubjectSequence: expected[draft.subject])
-            } catch {
-                // Another writer moved the subject: forget what this worker knew of it.
-                lastSequences.withLock { $0[draft.subject] = nil }
-                var error = error
-                if error.code == .wrongExpectedVersion {
-                    error = LedgerError(.unavailable, "subject \(draft.subject) was written by another node since partition \(partition) last read it"
-                                        + (i == fresh.first ? "; nothing of this batch was written: retry" : "; the events before this one were written: retry the batch (they count as duplicates)"),
-                                        index: i, subject: draft.subject)
-                } else {
-                    error.index = i
-                }
-                throw error
+            let d = depth[drafts[i].subject, default: 0]
+            depth[drafts[i].subject] = d + 1
+            if waves.count == d { waves.append([]) }
+            waves[d].append(i)
+        }
+        var last: UInt64 = 0
+        for wave in waves {
+            var publications: [NATSConnection.Publication] = []
+            for i in wave {
+                publications.append(.init(subject: node.layout.natsSubject(of: drafts[i].subject), data: try EventLine.line(of: drafts[i]),
+                                          messageID: drafts[i].id.description, expectedLastSubjectSequence: expected[drafts[i].subject]))
             }
-            expected[draft.subject] = ack.sequence
-            versions[draft.subject] = version + 1
-            outcomes[i] = ack.duplicate ? .duplicate(position: ack.sequence) : .appended(position: ack.sequence, version: version + 1)
-            last = max(last, ack.sequence)
+            var failure: (index: Int, error: LedgerError)?
+            for (i, result) in zip(wave, node.connection.publish(publications)) {
+                let subject = drafts[i].subject
+                switch result {
+                case .success(let ack):
+                    let version: UInt64
+                    if let known = versions[subject] { version = known } else { version = try node.ledger.version(of: subject) }
+                    expected[subject] = ack.sequence
+                    versions[subject] = version + 1
+                    outcomes[i] = ack.duplicate ? .duplicate(position: ack.sequence) : .appended(position: ack.sequence, version: version + 1)
+                    last = max(last, ack.sequence)
+                case .failure(var error):
+                    // Another writer moved the subject: forget what this worker knew of it.
+                    lastSequences.withLock { $0[subject] = nil }
+                    if error.code == .wrongExpectedVersion {
+                        error = LedgerError(.unavailable, "subject \(subject) was written by another node since partition \(partition) last read it; retry the batch (what was written counts as duplicates)",
+                                            subject: subject)
+                    }
+                    error.index = i
+                    if failure.map({ i < $0.index }) ?? true { failure = (i, error) }
+                }
+            }
+            if let failure {
+                _ = waitForFold(last)
+                throw failure.error
+            }
         }
         guard waitForFold(last) else {
             throw LedgerError(.unavailable, "the append is stored in the stream but partition \(partition) has not folded it yet; reads will show it shortly")

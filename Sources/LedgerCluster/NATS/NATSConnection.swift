@@ -146,6 +146,59 @@ package final class NATSConnection: @unchecked Sendable {
         return PublishAck(sequence: ack.pointee.Sequence, duplicate: ack.pointee.Duplicate)
     }
 
+    /// One message of `publish(_:)`.
+    package struct Publication: Sendable {
+        package var subject: String
+        package var data: [UInt8]
+        package var messageID: String?
+        package var expectedLastSubjectSequence: UInt64?
+        package init(subject: String, data: [UInt8], messageID: String?, expectedLastSubjectSequence: UInt64?) {
+            self.subject = subject
+            self.data = data
+            self.messageID = messageID
+            self.expectedLastSubjectSequence = expectedLastSubjectSequence
+        }
+    }
+
+    /// Publishes `messages` together, without waiting for each acknowledgement before the
+    /// next (JetStream stores them in the order sent), and returns each one's outcome as
+    /// `publish(_:to:messageID:expectedLastSubjectSequence:)` would.
+    package func publish(_ messages: [Publication]) -> [Result<PublishAck, LedgerError>] {
+        let sent = messages.map { message -> (subject: String, data: [UInt8], headers: [String: String]) in
+            var headers: [String: String] = [:]
+            if let id = message.messageID { headers["Nats-Msg-Id"] = id }
+            if let expected = message.expectedLastSubjectSequence { headers["Nats-Expected-Last-Subject-Sequence"] = String(expected) }
+            return (message.subject, message.data, headers)
+        }
+        return gather(sent, timeout: timeout) { bytes, subject, noResponders in
+            Self.acknowledgement(bytes, of: subject, noResponders: noResponders)
+        }
+    }
+
+    /// JetStream's answer to a publish: `{"stream":…,"seq":N[,"duplicate":true]}` or `{"error":{…}}`.
+    static func acknowledgement(_ bytes: [UInt8], of subject: String, noResponders: Bool) -> Result<PublishAck, LedgerError> {
+        if noResponders { return .failure(LedgerError(.unavailable, "no stream took the message to \(subject) (JetStream is electing a leader); publish it again")) }
+        guard case .object(let ack)? = try? JSONParser.parse(bytes) else {
+            return .failure(LedgerError(.storage, "JetStream answered a publish to \(subject) with something that is not JSON"))
+        }
+        if case .object(let error)? = ack["error"] {
+            var code: Int64 = 0
+            if case .number(let n)? = error["err_code"], let c = n.int64 { code = c }
+            var text = ""
+            if case .string(let t)? = error["description"] { text = t }
+            if code == Int64(JSStreamWrongLastSequenceErr.rawValue) {
+                return .failure(LedgerError(.wrongExpectedVersion, "the NATS subject \(subject) moved on since it was read; read it again and retry"))
+            }
+            return .failure(LedgerError(.unavailable, "JetStream refused the message to \(subject): \(text) (error \(code))"))
+        }
+        guard case .number(let n)? = ack["seq"], let sequence = n.int64 else {
+            return .failure(LedgerError(.storage, "JetStream's acknowledgement of a publish to \(subject) has no sequence"))
+        }
+        var duplicate = false
+        if case .bool(let d)? = ack["duplicate"] { duplicate = d }
+        return .success(PublishAck(sequence: UInt64(sequence), duplicate: duplicate))
+    }
+
     /// A message read back from a stream.
     package struct StoredMessage: Sendable, Hashable {
         package var sequence: UInt64
@@ -194,6 +247,76 @@ package final class NATSConnection: @unchecked Sendable {
         }
         defer { natsMsg_Destroy(reply) }
         return Self.bytes(of: reply)
+    }
+
+    /// Sends each request at once and waits for their answers, each as `request` returns it.
+    package func requests(_ requests: [(subject: String, data: [UInt8])], timeout: Int64) -> [Result<[UInt8], LedgerError>] {
+        gather(requests.map { ($0.subject, $0.data, [:]) }, timeout: timeout) { bytes, subject, noResponders in
+            noResponders ? .failure(LedgerError(.unavailable, "no ledger node answers \(subject) yet; a node takes it over within seconds — retry")) : .success(bytes)
+        }
+    }
+
+    /// Publishes each message with a reply subject of its own under one inbox, and gathers the
+    /// replies, made into results by `answer`, until all came or `timeout` passed.
+    private func gather<R>(_ messages: [(subject: String, data: [UInt8], headers: [String: String])], timeout: Int64,
+                           _ answer: ([UInt8], String, Bool) -> Result<R, LedgerError>) -> [Result<R, LedgerError>] {
+        guard !messages.isEmpty else { return [] }
+        var results = [Result<R, LedgerError>?](repeating: nil, count: messages.count)
+        var inbox: UnsafeMutablePointer<natsInbox>?
+        guard natsInbox_Create(&inbox) == NATS_OK, let inbox else {
+            return messages.map { _ in .failure(LedgerError(.unavailable, "NATS failed making an inbox")) }
+        }
+        defer { natsInbox_Destroy(inbox) }
+        let prefix = String(cString: inbox)
+        var subscription: OpaquePointer?
+        var status = natsConnection_SubscribeSync(&subscription, connection, prefix + ".*")
+        guard status == NATS_OK, let subscription else {
+            let failure = Self.failure(status, jsErrCode(0), doing: "waiting for answers")
+            return messages.map { _ in .failure(failure) }
+        }
+        defer { natsSubscription_Destroy(subscription) }
+        for (i, message) in messages.enumerated() {
+            var msg: OpaquePointer?
+            status = message.data.withUnsafeBytes { bytes in
+                natsMsg_Create(&msg, message.subject, "\(prefix).\(i)", bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+            }
+            guard status == NATS_OK, let msg else {
+                results[i] = .failure(Self.failure(status, jsErrCode(0), doing: "sending to \(message.subject)"))
+                continue
+            }
+            for (key, value) in message.headers.sorted(by: { $0.key < $1.key }) { natsMsgHeader_Set(msg, key, value) }
+            status = natsConnection_PublishMsg(connection, msg)
+            natsMsg_Destroy(msg)
+            if status != NATS_OK { results[i] = .failure(Self.failure(status, jsErrCode(0), doing: "sending to \(message.subject)")) }
+        }
+        _ = natsConnection_Flush(connection)
+        let deadline = Timestamp.now().milliseconds + timeout
+        var pending = results.count { $0 == nil }
+        // Each message gets one reply: an answer, or the server's "no responders", which the C
+        // client reports without the message (so without saying which request it was for).
+        var noResponders = 0
+        while pending > noResponders {
+            let left = deadline - Timestamp.now().milliseconds
+            var reply: OpaquePointer?
+            guard left > 0 else { break }
+            let next = natsSubscription_NextMsg(&reply, subscription, left)
+            if next == NATS_NO_RESPONDERS && reply == nil {
+                noResponders += 1
+                continue
+            }
+            guard next == NATS_OK || next == NATS_NO_RESPONDERS, let reply else { break }
+            defer { natsMsg_Destroy(reply) }
+            let replySubject = natsMsg_GetSubject(reply).map { String(cString: $0) } ?? ""
+            guard let i = Int(replySubject.split(separator: ".").last ?? ""), i >= 0, i < messages.count, results[i] == nil else { continue }
+            results[i] = answer(Self.bytes(of: reply), messages[i].subject, next == NATS_NO_RESPONDERS || natsMsg_IsNoResponders(reply))
+            pending -= 1
+        }
+        let unanswered = pending > 0 && pending == noResponders
+        return results.enumerated().map { i, result in
+            if let result { return result }
+            if unanswered { return answer([], messages[i].subject, true) }
+            return .failure(LedgerError(.unavailable, "no answer from \(messages[i].subject) in time; what was sent may have been done: send it again (appends are idempotent)"))
+        }
     }
 
     /// Publishes `data` to `subject` without JetStream (an answer to a request).
