@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "LedgerDemo", targets: ["LedgerDemo"]),
+        .library(name: "LedgerCluster", targets: ["LedgerCluster"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),

@@ -10,15 +10,15 @@ import LedgerProjections
 ///
 /// While a partition changes hands (a node died, one joined) nobody answers it for a few
 /// seconds; the client retries until `patience` runs out, then throws `.unavailable`.
-package final class ClusterClient: @unchecked Sendable {
+@_spi(Cluster) public final class ClusterClient: @unchecked Sendable {
     let connection: NATSConnection
     package let layout: ClusterLayout
     /// How long a request waits for a partition to find a holder, in milliseconds.
-    package var patience: Int64 = 30_000
+    package var patience: Int64 = 60_000
 
     /// Connects to the cluster at `urls` (comma-separated `nats://host:port`).
     /// - Throws: `.unavailable` when NATS cannot be reached or no node ever started there.
-    package init(urls: String) throws(LedgerError) {
+    public init(urls: String) throws(LedgerError) {
         connection = try NATSConnection(urls: urls, name: "ledger client")
         let missing = LedgerError(.unavailable, "no ledger cluster at \(urls) yet: start a node there (`ledger node --nats \(urls) --store PATH`)")
         let settings: KeyValueBucket
@@ -31,7 +31,7 @@ package final class ClusterClient: @unchecked Sendable {
         layout = ClusterLayout(partitions: count)
     }
 
-    package func close() { connection.close() }
+    public func close() { connection.close() }
 
     // MARK: Appends
 
@@ -42,7 +42,7 @@ package final class ClusterClient: @unchecked Sendable {
     /// checks refuse it whole: JetStream has no transaction over several messages. A batch
     /// that fails part-way has the parts before stored; retrying it whole is safe (they count
     /// as duplicates). The error's `index` is the failing event's index in `drafts`.
-    package func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
+    public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
         var groups: [Int: [Int]] = [:]
         for (i, draft) in drafts.enumerated() { groups[layout.partition(of: draft.subject), default: []].append(i) }
         var expectations: [Int: [String: ExpectedVersion]] = [:]
@@ -119,7 +119,7 @@ package final class ClusterClient: @unchecked Sendable {
     }
 
     /// One read of a subject (`status`, `audit`, `events`, `version`) from its partition's holder.
-    package func read(_ kind: String, subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
+    public func read(_ kind: String, subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
         var request: JSONObject = ["kind": .string(kind), "subject": .string(subject)]
         if let t { request["at"] = .string(t.description) }
         if let knownAt { request["knownAt"] = .string(knownAt) }
@@ -151,7 +151,7 @@ package final class ClusterClient: @unchecked Sendable {
         while true {
             let open = results.indices.filter { results[$0] == nil }
             let sent = open.map { k in (ClusterLayout.service(partition: requests[k].partition, requests[k].what), ClusterWire.encode(requests[k].request)) }
-            let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: 30_000)
+            let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: 15_000)
             var retry = false
             for (k, answer) in zip(open, answers) {
                 let result: Result<JSON, LedgerError>
@@ -179,7 +179,7 @@ package final class ClusterClient: @unchecked Sendable {
         let deadline = Timestamp.now().milliseconds + patience
         while true {
             do throws(LedgerError) {
-                return try ClusterWire.result(try connection.request(ClusterWire.encode(request), to: subject, timeout: 30_000), from: subject)
+                return try ClusterWire.result(try connection.request(ClusterWire.encode(request), to: subject, timeout: 15_000), from: subject)
             } catch {
                 guard error.code == .unavailable, Timestamp.now().milliseconds < deadline else { throw error }
                 pause(milliseconds: 100)

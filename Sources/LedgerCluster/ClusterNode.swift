@@ -21,7 +21,12 @@ package final class ClusterNode: @unchecked Sendable {
     package let layout: ClusterLayout
     private let leases: KeyValueBucket
     private let nodes: KeyValueBucket
-    private let workers = Mutex<[Int: (worker: PartitionWorker, revision: UInt64)]>([:])
+    /// The partitions held: each one's worker, its lease's revision, and when it was last
+    /// written (UTC milliseconds).
+    private let workers = Mutex<[Int: (worker: PartitionWorker, revision: UInt64, renewed: Int64)]>([:])
+    /// A lease is renewed once it is this old: a third of its life, so that two renewals may
+    /// fail (a server's death) before it lapses; each renewal is a replicated write.
+    static let renewAfterMilliseconds: Int64 = leaseMilliseconds / 3
     private let running = Atomic<Bool>(true)
     private var keeper: JoinableThread?
     private let logger: @Sendable (String) -> Void
@@ -119,9 +124,10 @@ package final class ClusterNode: @unchecked Sendable {
         let fair = (layout.partitions + live - 1) / live
         // Renew; a lease renewed by nobody else is still ours.
         var lost: [Int] = []
-        for (partition, entry) in workers.withLock({ $0 }) {
+        let now = Timestamp.now().milliseconds
+        for (partition, entry) in workers.withLock({ $0 }) where now - entry.renewed >= Self.renewAfterMilliseconds {
             if let revision = try renew(partition, revision: entry.revision) {
-                workers.withLock { $0[partition]?.revision = revision }
+                workers.withLock { $0[partition]?.revision = revision; $0[partition]?.renewed = now }
             } else {
                 log("lost the lease of partition \(partition)")
                 lost.append(partition)
@@ -153,7 +159,7 @@ package final class ClusterNode: @unchecked Sendable {
             guard let revision else { continue }
             do throws(LedgerError) {
                 let worker = try PartitionWorker(partition: partition, node: self)
-                workers.withLock { $0[partition] = (worker, revision) }
+                workers.withLock { $0[partition] = (worker, revision, Timestamp.now().milliseconds) }
                 count += 1
                 log("holds partition \(partition) from sequence \(worker.foldedSequence + 1)")
             } catch {

@@ -60,8 +60,8 @@ final class PartitionWorker: @unchecked Sendable {
         finishStopping()
     }
 
-    /// Stops answering and tells the fold thread to end (after its current fetch, within
-    /// 200 ms): several partitions stop together when a node gives them back.
+    /// Stops answering and tells the fold thread to end (after its current fetch, within a
+    /// second): several partitions stop together when a node gives them back.
     func beginStopping() {
         services.withLock { services in
             services?.forEach { $0.stop() }
@@ -92,9 +92,9 @@ final class PartitionWorker: @unchecked Sendable {
         var idle = 0
         while running.load(ordering: .relaxed) {
             do throws(LedgerError) {
-                // Every 5 s without messages, or as soon as an append waits in vain, check that
+                // Every 10 s without messages, or as soon as an append waits in vain, check that
                 // the consumer is still there: one kept on a server that died is gone with it.
-                if stalled.exchange(false, ordering: .relaxed) || idle >= 25 {
+                if stalled.exchange(false, ordering: .relaxed) || idle >= 10 {
                     idle = 0
                     if consumer?.exists() == false { failures = 3 }
                 }
@@ -106,7 +106,7 @@ final class PartitionWorker: @unchecked Sendable {
                     if renewed { node.log("partition \(partition): a new consumer from sequence \(foldedSequence + 1)") }
                 }
                 guard let consumer else { continue }
-                let messages = try consumer.fetch(batch: 512, timeout: 200)
+                let messages = try consumer.fetch(batch: 512, timeout: 1_000)
                 failures = 0
                 if messages.isEmpty {
                     idle += 1
@@ -197,7 +197,7 @@ final class PartitionWorker: @unchecked Sendable {
 
     /// Waits until the fold has passed `sequence`; `false` after `milliseconds`. A wait of a
     /// second has the fold loop check its consumer.
-    private func waitForFold(_ sequence: UInt64, milliseconds: Int = 20_000) -> Bool {
+    private func waitForFold(_ sequence: UInt64, milliseconds: Int = 8_000) -> Bool {
         var waited = 0
         while foldedSequence < sequence {
             guard waited < milliseconds, running.load(ordering: .relaxed) else { return false }

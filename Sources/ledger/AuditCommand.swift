@@ -3,6 +3,7 @@ import Foundation
 @_spi(Storage) import LedgerCore
 import LedgerModels
 @_spi(Storage) import LedgerProjections
+@_spi(Cluster) import LedgerCluster
 
 struct AuditCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,7 +4,7 @@ import Foundation
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore
-import LedgerCluster
+@_spi(Cluster) import LedgerCluster
 import Hummingbird
 import NIOCore
 

@@ -4,6 +4,7 @@ import Foundation
 @_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) import LedgerProjections
+@_spi(Cluster) import LedgerCluster
 @_spi(Storage) import LedgerStore
 
 /// Parses `--known-at`: a log position or an RFC 3339 time with a zone (`KnownAt(parsing:)`).

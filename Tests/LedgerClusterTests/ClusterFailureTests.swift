@@ -6,7 +6,7 @@ import Testing
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 import LedgerTestSupport
-@testable import LedgerCluster
+@_spi(Cluster) @testable import LedgerCluster
 
 /// Processes killed under load, against a real cluster of `ledger node` processes and NATS
 /// servers (Tools/cluster): what is acknowledged stays, folded exactly once.

@@ -1,5 +1,5 @@
 import Testing
-@testable import LedgerCluster
+@_spi(Cluster) @testable import LedgerCluster
 
 @Suite("A cluster's layout: partitions and NATS subjects")
 struct ClusterLayoutTests {

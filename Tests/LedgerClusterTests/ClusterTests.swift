@@ -5,7 +5,7 @@ import Testing
 import LedgerModels
 @_spi(Storage) import LedgerProjections
 import LedgerTestSupport
-@testable import LedgerCluster
+@_spi(Cluster) @testable import LedgerCluster
 
 /// Nodes and clients against a real 3-server JetStream cluster (Tools/cluster), one test at a
 /// time: each starts its own cluster.

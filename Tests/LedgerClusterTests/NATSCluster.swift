@@ -1,6 +1,6 @@
 import Foundation
 @_spi(Storage) import LedgerCore
-@testable import LedgerCluster
+@_spi(Cluster) @testable import LedgerCluster
 
 /// A real 3-server NATS JetStream cluster on loopback, started with `Tools/cluster up` in a
 /// temporary directory and stopped with `Tools/cluster down`: what operators run.

@@ -24,6 +24,7 @@ let package = Package(
                 .product(name: "LedgerCore", package: "EntitlementLedger"),
                 .product(name: "LMDB", package: "EntitlementLedger"),
                 .product(name: "LedgerDemo", package: "EntitlementLedger"),
+                .product(name: "LedgerCluster", package: "EntitlementLedger"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]

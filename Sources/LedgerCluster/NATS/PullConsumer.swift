@@ -35,7 +35,7 @@ package final class PullConsumer: @unchecked Sendable {
                         jsConsumerConfig_Init(&config)
                         config.Durable = nameC
                         config.FilterSubject = filterC
-                        config.AckPolicy = js_AckAll
+                        config.AckPolicy = js_AckNone
                         config.DeliverPolicy = js_DeliverByStartSequence
                         config.OptStartSeq = max(startSequence, 1)
                         config.MaxAckPending = 100_000
@@ -81,10 +81,23 @@ package final class PullConsumer: @unchecked Sendable {
     /// Up to `batch` messages in stream order; waits up to `timeout` milliseconds for the
     /// first one and returns none when nothing came. Acknowledges them all: a node's own
     /// checkpoint, committed with the states, decides what it folds again after a crash.
+    ///
+    /// Asks first for what is there without waiting (a fetch of a whole batch would wait for the
+    /// batch to fill or the time to pass); only when nothing is there does it wait, for one.
     package func fetch(batch: Int, timeout: Int64) throws(LedgerError) -> [NATSConnection.StoredMessage] {
         var list = natsMsgList()
         var error = jsErrCode(0)
-        let status = natsSubscription_Fetch(&list, subscription, Int32(batch), timeout, &error)
+        var request = jsFetchRequest()
+        jsFetchRequest_Init(&request)
+        request.Batch = Int32(batch)
+        request.NoWait = true
+        request.Expires = timeout * 1_000_000
+        var status = natsSubscription_FetchRequest(&list, subscription, &request)
+        if status == NATS_TIMEOUT || status == NATS_NOT_FOUND || (status == NATS_OK && list.Count == 0) {
+            if status == NATS_OK { natsMsgList_Destroy(&list) }
+            list = natsMsgList()
+            status = natsSubscription_Fetch(&list, subscription, 1, timeout, &error)
+        }
         if status == NATS_TIMEOUT || (status == NATS_OK && list.Count == 0) { return [] }
         guard status == NATS_OK else { throw NATSConnection.failure(status, error, doing: "fetching messages") }
         defer { natsMsgList_Destroy(&list) }
@@ -106,7 +119,7 @@ package final class PullConsumer: @unchecked Sendable {
                 data: NATSConnection.bytes(of: message), time: time))
             last = message
         }
-        if let last { _ = natsMsg_Ack(last, nil) }
+        _ = last
         return messages
     }
 }

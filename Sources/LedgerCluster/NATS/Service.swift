@@ -41,10 +41,11 @@ package final class Service: @unchecked Sendable {
         _ = natsConnection_FlushTimeout(connection.natsConnection, connection.timeout)
     }
 
-    /// Stops answering. Requests already delivered are still answered.
+    /// Stops answering. Requests already delivered are still answered (a drain, not an
+    /// unsubscribe, which would drop them unanswered).
     package func stop() {
         guard let subscription else { return }
-        natsSubscription_Unsubscribe(subscription)
+        natsSubscription_Drain(subscription)
     }
 
     deinit {

@@ -63,7 +63,13 @@ struct BenchCommand: ParsableCommand {
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
                         "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
                         "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms",
-                        "append.alone", "append.underReadLoad"]
+                        "append.alone", "append.underReadLoad",
+                        "cluster.append1", "cluster.append2", "cluster.append3",
+                        "cluster.visibleP50ms1", "cluster.visibleP50ms2", "cluster.visibleP50ms3",
+                        "cluster.visibleP99ms1", "cluster.visibleP99ms2", "cluster.visibleP99ms3"]
+
+    /// The cluster cases, which also run `append.ledger` (their peer) in the same run.
+    static let clusterCases = cases.filter { $0.hasPrefix("cluster.") }
 
     func run() throws {
         if let importChild, let importStore {
@@ -167,7 +173,7 @@ struct Bench {
             results["scan.raw"] = raw.scan
             results["payload.bytesPerEvent"] = raw.bytesPerEvent
         }
-        if wanted("append.ledger", "append.rawLayout", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
+        if wanted("append.ledger", "append.rawLayout", "cluster.append1", "cluster.append2", "cluster.append3", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
                   "import.heapMiB", "import.heapMiBEvery") {
             let ledger = try Ledger(path: path("ledger"))
             defer { ledger.close() }
@@ -303,6 +309,24 @@ struct Bench {
                         done(start)
                     }
                 }
+            }
+        }
+        if only.map({ $0.hasPrefix("cluster.") }) ?? true {
+            if let missing = ClusterBench.available {
+                FileHandle.standardError.write(Data("cluster cases skipped: \(missing)\n".utf8))
+            } else {
+                // The first events of the run (at most 20,000), then 300 one-event appends of
+                // later ones; the same for each node count.
+                let count = min(events.count / 2, 20_000)
+                let fed = Array(events.prefix(count)), singles = Array(events.dropFirst(count).prefix(300))
+                for nodes in ClusterBench.nodeCounts {
+                    progress.update("cluster of \(nodes) node\(nodes == 1 ? "" : "s")", done: nodes - 1, total: ClusterBench.nodeCounts.count, unit: "clusters")
+                    let figures = try ClusterBench.measure(nodes: nodes, events: fed, singles: singles, directory: root.appendingPathComponent("cluster-\(nodes)"))
+                    results["cluster.append\(nodes)"] = figures.perSecond
+                    results["cluster.visibleP50ms\(nodes)"] = figures.visibleP50ms
+                    results["cluster.visibleP99ms\(nodes)"] = figures.visibleP99ms
+                }
+                results.clusterEvents = count
             }
         }
         if wanted("append.alone", "append.underReadLoad") {

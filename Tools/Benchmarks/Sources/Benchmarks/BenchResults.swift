@@ -17,6 +17,8 @@ struct BenchResults {
     var dueItems: Double?
     /// How many events the import.heapMiB cases imported.
     var importEvents: Int?
+    /// How many events the cluster cases appended in batches.
+    var clusterEvents: Int?
     /// The long-history cases' own figures, for their notes.
     var longHistory: LongHistory.Figures?
 
@@ -60,6 +62,9 @@ struct BenchResults {
         figure("audit of 100,000 events / of 10,000", "audit.longHistoryGrowth", 12, atLeast: false, unit: "×")
         ratio("one-event appends beside 4 reading threads / alone", "append.underReadLoad", "append.alone", atLeast: 0.5)
         ratio("append with personal fields / as they are (shown)", "append.personal", "append.plain", atLeast: 0)
+        for nodes in ClusterBench.nodeCounts {
+            ratio("cluster append, \(nodes) node\(nodes == 1 ? "" : "s") / single-store append (shown)", "cluster.append\(nodes)", "append.ledger", atLeast: 0)
+        }
         figure("erase one subject of 100,000 with a key each (shown)", "erase.ms", 0, atLeast: false, unit: " ms")
         if let x = figures["storage.bytesPerEvent"], let y = figures["payload.bytesPerEvent"], y > 0 {
             targets.append(Target(what: "ledger bytes on disk / raw bytes", value: x / y, bound: 1.6, atLeast: false, unit: "×"))
@@ -82,6 +87,7 @@ struct BenchResults {
             case "audit.longHistory": shown = String(format: "%.2f s", value)
             case "import.heapMiB", "import.heapMiBEvery": shown = String(format: "%.0f MiB", value)
             case "erase.ms": shown = String(format: "%.1f ms", value)
+            case _ where name.hasPrefix("cluster.visible"): shown = String(format: "%.1f ms", value)
             default: shown = "\(formatCount(Int(value.rounded()))) events/s"
             }
             var note = ""
@@ -102,6 +108,12 @@ struct BenchResults {
                 default: break
                 }
             }
+            if name.hasPrefix("cluster.append"), let clusterEvents, let single = figures["append.ledger"], single > 0 {
+                let nodes = name.dropFirst("cluster.append".count)
+                note = String(format: "%@ node%@ on 3 NATS servers, 3 replicas: %.2f × append.ledger; %@ events in batches of %@", String(nodes), nodes == "1" ? "" : "s",
+                              value / single, formatCount(clusterEvents), formatCount(Bench.batch))
+            }
+            if name.hasPrefix("cluster.visibleP50") { note = "one-event appends, each returned once its node folded it" }
             if name == "append.personal" { note = "the first \(formatCount(Bench.personalEvents)) events, each with meta email and name sealed" }
             if name == "erase.ms" { note = "deletion steps and account.deleted, the key store rewritten without the key; \(formatCount(Bench.eraseSubjects)) subjects, a key each" }
             if name == "due.windowUs", let dueItems { note = String(format: "a one-day window: %.0f items on average", dueItems) }
