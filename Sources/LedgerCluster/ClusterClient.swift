@@ -143,6 +143,83 @@ import LedgerProjections
         return items.sorted { $0.key < $1.key }.map(\.item)
     }
 
+    /// What `verify` found.
+    public struct Verification: Sendable {
+        /// Events in the stream, up to each partition's checkpoint.
+        public var events = 0
+        /// Each node's name and how many partitions it holds.
+        public var nodes: [String: Int] = [:]
+        /// What is wrong, one line each; empty when the cluster is sound.
+        public var problems: [String] = []
+    }
+
+    /// Checks the stream against the nodes: every event of a partition, up to its holder's
+    /// checkpoint, is in that holder's store exactly once, in stream order, and nothing else
+    /// of the partition is; and each node's read models equal a fresh fold of its store.
+    public func verify() throws(LedgerError) -> Verification {
+        var result = Verification()
+        let answers = askAll((0..<layout.partitions).map { ($0, "read", ["kind": "verify"] as JSONObject) })
+        var holders: [String: Int] = [:]   // node → a partition it holds
+        var parts: [(node: String, checkpoint: UInt64, stored: [UInt64])] = []
+        for (partition, answer) in answers.enumerated() {
+            guard case .object(let o) = try answer.get(), let node = ClusterWire.string(o["node"]),
+                  let checkpoint = ClusterWire.integer(o["checkpoint"]), case .array(let list)? = o["sequences"] else {
+                throw LedgerError(.storage, "partition \(partition) answered verify without its parts")
+            }
+            parts.append((node, UInt64(clamping: checkpoint), list.compactMap { ClusterWire.integer($0).map { UInt64(clamping: $0) } }))
+        }
+        let stream = try streamSequences(through: parts.map(\.checkpoint).max() ?? 0)
+        for (partition, (node, checkpoint, stored)) in parts.enumerated() {
+            result.nodes[node, default: 0] += 1
+            holders[node] = holders[node] ?? partition
+            let streamed = (stream[partition] ?? []).filter { $0 <= checkpoint }
+            result.events += streamed.count
+            if stored != streamed {
+                let missing = Set(streamed).subtracting(stored).sorted(), extra = Set(stored).subtracting(streamed).sorted()
+                let twice = Dictionary(grouping: stored, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
+                var words: [String] = []
+                func events(_ n: Int) -> String { n == 1 ? "1 event" : "\(n) events" }
+                if !missing.isEmpty { words.append("\(events(missing.count)) of the stream missing (first at \(missing[0]))") }
+                if !extra.isEmpty { words.append("\(events(extra.count)) not in the stream (first at \(extra[0]))") }
+                if !twice.isEmpty { words.append("\(events(twice.count)) folded twice (first at \(twice[0]))") }
+                if words.isEmpty { words.append("events out of stream order") }
+                result.problems.append("partition \(partition) on \(node): " + words.joined(separator: "; "))
+            }
+        }
+        if let strays = stream[-1], !strays.isEmpty {
+            result.problems.append("\(strays.count == 1 ? "1 message" : "\(strays.count) messages") of the stream \(strays.count == 1 ? "is" : "are") not the ledger's (first at \(strays[0]))")
+        }
+        // Each node's models, asked once per node through a partition it holds.
+        let asked = holders.sorted { $0.key < $1.key }
+        let models = askAll(asked.map { ($0.value, "read", ["kind": "verify", "models": true] as JSONObject) })
+        for ((node, _), answer) in zip(asked, models) {
+            guard case .object(let o) = try answer.get(), case .array(let problems)? = o["modelProblems"] else { continue }
+            result.problems += problems.compactMap { ClusterWire.string($0).map { "\(node): read model \($0)" } }
+        }
+        return result
+    }
+
+    /// The stream sequences of every partition's messages up to `last`, by partition, read in
+    /// one pass with a consumer of their own. A message that is not one of the ledger's
+    /// counts under partition -1.
+    func streamSequences(through last: UInt64) throws(LedgerError) -> [Int: [UInt64]] {
+        guard last > 0 else { return [:] }
+        let name = "ledger-verify-\(Timestamp.now().milliseconds)"
+        let consumer = try PullConsumer(connection, stream: ClusterLayout.stream, filter: "ledger.*.*", name: name, startSequence: 1)
+        defer { consumer.stop(); consumer.remove() }
+        var sequences: [Int: [UInt64]] = [:]
+        var read: UInt64 = 0
+        while read < last {
+            let messages = try consumer.fetch(batch: 1_000, timeout: 1_000)
+            if messages.isEmpty { break }
+            for message in messages where message.sequence <= last {
+                sequences[layout.parse(natsSubject: message.subject)?.partition ?? -1, default: []].append(message.sequence)
+            }
+            read = messages.last?.sequence ?? last
+        }
+        return sequences
+    }
+
     /// Sends every request at once; those no node answers yet are sent again until
     /// `patience` runs out.
     func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)]) -> [Result<JSON, LedgerError>] {

@@ -230,6 +230,22 @@ package final class ClusterNode: @unchecked Sendable {
                 lines.append(.string(try event.jsonLine))
             }
             return .array(lines)
+        case "verify":
+            // The stream sequences of this partition's events in this node's store, up to its
+            // checkpoint, in store order; and with `models`, whether the node's read models
+            // equal a fresh fold of its store.
+            var sequences: [JSON] = []
+            var events = ledger.events().makeBlockingIterator()
+            while let event = try events.next() {
+                guard layout.partition(of: event.subject) == partition, let origin = try ledger.log.origin(of: event.position) else { continue }
+                sequences.append(.integer(Int64(clamping: origin)))
+            }
+            let checkpoint = try ledger.log.setting(PartitionWorker.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
+            var answer: JSONObject = ["node": .string(name), "checkpoint": .integer(checkpoint), "sequences": .array(sequences)]
+            if case .bool(true)? = request["models"] {
+                answer["modelProblems"] = .array(try ledger.verifyModels().map { .string($0.description) })
+            }
+            return .object(answer)
         case "due":
             guard let from = try time(request["from"], "from"), let to = try time(request["to"], "to") else {
                 throw LedgerError(.invalidArgument, "a due request needs from and to")

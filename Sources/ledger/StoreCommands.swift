@@ -4,6 +4,7 @@ import Foundation
 @_spi(Storage) import LedgerDemo
 import LedgerModels
 @_spi(Storage) import LedgerProjections
+@_spi(Cluster) import LedgerCluster
 @_spi(Storage) import LedgerStore
 
 struct InitCommand: ParsableCommand {
@@ -161,14 +162,43 @@ struct VerifyCommand: ParsableCommand {
             served read model with it, state by state, byte for byte; a stale model (built by another \
             code version or policy) is a problem too. Exits 1 when it finds one.
 
-            Example:
+            With --cluster, checks the stream against the nodes instead: every event of each \
+            partition, up to its node's checkpoint, is in that node's store exactly once and in \
+            stream order, and each node's read models equal a fresh fold of its store.
+
+            Examples:
               ledger verify --store customers.lmdb
+              ledger verify --cluster nats://127.0.0.1:4222
             """
     )
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            let found = try client.verify()
+            let nodes = found.nodes.sorted { $0.key < $1.key }
+            if global.json {
+                print(JSON.object([
+                    "ok": .bool(found.problems.isEmpty), "events": .integer(Int64(found.events)),
+                    "nodes": .object(JSONObject(nodes.map { ($0.key, .integer(Int64($0.value))) })),
+                    "problems": .array(found.problems.map { .string($0) }),
+                ]).text)
+            } else if found.problems.isEmpty {
+                print(Terminal.paint("OK", .green) + ": \(counted(found.events, "event")) in the stream, each in exactly one node's store, in order; "
+                      + "\(counted(nodes.count, "node")) (" + nodes.map { "\(Terminal.safe($0.key)): \(counted($0.value, "partition"))" }.joined(separator: ", ")
+                      + "), each one's read models equal to a fresh fold.")
+            } else {
+                print(Terminal.paint("FAILED", .red) + ":")
+                for problem in found.problems { print("  \(Terminal.safe(problem))") }
+            }
+            if !found.problems.isEmpty { throw ExitCode(1) }
+            return
+        }
         try global.requireStore()
         // Opening the ledger reads pages through liblmdb: a damaged one is found first.
         if let problem = try EventLog.checkPages(path: global.storePath) {

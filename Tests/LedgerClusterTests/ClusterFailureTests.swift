@@ -78,6 +78,7 @@ struct ClusterFailureTests {
         let health = try JSONParser.parse(Array(Data(contentsOf: URL(string: "\(survivor)/healthz")!)))
         guard case .object(let o) = health, case .array(let held)? = o["partitions"] else { Issue.record("no health from \(survivor)"); return }
         #expect(held.count == ClusterLayout.defaultPartitions)
+        #expect(try client.verify().problems == [])
         print("node killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s while its partitions moved")
     }
 
@@ -91,6 +92,7 @@ struct ClusterFailureTests {
         let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
         #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
         try expectExactlyOnce(client, acknowledged)
+        #expect(try client.verify().problems == [])
         print("server killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s")
     }
 

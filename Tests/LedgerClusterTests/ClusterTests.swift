@@ -67,6 +67,33 @@ struct ClusterTests {
             #expect(try client.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z"))
                     == (try single.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z")).map(\.json)))
         }
+        let verified = try client.verify()
+        #expect(verified.problems == [])
+        #expect(verified.events == events.count)
+        #expect(verified.nodes.values.reduce(0, +) == 8)
+    }
+
+    @Test("a message published around the ledger is refused by the node that folds it, and verify names it")
+    func foreignMessage() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.down() }
+        let nodes = try startNodes(1, on: cluster, partitions: 4)
+        defer { nodes.forEach { $0.stop() } }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let t = ts("2026-03-01T00:00:00Z")
+        #expect(try client.append([Make.purchase("u1", at: t, txn: "t1", expires: days(30, after: t)).draft()]).appended == 1)
+        // Straight into the stream, not through the node: bytes that are no event.
+        let raw = try NATSConnection(urls: cluster.url, name: "test")
+        defer { raw.close() }
+        let foreign = try raw.publish(Array("{not an event".utf8), to: client.layout.natsSubject(of: "u1"), messageID: nil, expectedLastSubjectSequence: nil)
+        // The node goes on: the next append folds after it.
+        let renewal = try Make.renewal("u1", at: days(30, after: t), txn: "t2", original: "t1", expires: days(60, after: t)).draft()
+        #expect(try client.append([renewal]).appended == 1)
+        #expect(try client.read("version", subject: "u1") == .integer(2))
+        let verified = try client.verify()
+        #expect(verified.problems.count == 1)
+        #expect(verified.problems.first?.contains("1 event of the stream missing (first at \(foreign.sequence))") == true)
     }
 
     @Test("an expected version that does not hold, and an id stored with other content, are refused and write nothing")

@@ -68,6 +68,12 @@ package final class PullConsumer: @unchecked Sendable {
     /// or until the server removes it for want of pulls).
     package func stop() { natsSubscription_Unsubscribe(subscription) }
 
+    /// Removes the consumer from the server (a one-off reader's, once it has read).
+    package func remove() {
+        var error = jsErrCode(0)
+        _ = js_DeleteConsumer(connection.jetStreamContext, stream, name, nil, &error)
+    }
+
     /// Whether the server still has the consumer. One kept on a server that died is gone
     /// with it, and a fetch from it just finds nothing.
     package func exists() -> Bool {
