@@ -199,6 +199,56 @@ import LedgerProjections
         return result
     }
 
+    /// Which node holds each partition, by node.
+    func holders() throws(LedgerError) -> [String: [Int]] {
+        var nodes: [String: [Int]] = [:]
+        for (partition, answer) in askAll((0..<layout.partitions).map { ($0, "read", ["kind": "node"] as JSONObject) }).enumerated() {
+            guard let node = ClusterWire.string(try answer.get()) else { throw LedgerError(.storage, "partition \(partition) did not say its node") }
+            nodes[node, default: []].append(partition)
+        }
+        return nodes
+    }
+
+    /// A dry-run rebuild on every node (each on its own store, changes kept to the partitions
+    /// it holds), gathered: `RebuildReport.json`'s shape, the changes sorted by subject, model
+    /// and field, the summary's counts added up. Nothing is swapped.
+    public func rebuildDryRun(_ models: [String] = [], policy: Policy? = nil, at t: Timestamp) throws(LedgerError) -> JSON {
+        let nodes = try holders().sorted { $0.key < $1.key }
+        let requests = nodes.map { node -> (partition: Int, what: String, request: JSONObject) in
+            var request: JSONObject = ["kind": "rebuild", "at": .string(t.description), "models": .array(models.map { .string($0) }),
+                                       "partitions": .array(node.value.map { .integer(Int64($0)) })]
+            if let policy { request["policy"] = policy.json }
+            return (node.value[0], "read", request)
+        }
+        var changes: [JSON] = [], summary: [String: [String: Int64]] = [:], notCompared: Set<String> = []
+        var policies: JSON = .null, dryRun: JSON = .bool(true)
+        for answer in askAll(requests) {
+            guard case .object(let report) = try answer.get() else { throw LedgerError(.storage, "a node answered the rebuild without a report") }
+            if case .array(let list)? = report["changes"] { changes += list }
+            if case .object(let counts)? = report["summary"] {
+                for field in counts.members {
+                    guard case .object(let transitions) = field.value else { continue }
+                    for t in transitions.members { summary[field.key, default: [:]][t.key, default: 0] += ClusterWire.integer(t.value) ?? 0 }
+                }
+            }
+            if case .array(let names)? = report["notCompared"] { notCompared.formUnion(names.compactMap { ClusterWire.string($0) }) }
+            policies = report["policy"] ?? policies
+            dryRun = report["dryRun"] ?? dryRun
+        }
+        func key(_ change: JSON) -> String {
+            guard case .object(let o) = change else { return "" }
+            return [o["subject"], o["model"], o["field"]].map { ClusterWire.string($0) ?? "" }.joined(separator: "\u{0}")
+        }
+        return [
+            "at": .string(t.description), "dryRun": dryRun, "policy": policies,
+            "changes": .array(changes.sorted { key($0) < key($1) }),
+            "summary": .object(JSONObject(summary.keys.sorted().map { field in
+                (field, JSON.object(JSONObject((summary[field] ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, JSON.integer($0.value)) })))
+            })),
+            "notCompared": .array(notCompared.sorted().map(JSON.string)),
+        ]
+    }
+
     /// The stream sequences of every partition's messages up to `last`, by partition, read in
     /// one pass with a consumer of their own. A message that is not one of the ledger's
     /// counts under partition -1.

@@ -246,6 +246,33 @@ package final class ClusterNode: @unchecked Sendable {
                 answer["modelProblems"] = .array(try ledger.verifyModels().map { .string($0.description) })
             }
             return .object(answer)
+        case "node":
+            return .string(name)
+        case "rebuild":
+            // A dry run on this node's store, its changes kept to the partitions named (those
+            // this node holds: its store may keep others it held before).
+            var models: [String] = []
+            if case .array(let names)? = request["models"] { models = names.compactMap { ClusterWire.string($0) } }
+            var policy: Policy?
+            if let document = request["policy"] {
+                switch Policy.decode(document) {
+                case .success(let decoded): policy = decoded
+                case .failure(let problems): throw LedgerError(.invalidArgument, "the policy does not decode: \(problems)")
+                }
+            }
+            var held: Set<Int> = [partition]
+            if case .array(let list)? = request["partitions"] { held = Set(list.compactMap { ClusterWire.integer($0).map(Int.init) }) }
+            var report = try ledger.rebuild(models, policy: policy, dryRun: true, at: at)
+            report.changes = report.changes.filter { held.contains(layout.partition(of: $0.subject)) }
+            // A field that cites a position (`reason.position`) cites the cluster's.
+            for i in report.changes.indices where report.changes[i].field.hasSuffix("position") {
+                for value in [\ViewChange.from, \ViewChange.to] {
+                    if case .number(let n) = report.changes[i][keyPath: value], let local = n.int64, local > 0 {
+                        report.changes[i][keyPath: value] = .integer(Int64(clamping: try ledger.log.origin(of: UInt64(local)) ?? UInt64(local)))
+                    }
+                }
+            }
+            return try clusterPositions(in: report.json)
         case "due":
             guard let from = try time(request["from"], "from"), let to = try time(request["to"], "to") else {
                 throw LedgerError(.invalidArgument, "a due request needs from and to")

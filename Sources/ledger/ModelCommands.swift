@@ -167,6 +167,8 @@ struct RebuildCommand: ParsableCommand {
     @Option(help: "At most this many changes listed in the human output (the summary counts them all).")
     var limit = 50
 
+    @OptionGroup var cluster: ClusterOptions
+
     func validate() throws {
         if let at { _ = try parseTime(at, option: "--at") }
     }
@@ -174,6 +176,33 @@ struct RebuildCommand: ParsableCommand {
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         let chosen = try policy.map { try readPolicy($0, json: global.json) }
+        if let url = cluster.url(global) {
+            guard dryRun else {
+                throw CommandFailure.input("over a cluster, rebuild reports what would change: add --dry-run (each node's store is rebuilt with `ledger rebuild --store` while it is stopped)")
+            }
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            let report = try client.rebuildDryRun(models, policy: chosen, at: t)
+            if global.json {
+                print(report.serialized())
+                return
+            }
+            guard case .object(let o) = report, case .array(let changes)? = o["changes"] else { return }
+            let subjects = Set(changes.compactMap { change -> String? in
+                if case .object(let c) = change, case .string(let s)? = c["subject"] { return s }
+                return nil
+            })
+            print("Dry run over the cluster, views compared at \(t): " + (changes.isEmpty ? "no view changes." : "\(counted(changes.count, "field change")) in \(counted(subjects.count, "subject")):"))
+            for change in changes.prefix(limit) {
+                guard case .object(let c) = change else { continue }
+                let text = { (key: String) in c[key].map { AuditChange.words($0) } ?? "" }
+                print("  \(Terminal.safe(text("subject")))  \(text("model")).\(text("field")): \(Terminal.safe(text("from"))) → \(Terminal.safe(text("to")))")
+            }
+            if changes.count > limit { print("  … and \(formatCount(changes.count - limit)) more (--limit N, or --json for all)") }
+            print("")
+            print("Nothing was changed (--dry-run).")
+            return
+        }
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let before = try ledger.policy()

@@ -67,6 +67,26 @@ struct ClusterTests {
             #expect(try client.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z"))
                     == (try single.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z")).map(\.json)))
         }
+        // A rule change: the nodes' dry runs, gathered, find the single store's changes.
+        let pack = NATSCluster.repository.appendingPathComponent("Schemas/policies/photolala.json")
+        let photolala = try Policy.decode(Array(Data(contentsOf: pack))).get()
+        let at = ts("2026-06-01T00:00:00Z")
+        let gathered = try client.rebuildDryRun(policy: photolala, at: at)
+        try withStorePath { path in
+            let single = try Ledger(path: path)
+            defer { single.close() }
+            try single.append(events)
+            let alone = try single.rebuild(policy: photolala, dryRun: true, at: at)
+            guard case .object(let o) = gathered, case .array(let changes)? = o["changes"] else { Issue.record("no changes in \(gathered)"); return }
+            func shown(_ change: JSON) -> String {
+                guard case .object(let c) = change, case .string(let field)? = c["field"] else { return "" }
+                return field.hasSuffix("position") ? "\(c["subject"]?.serialized() ?? "") \(field)" : change.serialized(sortedKeys: true)
+            }
+            #expect(!alone.changes.isEmpty)
+            #expect(changes.map(shown).sorted() == alone.changes.map { shown($0.json) }.sorted())
+            guard case .object(let aloneJSON) = alone.json else { return }
+            #expect(o["summary"] == aloneJSON["summary"])
+        }
         let verified = try client.verify()
         #expect(verified.problems == [])
         #expect(verified.events == events.count)
