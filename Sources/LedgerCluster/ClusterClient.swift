@@ -209,6 +209,39 @@ import LedgerProjections
         return nodes
     }
 
+    /// The subjects holding a transaction (`transactionId`) or a subscription
+    /// (`originalTransactionId`), from every node, sorted.
+    public func lookup(transactionId: String? = nil, originalTransactionId: String? = nil) throws(LedgerError) -> [String] {
+        var subjects: Set<String> = []
+        for answer in try askEachNode(["kind": "lookup", "transactionId": transactionId.map(JSON.string) ?? .null,
+                                       "originalTransactionId": originalTransactionId.map(JSON.string) ?? .null]) {
+            guard case .array(let list) = try answer.value.get() else { throw LedgerError(.storage, "\(answer.node) answered a lookup without a list") }
+            subjects.formUnion(list.compactMap { ClusterWire.string($0) })
+        }
+        return subjects.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// Each node's `stats --json`, with the partitions it holds and their checkpoints, by node;
+    /// and the stream's last sequence.
+    public func stats() throws(LedgerError) -> JSON {
+        var nodes = JSONObject()
+        for answer in try askEachNode(["kind": "stats"]) { nodes[answer.node] = try answer.value.get() }
+        return ["partitions": .integer(Int64(layout.partitions)),
+                "lastSequence": .integer(Int64(clamping: try connection.lastSequence(of: ClusterLayout.stream))), "nodes": .object(nodes)]
+    }
+
+    /// Sends `request` once to every node (through a partition it holds), naming the
+    /// partitions it holds in `partitions`; the answers by node name.
+    func askEachNode(_ request: JSONObject) throws(LedgerError) -> [(node: String, value: Result<JSON, LedgerError>)] {
+        let nodes = try holders().sorted { $0.key < $1.key }
+        let answers = askAll(nodes.map { node in
+            var asked = request
+            asked["partitions"] = .array(node.value.map { .integer(Int64($0)) })
+            return (node.value[0], "read", asked)
+        })
+        return zip(nodes, answers).map { ($0.0.key, $0.1) }
+    }
+
     /// A dry-run rebuild on every node (each on its own store, changes kept to the partitions
     /// it holds), gathered: `RebuildReport.json`'s shape, the changes sorted by subject, model
     /// and field, the summary's counts added up. Nothing is swapped.

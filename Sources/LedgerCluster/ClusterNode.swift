@@ -248,6 +248,32 @@ package final class ClusterNode: @unchecked Sendable {
             return .object(answer)
         case "node":
             return .string(name)
+        case "lookup":
+            // The subjects of the partitions named (this node's) holding a transaction or a
+            // subscription.
+            var held: Set<Int> = [partition]
+            if case .array(let list)? = request["partitions"] { held = Set(list.compactMap { ClusterWire.integer($0).map(Int.init) }) }
+            let subjects: [String]
+            if let id = ClusterWire.string(request["transactionId"]) {
+                subjects = try ledger.subjects(holdingTransaction: id)
+            } else if let id = ClusterWire.string(request["originalTransactionId"]) {
+                subjects = try ledger.subjects(holdingOriginalTransaction: id)
+            } else {
+                throw LedgerError(.invalidArgument, "a lookup needs transactionId or originalTransactionId")
+            }
+            return .array(subjects.filter { held.contains(layout.partition(of: $0)) }.map(JSON.string))
+        case "stats":
+            // This node's store: `stats --json`, with the partitions it holds and each one's
+            // checkpoint.
+            var stats = JSONObject()
+            if case .object(let object) = try ledger.stats().json { stats = object }
+            var checkpoints = JSONObject()
+            for p in partitions {
+                let checkpoint = try ledger.log.setting(PartitionWorker.checkpointName(p)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
+                checkpoints[String(p)] = .integer(checkpoint)
+            }
+            stats["partitions"] = .object(checkpoints)
+            return .object(stats)
         case "rebuild":
             // A dry run on this node's store, its changes kept to the partitions named (those
             // this node holds: its store may keep others it held before).

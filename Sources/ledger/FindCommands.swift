@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 @_spi(Storage) import LedgerCore
 @_spi(Storage) import LedgerProjections
+@_spi(Cluster) import LedgerCluster
 @_spi(Storage) import LedgerStore
 
 struct SubjectsCommand: ParsableCommand {
@@ -120,6 +121,8 @@ struct LookupCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var cluster: ClusterOptions
+
     func validate() throws {
         guard (transactionId == nil) != (originalTransactionId == nil) else {
             throw ValidationError("give one of --transaction-id or --original-transaction-id")
@@ -127,10 +130,17 @@ struct LookupCommand: ParsableCommand {
     }
 
     func run() throws {
-        let ledger = try global.openLedger()
-        defer { ledger.close() }
-        let subjects = try transactionId.map { id throws(LedgerError) in try ledger.subjects(holdingTransaction: id) }
-            ?? ledger.subjects(holdingOriginalTransaction: originalTransactionId ?? "")
+        let subjects: [String]
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            subjects = try client.lookup(transactionId: transactionId, originalTransactionId: originalTransactionId)
+        } else {
+            let ledger = try global.openLedger()
+            defer { ledger.close() }
+            subjects = try transactionId.map { id throws(LedgerError) in try ledger.subjects(holdingTransaction: id) }
+                ?? ledger.subjects(holdingOriginalTransaction: originalTransactionId ?? "")
+        }
         if global.json {
             print(JSON.object([("subjects", .array(subjects.map(JSON.string)))]).text)
         } else if subjects.isEmpty {

@@ -115,14 +115,51 @@ struct StatsCommand: ParsableCommand {
             the store's, or it is behind the log: its answers may not follow the current rules until \
             `ledger rebuild`.
 
-            Example:
+            With --cluster, each node's figures for its store, with the partitions it holds and \
+            how far it has folded each.
+
+            Examples:
               ledger stats --store customers.lmdb --json
+              ledger stats --cluster nats://127.0.0.1:4222
             """
     )
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup var cluster: ClusterOptions
+
     func run() throws {
+        if let url = cluster.url(global) {
+            let client = try ClusterOptions.connect(url)
+            defer { client.close() }
+            let stats = try client.stats()
+            if global.json {
+                print(stats.text)
+                return
+            }
+            guard case .object(let o) = stats, case .object(let nodes)? = o["nodes"] else { return }
+            print("Cluster: \(o["partitions"]?.serialized() ?? "?") partitions, stream at sequence \(o["lastSequence"]?.serialized() ?? "?")")
+            var rows = [["NODE", "PARTITIONS", "FOLDED UP TO", "EVENTS", "SUBJECTS", "STALE MODELS"]]
+            for node in nodes.members {
+                guard case .object(let n) = node.value else { continue }
+                var held = 0, folded: Int64 = 0
+                if case .object(let partitions)? = n["partitions"] {
+                    held = partitions.keys.count
+                    folded = partitions.members.compactMap { member -> Int64? in if case .number(let v) = member.value { return v.int64 } else { return nil } }.max() ?? 0
+                }
+                func count(_ key: String) -> String {
+                    if case .number(let v)? = n[key], let value = v.int64 { return formatCount(Int(value)) }
+                    return "–"
+                }
+                var stale = 0
+                if case .object(let models)? = n["models"] {
+                    stale = models.members.count { if case .object(let m) = $0.value, case .bool(true)? = m["stale"] { true } else { false } }
+                }
+                rows.append([Terminal.safe(node.key), String(held), String(folded), count("events"), count("subjects"), String(stale)])
+            }
+            printTable(rows)
+            return
+        }
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let all = try ledger.stats()

@@ -66,6 +66,23 @@ struct ClusterTests {
             }
             #expect(try client.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z"))
                     == (try single.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z")).map(\.json)))
+            // Who holds a subscription, asked of every node.
+            let originals = Set(events.compactMap { event -> String? in
+                guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
+                return ClusterWire.string(data["originalTransactionId"])
+            }).sorted()
+            #expect(!originals.isEmpty)
+            for original in originals {
+                #expect(try client.lookup(originalTransactionId: original) == single.subjects(holdingOriginalTransaction: original).sorted())
+            }
+            // Every event is in one node's store, and the stats say so.
+            guard case .object(let stats) = try client.stats(), case .object(let perNode)? = stats["nodes"] else { Issue.record("no stats"); return }
+            let stored = perNode.members.reduce(Int64(0)) { sum, node in
+                guard case .object(let n) = node.value else { return sum }
+                return sum + (ClusterWire.integer(n["events"]) ?? 0)
+            }
+            #expect(stored == Int64(events.count))
+            #expect(stats["lastSequence"] == .integer(Int64(events.count)))
         }
         // A rule change: the nodes' dry runs, gathered, find the single store's changes.
         let pack = NATSCluster.repository.appendingPathComponent("Schemas/policies/photolala.json")
