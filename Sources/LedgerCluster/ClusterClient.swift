@@ -288,7 +288,7 @@ import LedgerProjections
     func streamSequences(through last: UInt64) throws(LedgerError) -> [Int: [UInt64]] {
         guard last > 0 else { return [:] }
         let name = "ledger-verify-\(Timestamp.now().milliseconds)"
-        let consumer = try PullConsumer(connection, stream: ClusterLayout.stream, filter: "ledger.*.*", name: name, startSequence: 1)
+        let consumer = try PullConsumer(connection, stream: ClusterLayout.stream, filter: "ledger.*.*", name: name, startSequence: 1, oneOff: true)
         defer { consumer.stop(); consumer.remove() }
         var sequences: [Int: [UInt64]] = [:]
         var read: UInt64 = 0

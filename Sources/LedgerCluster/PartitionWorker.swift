@@ -276,8 +276,7 @@ final class PartitionWorker: @unchecked Sendable {
             if let stored = try node.ledger.event(id: draft.id) {
                 let position = try node.ledger.log.origin(of: stored.position) ?? stored.position
                 guard stored.subject == draft.subject, try EventLine.line(of: stored.draft) == line else {
-                    throw LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
-                                      index: i, field: "/id", subject: draft.subject, position: position)
+                    throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject)
                 }
                 outcomes[i] = .duplicate(position: position)
             } else {
@@ -291,11 +290,7 @@ final class PartitionWorker: @unchecked Sendable {
             if batchSubjects.contains(subject) && !freshSubjects.contains(subject) { continue }
             let actual = try node.ledger.version(of: subject)
             guard expectation.isSatisfied(by: actual) else {
-                var error = LedgerError(.wrongExpectedVersion, "subject \(subject) is at version \(actual), but the append expected \(expectation); read the stream again and retry",
-                                        subject: subject)
-                error.expectedVersion = expectation
-                error.actualVersion = actual
-                throw error
+                throw LedgerError.wrongExpectedVersion(subject: subject, expected: expectation, actual: actual)
             }
         }
         // 3. Publish in waves: the first new event of every subject together, then the second…

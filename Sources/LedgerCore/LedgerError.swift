@@ -111,3 +111,21 @@ public struct LedgerError: Error, Sendable, Hashable, CustomStringConvertible {
         return prefix.isEmpty ? message : "\(prefix) \(message)"
     }
 }
+
+extension LedgerError {
+    /// `subject` is at `actual`, not at the version an append `expected`: what a single store
+    /// and a cluster's node both say.
+    package static func wrongExpectedVersion(subject: String, expected: ExpectedVersion, actual: UInt64) -> LedgerError {
+        var error = LedgerError(.wrongExpectedVersion, "subject \(subject) is at version \(actual), but the append expected \(expected); read the stream again and retry",
+                                subject: subject)
+        error.expectedVersion = expected
+        error.actualVersion = actual
+        return error
+    }
+
+    /// Event `id` is stored at `position` with other content than the draft's.
+    package static func idConflict(_ id: EventID, storedAt position: UInt64, index: Int?, subject: String) -> LedgerError {
+        LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
+                    index: index, field: "/id", subject: subject, position: position)
+    }
+}

@@ -365,8 +365,7 @@ struct LogStorage: Sendable {
             case .same(let position):
                 outcomes[i] = .duplicate(position: position)
             case .different(let position):
-                throw LedgerError(.idConflict, "event id \(id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
-                                  index: i, field: "/id", subject: drafts[i].subject, position: position)
+                throw LedgerError.idConflict(id, storedAt: position, index: i, subject: drafts[i].subject)
             }
         }
 
@@ -385,11 +384,7 @@ struct LogStorage: Sendable {
             if batchSubjects.contains(subject) && !freshSubjects.contains(subject) { continue }
             let actual = try current(subject)
             guard expected.isSatisfied(by: actual) else {
-                var error = LedgerError(.wrongExpectedVersion, "subject \(subject) is at version \(actual), but the append expected \(expected); read the stream again and retry",
-                                        subject: subject)
-                error.expectedVersion = expected
-                error.actualVersion = actual
-                throw error
+                throw LedgerError.wrongExpectedVersion(subject: subject, expected: expected, actual: actual)
             }
         }
 
@@ -556,8 +551,7 @@ struct LogStorage: Sendable {
                     throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is also on \(place) of this batch, with other content; an id names one fact, so give a new fact a new id",
                                                   field: "/id", subject: draft.subject))
                 case .different(let position):
-                    throw item.locate(LedgerError(.idConflict, "event id \(draft.id) is already stored at position \(position) with other content; an id names one fact, so give a new fact a new id",
-                                                  field: "/id", subject: draft.subject, position: position))
+                    throw item.locate(LedgerError.idConflict(draft.id, storedAt: position, index: nil, subject: draft.subject))
                 }
                 var (stored, storedData) = (draft, data)
                 if let (sealedDraft, sealedData) = try sealed(draft, data, txn, &head) {

@@ -15,18 +15,21 @@ package final class PullConsumer: @unchecked Sendable {
     private let name: String
 
     /// Creates the durable consumer `name` of `stream` over `filter`, delivering from
-    /// `startSequence` (replacing one of that name), and subscribes to it.
-    package init(_ connection: NATSConnection, stream: String, filter: String, name: String, startSequence: UInt64) throws(LedgerError) {
+    /// `startSequence` (replacing one of that name), and subscribes to it. A `oneOff` consumer
+    /// (a reader's, named once) replaces nothing and is kept in one copy in memory.
+    package init(_ connection: NATSConnection, stream: String, filter: String, name: String, startSequence: UInt64, oneOff: Bool = false) throws(LedgerError) {
         self.connection = connection
         self.stream = stream
         self.name = name
         self.subscription = try connection.retrying("subscribing to \(filter)", seconds: 10) { () throws(LedgerError) -> OpaquePointer in
             var error = jsErrCode(0)
-            let deleted = js_DeleteConsumer(connection.jetStreamContext, stream, name, nil, &error)
-            guard deleted == NATS_OK || deleted == NATS_NOT_FOUND || error == JSConsumerNotFoundErr else {
-                throw NATSConnection.failure(deleted, error, doing: "replacing the consumer \(name)")
+            if !oneOff {
+                let deleted = js_DeleteConsumer(connection.jetStreamContext, stream, name, nil, &error)
+                guard deleted == NATS_OK || deleted == NATS_NOT_FOUND || error == JSConsumerNotFoundErr else {
+                    throw NATSConnection.failure(deleted, error, doing: "replacing the consumer \(name)")
+                }
+                error = jsErrCode(0)
             }
-            error = jsErrCode(0)
             var subscription: OpaquePointer?
             let status = stream.withCString { streamC in
                 filter.withCString { filterC in
@@ -40,6 +43,10 @@ package final class PullConsumer: @unchecked Sendable {
                         config.OptStartSeq = max(startSequence, 1)
                         config.MaxAckPending = 100_000
                         config.InactiveThreshold = 60_000_000_000
+                        if oneOff {
+                            config.Replicas = 1
+                            config.MemoryStorage = true
+                        }
                         var info: UnsafeMutablePointer<jsConsumerInfo>?
                         let added = js_AddConsumer(&info, connection.jetStreamContext, streamC, &config, nil, &error)
                         jsConsumerInfo_Destroy(info)
