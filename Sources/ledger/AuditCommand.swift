@@ -47,7 +47,7 @@ struct AuditCommand: ParsableCommand {
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let json = try client.read("audit", subject: subject, at: t, knownAt: knownAt)

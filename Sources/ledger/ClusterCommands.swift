@@ -15,8 +15,12 @@ struct ClusterOptions: ParsableArguments {
     var cluster: String?
 
     /// The cluster to use, `nil` for a store.
-    func url(_ global: GlobalOptions) -> String? {
-        if let cluster { return cluster }
+    /// - Throws: when both `--store` and `--cluster` are given.
+    func url(_ global: GlobalOptions) throws -> String? {
+        if let cluster {
+            guard global.store == nil else { throw CommandFailure.input("give --store or --cluster, not both") }
+            return cluster
+        }
         guard global.store == nil, let url = ProcessInfo.processInfo.environment["LEDGER_CLUSTER"], !url.isEmpty else { return nil }
         return url
     }

@@ -57,7 +57,7 @@ struct AppendCommand: ParsableCommand {
             let why = FileManager.default.fileExists(atPath: file) ? "it cannot be read (permissions)" : "no such file"
             throw CommandFailure.input("cannot read \(file): \(why)")
         }
-        if let url = cluster.url(global) { return try appendToCluster(url) }
+        if let url = try cluster.url(global) { return try appendToCluster(url) }
         let created = !FileManager.default.fileExists(atPath: global.storePath + "/data.mdb")
         let ledger = try global.openLedger(create: true)
         var closed = false

@@ -131,7 +131,7 @@ struct LookupCommand: ParsableCommand {
 
     func run() throws {
         let subjects: [String]
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             subjects = try client.lookup(transactionId: transactionId, originalTransactionId: originalTransactionId)

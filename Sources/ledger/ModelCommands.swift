@@ -63,7 +63,7 @@ struct StatusCommand: ParsableCommand {
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let status = try client.status(of: subject, at: t, knownAt: knownAt)
@@ -176,7 +176,7 @@ struct RebuildCommand: ParsableCommand {
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         let chosen = try policy.map { try readPolicy($0, json: global.json) }
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             guard dryRun else {
                 throw CommandFailure.input("over a cluster, rebuild reports what would change: add --dry-run (each node's store is rebuilt with `ledger rebuild --store` while it is stopped)")
             }
@@ -321,7 +321,7 @@ struct DueCommand: ParsableCommand {
     func run() throws {
         let start = try parseTime(from, option: "--from"), end = try parseTime(to, option: "--to")
         let items: [DueItem]
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             items = try client.due(from: start, to: end).compactMap(DueItem.init(json:))

@@ -129,7 +129,7 @@ struct StatsCommand: ParsableCommand {
     @OptionGroup var cluster: ClusterOptions
 
     func run() throws {
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let stats = try client.stats()
@@ -214,7 +214,7 @@ struct VerifyCommand: ParsableCommand {
     @OptionGroup var cluster: ClusterOptions
 
     func run() throws {
-        if let url = cluster.url(global) {
+        if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let found = try client.verify()

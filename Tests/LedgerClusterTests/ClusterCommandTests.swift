@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@_spi(Storage) import LedgerCore
+import LedgerTestSupport
+@_spi(Cluster) @testable import LedgerCluster
+
+extension ClusterTests {
+    /// The `ledger` command with `--cluster`, against `ledger node` processes: what a user runs.
+    @Suite("The command line over a cluster")
+    struct Commands {
+        /// Runs `ledger` with `arguments`; its exit status, standard output and error.
+        func ledger(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
+            let process = Process()
+            process.executableURL = NATSCluster.ledger
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.merging(["NO_COLOR": "1"]) { $1 }
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let printed = out.fileHandleForReading.readDataToEndOfFile(), warned = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: printed, as: UTF8.self), String(decoding: warned, as: UTF8.self))
+        }
+
+        /// `text` with every `#N` and `position N` (positions differ between a store and a
+        /// cluster) made `#_`.
+        func withoutPositions(_ text: String) -> String {
+            text.replacing(/#\d+/, with: "#_").replacing(/position \d+/, with: "position _")
+        }
+
+        @Test("append, status, due and verify over --cluster print what they print over a store")
+        func sameOutput() throws {
+            let cluster = try NATSCluster(nodes: 1)
+            defer { cluster.down() }
+            var history = RandomHistory(seed: 9)
+            let events = try history.events(subjects: 6, perSubject: 2...6).map { try $0.draft() }
+            let file = cluster.storePath("events.jsonl")
+            let lines = try events.map { String(decoding: try EventLine.line(of: $0), as: UTF8.self) }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let store = cluster.storePath("single.lmdb")
+
+            let appended = try ledger(["append", "--cluster", cluster.url, file])
+            #expect(appended.status == 0, "\(appended.err)")
+            #expect(appended.out.hasPrefix("Appended \(events.count) events"))
+            #expect(try ledger(["append", "--store", store, file]).status == 0)
+            let again = try ledger(["append", file], environment: ["LEDGER_CLUSTER": cluster.url])
+            #expect(again.out == "Appended 0 events; \(events.count) duplicates were already stored.\n")
+
+            for subject in Set(events.map(\.subject)).sorted() {
+                let at = ["--at", "2026-06-01T00:00:00Z"]
+                let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at)
+                let alone = try ledger(["status", subject, "--store", store] + at)
+                #expect(clustered.status == 0)
+                #expect(withoutPositions(clustered.out) == withoutPositions(alone.out))
+            }
+            let window = ["--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z"]
+            #expect(try ledger(["due", "--cluster", cluster.url] + window).out == (try ledger(["due", "--store", store] + window).out))
+            let verified = try ledger(["verify", "--cluster", cluster.url])
+            #expect(verified.status == 0)
+            #expect(verified.out.hasPrefix("OK: \(events.count) events in the stream, each in exactly one node's store"))
+
+            let both = try ledger(["status", "x", "--store", store, "--cluster", cluster.url])
+            #expect(both.status == 2)
+            #expect(both.err.contains("give --store or --cluster, not both"))
+            let swap = try ledger(["rebuild", "--cluster", cluster.url])
+            #expect(swap.status == 2)
+            #expect(swap.err.contains("add --dry-run"))
+        }
+
+        @Test("a cluster nobody started says how to start one")
+        func noCluster() throws {
+            let unreachable = try ledger(["status", "x", "--cluster", "nats://127.0.0.1:1"])
+            #expect(unreachable.status == 1)
+            #expect(unreachable.err.contains("cannot reach NATS at nats://127.0.0.1:1"))
+            #expect(unreachable.err.contains("Tools/cluster up"))
+        }
+    }
+}
