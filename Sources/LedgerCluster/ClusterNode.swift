@@ -29,6 +29,8 @@ package final class ClusterNode: @unchecked Sendable {
     static let renewAfterMilliseconds: Int64 = leaseMilliseconds / 3
     private let running = Atomic<Bool>(true)
     private var keeper: JoinableThread?
+    /// Threads finishing the workers of partitions given back; joined when the node stops.
+    private let finishing = Mutex<[JoinableThread]>([])
     private let logger: @Sendable (String) -> Void
 
     /// How long a lease lasts without renewal.
@@ -43,6 +45,9 @@ package final class ClusterNode: @unchecked Sendable {
     /// at `path`. Call `start()` to take partitions.
     package init(urls: String, path: String, name: String? = nil, partitions: Int = ClusterLayout.defaultPartitions,
                  replicas: Int = ClusterNode.replicas, log: @escaping @Sendable (String) -> Void = { _ in }) throws(LedgerError) {
+        if let name, let problem = Self.nameProblem(name) {
+            throw LedgerError(.invalidArgument, "the node name \(name) \(problem)")
+        }
         self.name = name ?? Self.defaultName()
         logger = log
         connection = try NATSConnection(urls: urls, name: "ledger node \(self.name)")
@@ -73,7 +78,16 @@ package final class ClusterNode: @unchecked Sendable {
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, host.count - 1)
         let hostname = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return "\(hostname)-\(getpid())"
+        let safe = String(hostname.unicodeScalars.map { nameProblem(String($0)) == nil ? Character($0) : "-" })
+        return "\(safe.isEmpty ? "node" : safe)-\(getpid())"
+    }
+
+    /// What is wrong with a node's name, `nil` when nothing is: it names the node's key in the
+    /// key-value buckets, which takes ASCII letters, digits, `-`, `_` and `.`.
+    package static func nameProblem(_ name: String) -> String? {
+        if name.isEmpty || name.utf8.count > 64 { return "must be 1 to 64 characters" }
+        let allowed = name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
+        return allowed ? nil : "may hold only ASCII letters, digits, -, _ and ."
     }
 
     func log(_ line: String) { logger("node \(name): \(line)") }
@@ -92,6 +106,7 @@ package final class ClusterNode: @unchecked Sendable {
                 while slept < round && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
             }
         }
+        if keeper?.isStarted != true { log("the system refused a thread to keep the leases: this node takes no partition") }
     }
 
     /// Gives back every lease, stops folding and answering, and closes the store.
@@ -99,12 +114,19 @@ package final class ClusterNode: @unchecked Sendable {
         running.store(false, ordering: .relaxed)
         keeper?.join()
         keeper = nil
+        finishing.withLock { threads in
+            threads.forEach { $0.join() }
+            threads = []
+        }
         let held = workers.withLock { workers in defer { workers = [:] }; return workers }
         for entry in held.values { entry.worker.beginStopping() }
         for (partition, entry) in held {
             entry.worker.finishStopping()
             _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
         }
+        // Gone from the live nodes at once: the others take its share now, not when its
+        // heartbeat lapses.
+        try? nodes.remove(name)
         connection.close()
         ledger.close()
     }
@@ -117,23 +139,35 @@ package final class ClusterNode: @unchecked Sendable {
     /// One round of the lease keeper: heartbeat, renew, give back above the fair share, take
     /// free partitions up to it.
     private func balance() throws(LedgerError) {
-        try nodes.put(name, Array(name.utf8))
+        // A lease not renewed for two thirds of its life may have lapsed: stop answering for
+        // it before another node can hold it (it is taken again if still free).
+        let now = Timestamp.now().milliseconds
+        let lapsing = workers.withLock { $0.filter { now - $0.value.renewed >= Self.leaseMilliseconds - Self.renewAfterMilliseconds }.keys.sorted() }
+        if !lapsing.isEmpty {
+            log("could not renew the leases of partitions \(lapsing.map(String.init).joined(separator: ", ")) in time: stopped answering for them")
+            release(lapsing, givingBack: false)
+        }
+        do throws(LedgerError) { try nodes.put(name, Array(name.utf8)) } catch { log("heartbeat: \(error.message)") }
+        // Renew; a lease renewed by nobody else is still ours. One failing does not keep the
+        // others from renewal.
+        var lost: [Int] = []
+        for (partition, entry) in workers.withLock({ $0 }) where now - entry.renewed >= Self.renewAfterMilliseconds {
+            do throws(LedgerError) {
+                if let revision = try renew(partition, revision: entry.revision) {
+                    workers.withLock { $0[partition]?.revision = revision; $0[partition]?.renewed = now }
+                } else {
+                    log("lost the lease of partition \(partition)")
+                    lost.append(partition)
+                }
+            } catch {
+                log("renewing partition \(partition): \(error.message)")
+            }
+        }
+        release(lost, givingBack: false)
         // Nodes started together see each other before any takes a share.
         guard Timestamp.now().milliseconds - startedAt >= 1_500 else { return }
         let live = max(1, try nodes.keys().count)
         let fair = (layout.partitions + live - 1) / live
-        // Renew; a lease renewed by nobody else is still ours.
-        var lost: [Int] = []
-        let now = Timestamp.now().milliseconds
-        for (partition, entry) in workers.withLock({ $0 }) where now - entry.renewed >= Self.renewAfterMilliseconds {
-            if let revision = try renew(partition, revision: entry.revision) {
-                workers.withLock { $0[partition]?.revision = revision; $0[partition]?.renewed = now }
-            } else {
-                log("lost the lease of partition \(partition)")
-                lost.append(partition)
-            }
-        }
-        release(lost, givingBack: false)
         // Give back above the fair share (the highest partitions first), so that a node that
         // joined finds free ones.
         let held = workers.withLock { $0.keys.sorted() }
@@ -181,15 +215,19 @@ package final class ClusterNode: @unchecked Sendable {
     }
 
     /// Stops the workers of `partitions` together and, when `givingBack`, frees their leases.
+    /// The keeper does not wait for them to finish (a fold thread may be making a consumer):
+    /// they stop answering at once, and finish on a thread of their own.
     private func release(_ partitions: [Int], givingBack: Bool) {
         let entries = workers.withLock { workers in partitions.compactMap { p in workers.removeValue(forKey: p).map { (p, $0) } } }
-        for (_, entry) in entries { entry.worker.beginStopping() }
+        guard !entries.isEmpty else { return }
         for (partition, entry) in entries {
-            entry.worker.finishStopping()
+            entry.worker.beginStopping()
             guard givingBack else { continue }
             _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
             log("gave back partition \(partition)")
         }
+        let stopping = entries.map(\.1.worker)
+        finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true) { stopping.forEach { $0.finishStopping() } }) }
     }
 
     // MARK: Reads
@@ -217,7 +255,9 @@ package final class ClusterNode: @unchecked Sendable {
             ])
         case "audit":
             let subject = try subject(request, partition)
-            return try clusterPositions(in: ledger.audit(of: subject, at: at, knownAt: local(knownAt, of: subject)).json)
+            var report = try ledger.audit(of: subject, at: at, knownAt: local(knownAt, of: subject))
+            report.knownAt = knownAt   // as asked: a known-at position is the stream's
+            return try clusterPositions(in: report.json)
         case "version":
             return .integer(Int64(clamping: try ledger.version(of: subject(request, partition))))
         case "events":

@@ -22,6 +22,8 @@ final class PartitionWorker: @unchecked Sendable {
     /// stream held when it began (a node never answers for a partition it has not caught up
     /// with); `nil` once stopping.
     private let services = Mutex<[Service]?>([])
+    /// Services stopped, answering what they were already given.
+    private let draining = Mutex<[Service]>([])
     private var thread: JoinableThread?
     private let running = Atomic<Bool>(true)
     /// An append has waited a second for the fold: the fold loop checks its consumer.
@@ -40,7 +42,9 @@ final class PartitionWorker: @unchecked Sendable {
         self.node = node
         let checkpoint = try node.ledger.log.setting(Self.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
         folded = Atomic(UInt64(clamping: checkpoint))
-        thread = JoinableThread { [self] in foldLoop() }
+        let thread = JoinableThread { [self] in foldLoop() }
+        guard thread.isStarted else { throw LedgerError(.storage, "the system refused a thread to fold partition \(partition)") }
+        self.thread = thread
     }
 
     /// Starts answering the partition's requests, unless it has or is stopping.
@@ -63,15 +67,21 @@ final class PartitionWorker: @unchecked Sendable {
     /// Stops answering and tells the fold thread to end (after its current fetch, within a
     /// second): several partitions stop together when a node gives them back.
     func beginStopping() {
-        services.withLock { services in
-            services?.forEach { $0.stop() }
-            services = nil
+        let stopping = services.withLock { services in
+            defer { services = nil }
+            return services ?? []
         }
+        stopping.forEach { $0.stop() }
+        draining.withLock { $0 += stopping }
         running.store(false, ordering: .relaxed)
     }
 
-    /// Waits for the fold thread to end.
+    /// Waits for the requests already delivered to be answered and the fold thread to end.
     func finishStopping() {
+        draining.withLock { services in
+            services.forEach { $0.finish() }
+            services = []
+        }
         thread?.join()
         thread = nil
         consumer?.stop()
@@ -117,7 +127,10 @@ final class PartitionWorker: @unchecked Sendable {
                     try fold(messages)
                 }
             } catch {
-                failures += 1
+                // The consumer's deliveries are not acknowledged, so a batch that failed to
+                // fold, or a fetch that failed part-way, would be skipped by the next fetch:
+                // a new consumer starts from the checkpoint instead.
+                failures = 3
                 node.log("partition \(partition): \(error.message)")
                 pause(milliseconds: 200)
             }
@@ -315,12 +328,31 @@ final class PartitionWorker: @unchecked Sendable {
             for (i, result) in zip(wave, node.connection.publish(publications)) {
                 let subject = drafts[i].subject
                 switch result {
+                case .success(let ack) where ack.duplicate:
+                    // JetStream's window of ids spans the whole stream: the id may be another
+                    // subject's (another partition's, which this node's store does not see).
+                    let stored = try node.connection.message(in: ClusterLayout.stream, at: ack.sequence)
+                    guard stored?.subject == node.layout.natsSubject(of: subject) else {
+                        var error = LedgerError.idConflict(drafts[i].id, storedAt: ack.sequence, index: i, subject: subject)
+                        error.message = "event id \(drafts[i].id) is already stored at position \(ack.sequence) for another subject; an id names one fact, so give a new fact a new id"
+                        if failure.map({ i < $0.index }) ?? true { failure = (i, error) }
+                        continue
+                    }
+                    outcomes[i] = .duplicate(position: ack.sequence)
+                    // The subject's last sequence and version are no longer known: read them
+                    // again once the store has folded the stream that far.
+                    lastSequences.withLock { $0[subject] = nil }
+                    let latest = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
+                    guard waitForFold(latest) else { throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry") }
+                    expected[subject] = latest
+                    versions[subject] = try node.ledger.version(of: subject)
+                    last = max(last, latest)
                 case .success(let ack):
                     let version: UInt64
                     if let known = versions[subject] { version = known } else { version = try node.ledger.version(of: subject) }
                     expected[subject] = ack.sequence
                     versions[subject] = version + 1
-                    outcomes[i] = ack.duplicate ? .duplicate(position: ack.sequence) : .appended(position: ack.sequence, version: version + 1)
+                    outcomes[i] = .appended(position: ack.sequence, version: version + 1)
                     last = max(last, ack.sequence)
                 case .failure(var error):
                     // Another writer moved the subject: forget what this worker knew of it.

@@ -6,15 +6,24 @@ final class JoinableThread: @unchecked Sendable {
     private var handle = pthread_t()
     private var started = false
 
-    init(_ body: @escaping @Sendable () -> Void) {
+    /// Starts `body` on a new thread. When the system refuses one, `body` runs here and now
+    /// if `inlineIfRefused` (work that ends by itself), and not at all otherwise (`started`
+    /// says so).
+    init(inlineIfRefused: Bool = false, _ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Body(body))
         started = pthread_create(&handle, nil, { argument in
             guard let argument else { return nil }
             Unmanaged<Body>.fromOpaque(argument).takeRetainedValue().run()
             return nil
         }, box.toOpaque()) == 0
-        if !started { box.release(); body() }
+        if !started {
+            box.release()
+            if inlineIfRefused { body() }
+        }
     }
+
+    /// Whether the thread was started (and not yet joined).
+    var isStarted: Bool { started }
 
     func join() {
         guard started else { return }

@@ -48,13 +48,12 @@ struct AuditCommand: ParsableCommand {
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         if let url = try cluster.url(global) {
+            guard global.json else {
+                throw CommandFailure.input("over a cluster, audit prints its timeline as JSON: add --json")
+            }
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
-            let json = try client.read("audit", subject: subject, at: t, knownAt: knownAt)
-            guard global.json else {
-                throw CommandFailure.failure("over a cluster, audit prints its timeline as JSON: add --json")
-            }
-            print(json.serialized())
+            print(try client.read("audit", subject: subject, at: t, knownAt: knownAt).serialized())
             return
         }
         let known = try knownAt.map(parseKnownAt)

@@ -138,6 +138,9 @@ extension AppendCommand {
         guard !restore else {
             throw CommandFailure.input("--restore keeps a store's positions; a cluster's stream numbers its events itself: append the export without --restore")
         }
+        guard commitEvery == nil else {
+            throw CommandFailure.input("--commit-every sizes a store's transactions; a cluster takes files in batches of 500 events: leave it out")
+        }
         var batches: [(file: String, lines: [Int], drafts: [EventDraft])] = []
         var problems: [InputProblem] = []
         var total = 0

@@ -24,6 +24,10 @@ struct AppendCommand: ParsableCommand {
             millions of events, --commit-every N commits every N events: memory stays bounded, and a file \
             refused half-way stays appended up to the batch before (the error says how far).
 
+            With --cluster, the files are checked whole first all the same, then go in batches of up \
+            to 500 events, each event stored once whatever is sent again, but no file or batch atomic \
+            as a whole (--restore and --commit-every do not apply).
+
             Examples:
               ledger append events.jsonl more.jsonl
               some-producer | ledger append -

@@ -94,6 +94,12 @@ package final class KeyValueBucket: @unchecked Sendable {
         guard status == NATS_OK else { throw NATSConnection.failure(status, jsErrCode(0), doing: "writing \(key) in \(name)") }
     }
 
+    /// Deletes the value under `key`, whatever its revision (a node leaving).
+    package func remove(_ key: String) throws(LedgerError) {
+        let status = kvStore_Delete(store, key)
+        guard status == NATS_OK else { throw NATSConnection.failure(status, jsErrCode(0), doing: "deleting \(key) in \(name)") }
+    }
+
     /// Every key with a value.
     package func keys() throws(LedgerError) -> [String] {
         var list = kvKeysList()

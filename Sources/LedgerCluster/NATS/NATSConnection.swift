@@ -189,7 +189,11 @@ package final class NATSConnection: @unchecked Sendable {
             if code == Int64(JSStreamWrongLastSequenceErr.rawValue) {
                 return .failure(LedgerError(.wrongExpectedVersion, "the NATS subject \(subject) moved on since it was read; read it again and retry"))
             }
-            return .failure(LedgerError(.unavailable, "JetStream refused the message to \(subject): \(text) (error \(code))"))
+            // No leader or no peers yet: a retry mends it. Anything else (a full store, a
+            // message too large, permissions) needs the operator.
+            let transient: Set<Int64> = [10005, 10008]
+            return .failure(LedgerError(transient.contains(code) ? .unavailable : .storage,
+                                        "JetStream refused the message to \(subject): \(text) (error \(code))" + (transient.contains(code) ? "; retry" : "; see the NATS servers' logs")))
         }
         guard case .number(let n)? = ack["seq"], let sequence = n.int64 else {
             return .failure(LedgerError(.storage, "JetStream's acknowledgement of a publish to \(subject) has no sequence"))
@@ -380,7 +384,11 @@ package final class NATSConnection: @unchecked Sendable {
         let transient: Set<UInt32> = [NATS_TIMEOUT.rawValue, NATS_NO_SERVER.rawValue, NATS_CONNECTION_CLOSED.rawValue,
                                       NATS_CONNECTION_DISCONNECTED.rawValue, NATS_NO_RESPONDERS.rawValue, NATS_STALE_CONNECTION.rawValue]
         let code: LedgerError.Code = transient.contains(status.rawValue) || error == JSClusterNoPeersErr
-            || error.rawValue == 10008 /* JSClusterNotAvailErr */ || error.rawValue == 10074 /* JSStreamNotAvailErr? */ ? .unavailable : .storage
+            || error.rawValue == 10008 /* JSClusterNotAvailErr */ ? .unavailable : .storage
+        if error.rawValue == 10074 {
+            // JSStreamReplicasNotSupportedErr: a single server, not a cluster.
+            detail += "; this NATS is a single JetStream server: start the nodes with --replicas 1, or run a cluster (Tools/cluster up)"
+        }
         return LedgerError(code, "NATS failed \(doing): \(detail)")
     }
 

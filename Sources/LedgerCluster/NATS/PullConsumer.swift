@@ -13,6 +13,9 @@ package final class PullConsumer: @unchecked Sendable {
     private let connection: NATSConnection
     private let stream: String
     private let name: String
+    /// The consumer's own sequence of the last message delivered: each delivery is the next,
+    /// or one was lost (deliveries are not acknowledged, so never sent again).
+    private var delivered: UInt64 = 0
 
     /// Creates the durable consumer `name` of `stream` over `filter`, delivering from
     /// `startSequence` (replacing one of that name), and subscribes to it. A `oneOff` consumer
@@ -120,12 +123,17 @@ package final class PullConsumer: @unchecked Sendable {
         for i in 0..<Int(list.Count) {
             guard let message = list.Msgs[i] else { continue }
             var meta: UnsafeMutablePointer<jsMsgMetaData>?
-            var sequence: UInt64 = 0, time: Int64 = 0
+            var sequence: UInt64 = 0, time: Int64 = 0, order: UInt64 = 0
             if natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta {
                 sequence = meta.pointee.Sequence.Stream
+                order = meta.pointee.Sequence.Consumer
                 time = meta.pointee.Timestamp
                 jsMsgMetaData_Destroy(meta)
             }
+            guard order == delivered + 1 else {
+                throw LedgerError(.unavailable, "consumer \(name) delivered its message \(order) after \(delivered): one was lost; reading again from the checkpoint")
+            }
+            delivered = order
             messages.append(NATSConnection.StoredMessage(
                 sequence: sequence,
                 subject: natsMsg_GetSubject(message).map { String(cString: $0) } ?? "",

@@ -41,20 +41,35 @@ package final class Service: @unchecked Sendable {
         _ = natsConnection_FlushTimeout(connection.natsConnection, connection.timeout)
     }
 
-    /// Stops answering. Requests already delivered are still answered (a drain, not an
-    /// unsubscribe, which would drop them unanswered).
+    /// Stops taking requests; those already delivered are still answered (a drain, not an
+    /// unsubscribe, which would drop them unanswered). `finish()` waits for them.
     package func stop() {
         guard let subscription else { return }
         natsSubscription_Drain(subscription)
     }
 
+    /// Waits (up to 5 s) until the requests delivered before `stop()` are answered, then frees
+    /// the subscription and its handler.
+    package func finish() {
+        guard let subscription else { return }
+        self.subscription = nil
+        if natsSubscription_WaitForDrainCompletion(subscription, 5_000) == NATS_OK {
+            natsSubscription_Destroy(subscription)
+            box.release()
+        } else {
+            // Still inside a handler: unsubscribing is safe; the handler is kept (rather than
+            // freed under a callback that may still run).
+            natsSubscription_Unsubscribe(subscription)
+            natsSubscription_Destroy(subscription)
+        }
+    }
+
     deinit {
+        // A service is finished before it goes; one that was not (an error on the way) stops
+        // here, its handler kept for the reason above.
         if let subscription {
             natsSubscription_Unsubscribe(subscription)
             natsSubscription_Destroy(subscription)
         }
-        // The C client may still be inside the callback for a message delivered before the
-        // unsubscribe; the handler lives on (a few bytes per partition move) rather than risk it.
-        _ = box
     }
 }
