@@ -43,9 +43,10 @@ struct NodeCommand: ParsableCommand {
             The cluster's log is a NATS JetStream stream; each node folds the partitions it holds a \
             lease on into its own store (the same engine and read models) and answers their appends \
             and reads, which any node, `ledger … --cluster URL` and `$LEDGER_CLUSTER` reach by NATS. \
-            The first node creates the stream with --partitions partitions (fixed from then on). A \
-            node that stops or dies gives its partitions to the others within seconds; a node that \
-            joins takes its share. SIGTERM or Ctrl-C stops it, handing its leases back.
+            The first node creates the stream with --partitions partitions (fixed from then on). \
+            SIGTERM or Ctrl-C stops a node, handing its leases back: the others take its partitions \
+            within a second or two; a node that dies loses them when its leases lapse (15 s). A node \
+            that joins takes its share.
 
             Examples:
               ledger node --nats nats://127.0.0.1:4222 --store node-1.lmdb
