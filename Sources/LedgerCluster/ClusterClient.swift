@@ -123,7 +123,7 @@ import LedgerProjections
         var request: JSONObject = ["kind": .string(kind), "subject": .string(subject)]
         if let t { request["at"] = .string(t.description) }
         if let knownAt { request["knownAt"] = .string(knownAt) }
-        return try ask(layout.partition(of: subject), "read", request)
+        return try askAll([(layout.partition(of: subject), "read", request)])[0].get()
     }
 
     /// What falls due at from ≤ at < to in every partition, in `Ledger.due`'s order.
@@ -158,20 +158,26 @@ import LedgerProjections
     /// of the partition is; and each node's read models equal a fresh fold of its store.
     public func verify() throws(LedgerError) -> Verification {
         var result = Verification()
-        let answers = askAll((0..<layout.partitions).map { ($0, "read", ["kind": "verify"] as JSONObject) })
-        var holders: [String: Int] = [:]   // node → a partition it holds
-        var parts: [(node: String, checkpoint: UInt64, stored: [UInt64])] = []
-        for (partition, answer) in answers.enumerated() {
-            guard case .object(let o) = try answer.get(), let node = ClusterWire.string(o["node"]),
-                  let checkpoint = ClusterWire.integer(o["checkpoint"]), case .array(let list)? = o["sequences"] else {
-                throw LedgerError(.storage, "partition \(partition) answered verify without its parts")
+        // Each node once: its partitions' checkpoints and stored sequences, and its models.
+        var parts: [Int: (node: String, checkpoint: UInt64, stored: [UInt64])] = [:]
+        for answer in try askEachNode(["kind": "verify"]) {
+            guard case .object(let o) = try answer.value.get(), case .object(let held)? = o["partitions"],
+                  case .array(let problems)? = o["modelProblems"] else {
+                throw LedgerError(.storage, "\(answer.node) answered verify without its parts")
             }
-            parts.append((node, UInt64(clamping: checkpoint), list.compactMap { ClusterWire.integer($0).map { UInt64(clamping: $0) } }))
+            result.nodes[answer.node] = held.keys.count
+            for member in held.members {
+                guard let partition = Int(member.key), case .object(let part) = member.value, let checkpoint = ClusterWire.integer(part["checkpoint"]),
+                      case .array(let list)? = part["sequences"] else { continue }
+                parts[partition] = (answer.node, UInt64(clamping: checkpoint), list.compactMap { ClusterWire.integer($0).map { UInt64(clamping: $0) } })
+            }
+            result.problems += problems.compactMap { ClusterWire.string($0).map { "\(answer.node): read model \($0)" } }
         }
-        let stream = try streamSequences(through: parts.map(\.checkpoint).max() ?? 0)
-        for (partition, (node, checkpoint, stored)) in parts.enumerated() {
-            result.nodes[node, default: 0] += 1
-            holders[node] = holders[node] ?? partition
+        for partition in 0..<layout.partitions where parts[partition] == nil {
+            result.problems.append("partition \(partition): no node holds it")
+        }
+        let stream = try streamSequences(through: parts.values.map(\.checkpoint).max() ?? 0)
+        for (partition, (node, checkpoint, stored)) in parts.sorted(by: { $0.key < $1.key }) {
             let streamed = (stream[partition] ?? []).filter { $0 <= checkpoint }
             result.events += streamed.count
             if stored != streamed {
@@ -188,13 +194,6 @@ import LedgerProjections
         }
         if let strays = stream[-1], !strays.isEmpty {
             result.problems.append("\(strays.count == 1 ? "1 message" : "\(strays.count) messages") of the stream \(strays.count == 1 ? "is" : "are") not the ledger's (first at \(strays[0]))")
-        }
-        // Each node's models, asked once per node through a partition it holds.
-        let asked = holders.sorted { $0.key < $1.key }
-        let models = askAll(asked.map { ($0.value, "read", ["kind": "verify", "models": true] as JSONObject) })
-        for ((node, _), answer) in zip(asked, models) {
-            guard case .object(let o) = try answer.get(), case .array(let problems)? = o["modelProblems"] else { continue }
-            result.problems += problems.compactMap { ClusterWire.string($0).map { "\(node): read model \($0)" } }
         }
         return result
     }
@@ -285,12 +284,26 @@ import LedgerProjections
     /// The stream sequences of every partition's messages up to `last`, by partition, read in
     /// one pass with a consumer of their own. A message that is not one of the ledger's
     /// counts under partition -1.
+    ///
+    /// Right after a server's death the servers may make no consumer for a while (one is
+    /// placed on a server they still count): the stream is then read message by message from
+    /// its leader, slower but answered.
     func streamSequences(through last: UInt64) throws(LedgerError) -> [Int: [UInt64]] {
         guard last > 0 else { return [:] }
-        let name = "ledger-verify-\(Timestamp.now().milliseconds)"
-        let consumer = try PullConsumer(connection, stream: ClusterLayout.stream, filter: "ledger.*.*", name: name, startSequence: 1, oneOff: true)
-        defer { consumer.stop(); consumer.remove() }
         var sequences: [Int: [UInt64]] = [:]
+        let consumer: PullConsumer
+        do throws(LedgerError) {
+            consumer = try PullConsumer(connection, stream: ClusterLayout.stream, filter: "ledger.*.*", name: "ledger-verify-\(Timestamp.now().milliseconds)",
+                                        startSequence: 1, oneOff: true)
+        } catch {
+            guard error.code == .unavailable else { throw error }
+            for sequence in 1...last {
+                guard let message = try connection.message(in: ClusterLayout.stream, at: sequence) else { continue }
+                sequences[layout.parse(natsSubject: message.subject)?.partition ?? -1, default: []].append(sequence)
+            }
+            return sequences
+        }
+        defer { consumer.stop(); consumer.remove() }
         var read: UInt64 = 0
         while read < last {
             let messages = try consumer.fetch(batch: 1_000, timeout: 1_000)
@@ -331,19 +344,5 @@ import LedgerProjections
             pause(milliseconds: 100)
         }
         return results.map { $0 ?? .failure(LedgerError(.unavailable, "no ledger node answered in time; retry")) }
-    }
-
-    /// Sends `request` to `partition`'s holder, retrying while the partition has none.
-    func ask(_ partition: Int, _ what: String, _ request: JSONObject) throws(LedgerError) -> JSON {
-        let subject = ClusterLayout.service(partition: partition, what)
-        let deadline = Timestamp.now().milliseconds + patience
-        while true {
-            do throws(LedgerError) {
-                return try ClusterWire.result(try connection.request(ClusterWire.encode(request), to: subject, timeout: 15_000), from: subject)
-            } catch {
-                guard error.code == .unavailable, Timestamp.now().milliseconds < deadline else { throw error }
-                pause(milliseconds: 100)
-            }
-        }
     }
 }

@@ -271,28 +271,29 @@ package final class ClusterNode: @unchecked Sendable {
             }
             return .array(lines)
         case "verify":
-            // The stream sequences of this partition's events in this node's store, up to its
-            // checkpoint, in store order; and with `models`, whether the node's read models
-            // equal a fresh fold of its store.
-            var sequences: [JSON] = []
+            // For each partition named (those this node holds), its checkpoint and the stream
+            // sequences of its events in this node's store, in store order, read in one pass;
+            // and whether the node's read models equal a fresh fold of its store.
+            let held = Set(partitions(in: request, else: partition))
+            var sequences: [Int: [JSON]] = [:]
             var events = ledger.events().makeBlockingIterator()
             while let event = try events.next() {
-                guard layout.partition(of: event.subject) == partition, let origin = try ledger.log.origin(of: event.position) else { continue }
-                sequences.append(.integer(Int64(clamping: origin)))
+                let p = layout.partition(of: event.subject)
+                guard held.contains(p), let origin = try ledger.log.origin(of: event.position) else { continue }
+                sequences[p, default: []].append(.integer(Int64(clamping: origin)))
             }
-            let checkpoint = try ledger.log.setting(PartitionWorker.checkpointName(partition)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
-            var answer: JSONObject = ["node": .string(name), "checkpoint": .integer(checkpoint), "sequences": .array(sequences)]
-            if case .bool(true)? = request["models"] {
-                answer["modelProblems"] = .array(try ledger.verifyModels().map { .string($0.description) })
+            var parts = JSONObject()
+            for p in held.sorted() {
+                let checkpoint = try ledger.log.setting(PartitionWorker.checkpointName(p)).flatMap { ClusterWire.integer($0["sequence"]) } ?? 0
+                parts[String(p)] = ["checkpoint": .integer(checkpoint), "sequences": .array(sequences[p] ?? [])]
             }
-            return .object(answer)
+            return ["partitions": .object(parts), "modelProblems": .array(try ledger.verifyModels().map { .string($0.description) })]
         case "node":
             return .string(name)
         case "lookup":
             // The subjects of the partitions named (this node's) holding a transaction or a
             // subscription.
-            var held: Set<Int> = [partition]
-            if case .array(let list)? = request["partitions"] { held = Set(list.compactMap { ClusterWire.integer($0).map(Int.init) }) }
+            let held = Set(partitions(in: request, else: partition))
             let subjects: [String]
             if let id = ClusterWire.string(request["transactionId"]) {
                 subjects = try ledger.subjects(holdingTransaction: id)
@@ -326,8 +327,7 @@ package final class ClusterNode: @unchecked Sendable {
                 case .failure(let problems): throw LedgerError(.invalidArgument, "the policy does not decode: \(problems)")
                 }
             }
-            var held: Set<Int> = [partition]
-            if case .array(let list)? = request["partitions"] { held = Set(list.compactMap { ClusterWire.integer($0).map(Int.init) }) }
+            let held = Set(partitions(in: request, else: partition))
             var report = try ledger.rebuild(models, policy: policy, dryRun: true, at: at)
             report.changes = report.changes.filter { held.contains(layout.partition(of: $0.subject)) }
             // A field that cites a position (`reason.position`) cites the cluster's.
@@ -383,6 +383,13 @@ package final class ClusterNode: @unchecked Sendable {
             last = event.position
         }
         return .position(last)
+    }
+
+    /// The partitions a request for a whole node names (`ClusterClient.askEachNode`), else
+    /// the one it came through.
+    private func partitions(in request: JSONObject, else partition: Int) -> [Int] {
+        guard case .array(let list)? = request["partitions"] else { return [partition] }
+        return list.compactMap { ClusterWire.integer($0).map(Int.init) }
     }
 
     private func subject(_ request: JSONObject, _ partition: Int) throws(LedgerError) -> String {

@@ -33,7 +33,6 @@ struct ClusterLayoutTests {
         // would move every customer of a running cluster.
         #expect(layout.partition(of: "customer-42") == Int(0xa045eb33f8797f35 % UInt64(64)))
         #expect(ClusterLayout(partitions: 1000).partition(of: "customer-42") == Int(0xa045eb33f8797f35 % UInt64(1000)))
-        #expect((0..<2_000).map { layout.partition(of: "customer-\($0)") } == (0..<2_000).map { layout.partition(of: "customer-\($0)") })
         let counts = Dictionary(grouping: (0..<6_400).map { layout.partition(of: "customer-\($0)") }, by: { $0 }).mapValues(\.count)
         #expect(counts.count == 64)
         #expect(counts.values.allSatisfy { $0 > 50 && $0 < 160 })

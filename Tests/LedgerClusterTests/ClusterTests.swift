@@ -126,7 +126,7 @@ struct ClusterTests {
             // Straight into the stream, not through the node: bytes that are no event.
             let raw = try NATSConnection(urls: cluster.url, name: "test")
             defer { raw.close() }
-            let foreign = try raw.publish(Array("{not an event".utf8), to: client.layout.natsSubject(of: "u1"), messageID: nil, expectedLastSubjectSequence: nil)
+            let foreign = try raw.publish([.init(subject: client.layout.natsSubject(of: "u1"), data: Array("{not an event".utf8), messageID: nil, expectedLastSubjectSequence: nil)])[0].get()
             // The node goes on: the next append folds after it.
             let renewal = try Make.renewal("u1", at: days(30, after: t), txn: "t2", original: "t1", expires: days(60, after: t)).draft()
             #expect(try client.append([renewal]).appended == 1)

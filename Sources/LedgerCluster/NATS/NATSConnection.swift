@@ -112,40 +112,6 @@ package final class NATSConnection: @unchecked Sendable {
         package var duplicate: Bool
     }
 
-    /// Publishes `data` to `subject` and returns once JetStream has stored (and replicated) it.
-    /// - Parameters:
-    ///   - messageID: `Nats-Msg-Id`: a second publish with it within the stream's duplicate
-    ///     window stores nothing and acknowledges the first.
-    ///   - expectedLastSubjectSequence: the stream sequence of the subject's last message
-    ///     (0: the subject has none); any other state refuses the publish.
-    /// - Throws: `.wrongExpectedVersion` when the subject's last sequence differs;
-    ///   `.unavailable` when JetStream does not answer (the message may or may not be stored:
-    ///   publish it again with the same id).
-    package func publish(_ data: [UInt8], to subject: String, messageID: String?, expectedLastSubjectSequence: UInt64?) throws(LedgerError) -> PublishAck {
-        var options = jsPubOptions()
-        jsPubOptions_Init(&options)
-        options.MaxWait = timeout
-        if let expected = expectedLastSubjectSequence {
-            if expected == 0 { options.ExpectNoMessage = true } else { options.ExpectLastSubjectSeq = expected }
-        }
-        var ack: UnsafeMutablePointer<jsPubAck>?
-        var error = jsErrCode(0)
-        let status = withOptionalCString(messageID) { id in
-            options.MsgId = id
-            return data.withUnsafeBytes { bytes in
-                js_Publish(&ack, jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options, &error)
-            }
-        }
-        guard status == NATS_OK, let ack else {
-            if error == JSStreamWrongLastSequenceErr {
-                throw LedgerError(.wrongExpectedVersion, "the NATS subject \(subject) moved on since it was read; read it again and retry")
-            }
-            throw Self.failure(status, error, doing: "publishing to \(subject)")
-        }
-        defer { jsPubAck_Destroy(ack) }
-        return PublishAck(sequence: ack.pointee.Sequence, duplicate: ack.pointee.Duplicate)
-    }
-
     /// One message of `publish(_:)`.
     package struct Publication: Sendable {
         package var subject: String
@@ -161,8 +127,10 @@ package final class NATSConnection: @unchecked Sendable {
     }
 
     /// Publishes `messages` together, without waiting for each acknowledgement before the
-    /// next (JetStream stores them in the order sent), and returns each one's outcome as
-    /// `publish(_:to:messageID:expectedLastSubjectSequence:)` would.
+    /// next (JetStream stores them in the order sent), and returns each one's outcome: its
+    /// sequence (the stored one's for an id already in the duplicate window),
+    /// `.wrongExpectedVersion` when the subject's last sequence was not the one expected,
+    /// `.unavailable` when no answer came in time (it may be stored: publish it again, same id).
     package func publish(_ messages: [Publication]) -> [Result<PublishAck, LedgerError>] {
         let sent = messages.map { message -> (subject: String, data: [UInt8], headers: [String: String]) in
             var headers: [String: String] = [:]
@@ -236,24 +204,8 @@ package final class NATSConnection: @unchecked Sendable {
 
     // MARK: Request and reply
 
-    /// Sends `data` to `subject` and waits for one answer.
-    /// - Throws: `.unavailable` when nobody listens on `subject` or nobody answers in time.
-    package func request(_ data: [UInt8], to subject: String, timeout: Int64? = nil) throws(LedgerError) -> [UInt8] {
-        var reply: OpaquePointer?
-        let status = data.withUnsafeBytes { bytes in
-            natsConnection_Request(&reply, connection, subject, bytes.baseAddress, Int32(bytes.count), timeout ?? self.timeout)
-        }
-        guard status == NATS_OK, let reply else {
-            if status == NATS_NO_RESPONDERS {
-                throw LedgerError(.unavailable, "no ledger node answers \(subject) yet; a node takes it over within a few seconds — retry")
-            }
-            throw Self.failure(status, jsErrCode(0), doing: "asking \(subject)")
-        }
-        defer { natsMsg_Destroy(reply) }
-        return Self.bytes(of: reply)
-    }
-
-    /// Sends each request at once and waits for their answers, each as `request` returns it.
+    /// Sends each request at once and waits for their answers; `.unavailable` for one nobody
+    /// listens to or answers in time.
     package func requests(_ requests: [(subject: String, data: [UInt8])], timeout: Int64) -> [Result<[UInt8], LedgerError>] {
         gather(requests.map { ($0.subject, $0.data, [:]) }, timeout: timeout) { bytes, subject, noResponders in
             noResponders ? .failure(LedgerError(.unavailable, "no ledger node answers \(subject) yet; a node takes it over within seconds — retry")) : .success(bytes)
