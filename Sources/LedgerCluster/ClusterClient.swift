@@ -252,10 +252,18 @@ import LedgerProjections
             if let policy { request["policy"] = policy.json }
             return (node.value[0], "read", request)
         }
+        var reports: [JSON] = []
+        for answer in askAll(requests) { reports.append(try answer.get()) }
+        return try Self.gather(reports, at: t)
+    }
+
+    /// The nodes' rebuild reports as one: `RebuildReport.json`'s shape, the changes sorted by
+    /// subject, model and field, the summary's counts added up.
+    static func gather(_ reports: [JSON], at t: Timestamp) throws(LedgerError) -> JSON {
         var changes: [JSON] = [], summary: [String: [String: Int64]] = [:], notCompared: Set<String> = []
         var policies: JSON = .null, dryRun: JSON = .bool(true)
-        for answer in askAll(requests) {
-            guard case .object(let report) = try answer.get() else { throw LedgerError(.storage, "a node answered the rebuild without a report") }
+        for answer in reports {
+            guard case .object(let report) = answer else { throw LedgerError(.storage, "a node answered the rebuild without a report") }
             if case .array(let list)? = report["changes"] { changes += list }
             if case .object(let counts)? = report["summary"] {
                 for field in counts.members {
@@ -316,15 +324,32 @@ import LedgerProjections
         return sequences
     }
 
-    /// Sends every request at once; those no node answers yet are sent again until
-    /// `patience` runs out.
-    func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)]) -> [Result<JSON, LedgerError>] {
+    /// Sends each partition's request to its holder (`ask`).
+    func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)], timeout: Int64 = 15_000) -> [Result<JSON, LedgerError>] {
+        ask(requests.map { (ClusterLayout.service(partition: $0.partition, $0.what), $0.request) }, timeout: timeout)
+    }
+
+    /// Sends `request` to each node named on its own subject (`ClusterLayout.nodeService`),
+    /// naming the partitions it holds in `partitions`; the answers by node name, in name order.
+    func askNodes(_ nodes: [String: [Int]], _ request: JSONObject, timeout: Int64) -> [(node: String, value: Result<JSON, LedgerError>)] {
+        let sorted = nodes.sorted { $0.key < $1.key }
+        let answers = ask(sorted.map { node in
+            var asked = request
+            asked["partitions"] = .array(node.value.map { .integer(Int64($0)) })
+            return (ClusterLayout.nodeService(node.key), asked)
+        }, timeout: timeout)
+        return zip(sorted, answers).map { ($0.0.key, $0.1) }
+    }
+
+    /// Sends every request at once, each to its subject, waiting `timeout` milliseconds for
+    /// each answer; those nobody answers yet are sent again until `patience` runs out.
+    func ask(_ requests: [(subject: String, request: JSONObject)], timeout: Int64) -> [Result<JSON, LedgerError>] {
         var results = [Result<JSON, LedgerError>?](repeating: nil, count: requests.count)
         let deadline = Timestamp.now().milliseconds + patience
         while true {
             let open = results.indices.filter { results[$0] == nil }
-            let sent = open.map { k in (ClusterLayout.service(partition: requests[k].partition, requests[k].what), ClusterWire.encode(requests[k].request)) }
-            let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: 15_000)
+            let sent = open.map { k in (requests[k].subject, ClusterWire.encode(requests[k].request)) }
+            let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: timeout)
             var retry = false
             for (k, answer) in zip(open, answers) {
                 let result: Result<JSON, LedgerError>

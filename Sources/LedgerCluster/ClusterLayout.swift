@@ -9,7 +9,7 @@ import Crypto
 package struct ClusterLayout: Sendable, Hashable {
     /// The stream that is the cluster's log of record.
     package static let stream = "LEDGER"
-    /// The key-value bucket of the cluster's settings (its partition count).
+    /// The key-value bucket of the cluster's settings (its partition count, its policy).
     package static let settingsBucket = "ledger-cluster"
     /// The key-value bucket of the partition leases.
     package static let leasesBucket = "ledger-leases"
@@ -43,6 +43,13 @@ package struct ClusterLayout: Sendable, Hashable {
 
     /// The subject a node answers one partition's requests on (`what`: append, status…).
     package static func service(partition: Int, _ what: String) -> String { "ledger.svc.\(partition).\(what)" }
+
+    /// The subject a node answers requests for it as a whole on (a rebuild's steps).
+    package static func nodeService(_ name: String) -> String { "ledger.svc.node.\(name)" }
+
+    /// The key of the cluster's policy in the settings bucket: the policy document every node
+    /// folds under, set by `rebuild --policy` over the cluster (absent: each store's own).
+    package static let policyKey = "policy"
 
     /// A ledger subject as one NATS token: ASCII letters, digits, `-` and `_` stay; every other
     /// byte of its UTF-8 becomes `~` and two upper-case hex digits (`appstore:1` →

@@ -21,6 +21,15 @@ package final class ClusterNode: @unchecked Sendable {
     package let layout: ClusterLayout
     private let leases: KeyValueBucket
     private let nodes: KeyValueBucket
+    /// The cluster's settings: its partition count, and the policy every node folds under.
+    let settings: KeyValueBucket
+    /// A rebuild prepared for a coordinator (`ClusterClient.rebuild`), waiting to be switched
+    /// in: its id, and when it was prepared (UTC milliseconds).
+    let pendingRebuild = Mutex<(id: String, prepared: PreparedRebuild, since: Int64)?>(nil)
+    /// A thread is rebuilding the store under the cluster's policy (`adoptClusterPolicy`).
+    let adopting = Atomic<Bool>(false)
+    /// Answers the requests for this node as a whole (a rebuild's steps) on its own subject.
+    private var nodeService: Service?
     /// The partitions held: each one's worker, its lease's revision, and when it was last
     /// written (UTC milliseconds).
     private let workers = Mutex<[Int: (worker: PartitionWorker, revision: UInt64, renewed: Int64)]>([:])
@@ -51,17 +60,24 @@ package final class ClusterNode: @unchecked Sendable {
         self.name = name ?? Self.defaultName()
         logger = log
         connection = try NATSConnection(urls: urls, name: "ledger node \(self.name)")
-        layout = try Self.layout(connection, partitions: partitions, replicas: replicas)
+        (layout, settings) = try Self.layout(connection, partitions: partitions, replicas: replicas)
         // The duplicate window (2 minutes) covers a client's retries after a timeout; beyond it
         // the holder's check of the id against its store does.
         try connection.ensureStream(ClusterLayout.stream, subjects: ["ledger.*.*"], replicas: replicas, duplicateWindow: 120)
         leases = try KeyValueBucket(connection, name: ClusterLayout.leasesBucket, replicas: replicas, ttl: Self.leaseMilliseconds)
         nodes = try KeyValueBucket(connection, name: ClusterLayout.nodesBucket, replicas: replicas, ttl: Self.leaseMilliseconds)
         ledger = try Ledger(path: path)
+        // A store that was rebuilt under another policy than the cluster's (a new store, or
+        // one that missed a cluster rebuild) folds nothing before it follows the cluster's.
+        do throws(LedgerError) { try adoptClusterPolicy(waitingForCoordinator: false) } catch {
+            ledger.close()
+            connection.close()
+            throw error
+        }
     }
 
     /// The cluster's layout: the partition count recorded when it was created.
-    static func layout(_ connection: NATSConnection, partitions: Int, replicas: Int) throws(LedgerError) -> ClusterLayout {
+    static func layout(_ connection: NATSConnection, partitions: Int, replicas: Int) throws(LedgerError) -> (ClusterLayout, KeyValueBucket) {
         let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: replicas)
         // Right after the servers start, JetStream may not answer yet: retried.
         let stored = try connection.retrying("recording the partition count") { () throws(LedgerError) -> KeyValueBucket.Entry? in
@@ -71,7 +87,7 @@ package final class ClusterNode: @unchecked Sendable {
         guard let stored, let count = Int(String(decoding: stored.value, as: UTF8.self)), count > 0 else {
             throw LedgerError(.corruptRecord, "the cluster's partition count (bucket \(ClusterLayout.settingsBucket), key partitions) is not a number")
         }
-        return ClusterLayout(partitions: count)
+        return (ClusterLayout(partitions: count), settings)
     }
 
     private static func defaultName() -> String {
@@ -98,9 +114,15 @@ package final class ClusterNode: @unchecked Sendable {
     /// Starts taking and renewing leases, on a thread of its own.
     package func start() {
         startedAt = Timestamp.now().milliseconds
+        do throws(LedgerError) {
+            nodeService = try Service(connection, subject: ClusterLayout.nodeService(name), queue: "ledger-node", handler: { [self] in answerNode($0) })
+        } catch {
+            log("cannot answer on \(ClusterLayout.nodeService(name)): \(error.message); a rebuild over the cluster cannot reach this node")
+        }
         keeper = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
                 do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
+                checkPolicy()
                 var slept = 0
                 let round = Timestamp.now().milliseconds - startedAt < 1_500 ? 500 : 1_000
                 while slept < round && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
@@ -114,6 +136,9 @@ package final class ClusterNode: @unchecked Sendable {
         running.store(false, ordering: .relaxed)
         keeper?.join()
         keeper = nil
+        nodeService?.stop()
+        nodeService?.finish()
+        nodeService = nil
         finishing.withLock { threads in
             threads.forEach { $0.join() }
             threads = []
@@ -129,6 +154,11 @@ package final class ClusterNode: @unchecked Sendable {
         try? nodes.remove(name)
         connection.close()
         ledger.close()
+    }
+
+    /// Runs `body` on a thread that `stop()` joins (here and now if the system refuses one).
+    func finishLater(_ body: @escaping @Sendable () -> Void) {
+        finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true, body)) }
     }
 
     /// The partitions this node holds now.
@@ -227,7 +257,7 @@ package final class ClusterNode: @unchecked Sendable {
             log("gave back partition \(partition)")
         }
         let stopping = entries.map(\.1.worker)
-        finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true) { stopping.forEach { $0.finishStopping() } }) }
+        finishLater { stopping.forEach { $0.finishStopping() } }
     }
 
     // MARK: Reads
@@ -318,27 +348,9 @@ package final class ClusterNode: @unchecked Sendable {
         case "rebuild":
             // A dry run on this node's store, its changes kept to the partitions named (those
             // this node holds: its store may keep others it held before).
-            var models: [String] = []
-            if case .array(let names)? = request["models"] { models = names.compactMap { ClusterWire.string($0) } }
-            var policy: Policy?
-            if let document = request["policy"] {
-                switch Policy.decode(document) {
-                case .success(let decoded): policy = decoded
-                case .failure(let problems): throw LedgerError(.invalidArgument, "the policy does not decode: \(problems)")
-                }
-            }
+            let (models, policy) = try rebuildArguments(request)
             let held = Set(partitions(in: request, else: partition))
-            var report = try ledger.rebuild(models, policy: policy, dryRun: true, at: at)
-            report.changes = report.changes.filter { held.contains(layout.partition(of: $0.subject)) }
-            // A field that cites a position (`reason.position`) cites the cluster's.
-            for i in report.changes.indices where report.changes[i].field.hasSuffix("position") {
-                for value in [\ViewChange.from, \ViewChange.to] {
-                    if case .number(let n) = report.changes[i][keyPath: value], let local = n.int64, local > 0 {
-                        report.changes[i][keyPath: value] = .integer(Int64(clamping: try ledger.log.origin(of: UInt64(local)) ?? UInt64(local)))
-                    }
-                }
-            }
-            return try clusterPositions(in: report.json)
+            return try clusterReport(try ledger.rebuild(models, policy: policy, dryRun: true, at: at), held: held)
         case "due":
             guard let from = try time(request["from"], "from"), let to = try time(request["to"], "to") else {
                 throw LedgerError(.invalidArgument, "a due request needs from and to")
@@ -347,6 +359,33 @@ package final class ClusterNode: @unchecked Sendable {
         default:
             throw LedgerError(.invalidArgument, "no read called \(kind)")
         }
+    }
+
+    /// A rebuild request's models and policy.
+    func rebuildArguments(_ request: JSONObject) throws(LedgerError) -> (models: [String], policy: Policy?) {
+        var models: [String] = []
+        if case .array(let names)? = request["models"] { models = names.compactMap { ClusterWire.string($0) } }
+        guard let document = request["policy"], document != .null else { return (models, nil) }
+        switch Policy.decode(document) {
+        case .success(let decoded): return (models, decoded)
+        case .failure(let problems): throw LedgerError(.invalidArgument, "the policy does not decode: \(problems)")
+        }
+    }
+
+    /// A rebuild's report as the cluster gives it: the changes of the partitions `held` (a
+    /// store may keep others it held before), each position the cluster's.
+    func clusterReport(_ report: RebuildReport, held: Set<Int>) throws(LedgerError) -> JSON {
+        var report = report
+        report.changes = report.changes.filter { held.contains(layout.partition(of: $0.subject)) }
+        // A field that cites a position (`reason.position`) cites the cluster's.
+        for i in report.changes.indices where report.changes[i].field.hasSuffix("position") {
+            for value in [\ViewChange.from, \ViewChange.to] {
+                if case .number(let n) = report.changes[i][keyPath: value], let local = n.int64, local > 0 {
+                    report.changes[i][keyPath: value] = .integer(Int64(clamping: try ledger.log.origin(of: UInt64(local)) ?? UInt64(local)))
+                }
+            }
+        }
+        return try clusterPositions(in: report.json)
     }
 
     /// `json` with every `"position": N` (a position in this node's store) replaced by the
@@ -387,7 +426,7 @@ package final class ClusterNode: @unchecked Sendable {
 
     /// The partitions a request for a whole node names (`ClusterClient.askEachNode`), else
     /// the one it came through.
-    private func partitions(in request: JSONObject, else partition: Int) -> [Int] {
+    func partitions(in request: JSONObject, else partition: Int) -> [Int] {
         guard case .array(let list)? = request["partitions"] else { return [partition] }
         return list.compactMap { ClusterWire.integer($0).map(Int.init) }
     }
@@ -399,7 +438,7 @@ package final class ClusterNode: @unchecked Sendable {
         return subject
     }
 
-    private func time(_ json: JSON?, _ name: String) throws(LedgerError) -> Timestamp? {
+    func time(_ json: JSON?, _ name: String) throws(LedgerError) -> Timestamp? {
         guard let json else { return nil }
         guard let text = ClusterWire.string(json), let t = Timestamp(rfc3339: text) else {
             throw LedgerError(.invalidArgument, "\(name) is not an RFC 3339 time")

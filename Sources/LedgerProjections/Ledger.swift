@@ -311,21 +311,32 @@ public final class Ledger: Sendable {
     @discardableResult
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                         progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        let prepared = try prepareRebuild(models, policy: policy, dryRun: dryRun, at: at, progress: progress)
+        guard !dryRun else { return prepared.report }
+        return try prepared.swap(progress: progress)
+    }
+
+    /// A rebuild whose new generation is written but not yet swapped in: a cluster prepares
+    /// one on every node and swaps them once all are ready (`PreparedRebuild`). Its report's
+    /// personal fields are shown opened, as `rebuild` shows them.
+    package func prepareRebuild(_ models: [String] = [], policy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
+                                progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> PreparedRebuild {
         if !dryRun { try requireWritable("rebuild (a dry run works read-only)") }
-        var report = try engine.rebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
+        let prepared = try engine.prepareRebuild(models, policy: policy, dryRun: dryRun, at: at, events: { subject in try recordedEvents(of: subject) }, progress: progress)
         // A personal field's change is shown opened, as `status` shows it.
-        for index in report.changes.indices {
-            let change = report.changes[index]
+        try prepared.openChanges { change throws(LedgerError) -> ViewChange in
             guard let model = engine.models.first(where: { $0.name == change.model }),
-                  let pointer = model.personalFields[change.field] else { continue }
+                  let pointer = model.personalFields[change.field] else { return change }
             func open(_ value: JSON) throws(LedgerError) -> JSON {
                 guard case .string(let text) = value else { return value }
                 return .string(try log.reveal(text, of: change.subject, field: pointer))
             }
-            report.changes[index].from = try open(change.from)
-            report.changes[index].to = try open(change.to)
+            var opened = change
+            opened.from = try open(change.from)
+            opened.to = try open(change.to)
+            return opened
         }
-        return report
+        return prepared
     }
 
     /// Checks the log (hash chain, gap-free positions, both indexes), then, if it holds, every

@@ -143,6 +143,10 @@ struct RebuildCommand: ParsableCommand {
             becomes the store's. With --dry-run nothing is written: the report says exactly who would \
             change, field by field.
 
+            With --cluster every node rebuilds its store into a new generation and reports its \
+            partitions' changes; once all are ready, the policy becomes the cluster's and each node \
+            swaps its generation in.
+
             Examples:
               ledger rebuild --policy Schemas/policies/photolala.json --dry-run
               ledger rebuild entitlement --at 2026-03-05T00:00:00Z --json
@@ -177,12 +181,9 @@ struct RebuildCommand: ParsableCommand {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         let chosen = try policy.map { try readPolicy($0, json: global.json) }
         if let url = try cluster.url(global) {
-            guard dryRun else {
-                throw CommandFailure.input("over a cluster, rebuild reports what would change: add --dry-run (each node's store is rebuilt with `ledger rebuild --store` while it is stopped)")
-            }
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
-            let report = try client.rebuildDryRun(models, policy: chosen, at: t)
+            let report = dryRun ? try client.rebuildDryRun(models, policy: chosen, at: t) : try client.rebuild(models, policy: chosen, at: t)
             if global.json {
                 print(report.serialized())
                 return
@@ -192,7 +193,7 @@ struct RebuildCommand: ParsableCommand {
                 if case .object(let c) = change, case .string(let s)? = c["subject"] { return s }
                 return nil
             })
-            print("Dry run over the cluster, views compared at \(t): " + (changes.isEmpty ? "no view changes." : "\(counted(changes.count, "field change")) in \(counted(subjects.count, "subject")):"))
+            print("\(dryRun ? "Dry run" : "Rebuilt") over the cluster, views compared at \(t): " + (changes.isEmpty ? "no view changes." : "\(counted(changes.count, "field change")) in \(counted(subjects.count, "subject")):"))
             for change in changes.prefix(limit) {
                 guard case .object(let c) = change else { continue }
                 let text = { (key: String) in c[key].map { AuditChange.words($0) } ?? "" }
@@ -200,7 +201,20 @@ struct RebuildCommand: ParsableCommand {
             }
             if changes.count > limit { print("  … and \(formatCount(changes.count - limit)) more (--limit N, or --json for all)") }
             print("")
-            print("Nothing was changed (--dry-run).")
+            guard !dryRun else {
+                print("Nothing was changed (--dry-run). Run without --dry-run to rebuild every node and switch them in together.")
+                return
+            }
+            // Each node's switch: a node that missed it rebuilds under the cluster's policy by itself.
+            if case .object(let nodes)? = o["nodes"] {
+                for node in nodes.members {
+                    if case .object(let answer) = node.value, case .string(let error)? = answer["error"] {
+                        print("Node \(Terminal.safe(node.key)) did not switch (\(Terminal.safe(error))): it rebuilds under the cluster's policy by itself within a minute.")
+                    } else if case .object(let answer) = node.value, let caughtUp = answer["caughtUp"] {
+                        print("Node \(Terminal.safe(node.key)) switched in, with \(AuditChange.words(caughtUp)) events appended meanwhile.")
+                    }
+                }
+            }
             return
         }
         let ledger = try global.openLedger()

@@ -63,9 +63,19 @@ extension ClusterTests {
             let both = try ledger(["status", "x", "--store", store, "--cluster", cluster.url])
             #expect(both.status == 2)
             #expect(both.err.contains("give --store or --cluster, not both"))
-            let swap = try ledger(["rebuild", "--cluster", cluster.url])
-            #expect(swap.status == 2)
-            #expect(swap.err.contains("add --dry-run"))
+            // A rule change over the cluster, swapped in: what the store's own rebuild gives.
+            let policy = ["--policy", "photolala", "--at", "2026-06-01T00:00:00Z"]
+            let swap = try ledger(["rebuild", "--cluster", cluster.url] + policy)
+            #expect(swap.status == 0, "\(swap.err)")
+            #expect(swap.out.hasPrefix("Rebuilt over the cluster, views compared at 2026-06-01T00:00:00.000Z: "))
+            #expect(swap.out.contains(" switched in, with "), "\(swap.out)")
+            #expect(try ledger(["rebuild", "--store", store] + policy).status == 0)
+            for subject in Set(events.map(\.subject)).sorted() {
+                let at = ["--at", "2026-06-01T00:00:00Z"]
+                let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at).out
+                let alone = try ledger(["status", subject, "--store", store] + at).out
+                #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject) after the rebuild:\n\(clustered)\n\(alone)")
+            }
         }
 
         @Test("a cluster nobody started says how to start one")

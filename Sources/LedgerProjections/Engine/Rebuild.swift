@@ -3,6 +3,7 @@ import Foundation
 @_spi(Storage) import LedgerCore
 import LedgerModels
 @_spi(Storage) import LedgerStore
+import Synchronization
 
 /// How far a rebuild (or verify) has got, for a progress bar.
 public struct RebuildProgress: Sendable, Hashable {
@@ -149,26 +150,36 @@ extension ProjectionEngine {
     @discardableResult
     func rebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
                  events: (String) throws -> [RecordedEvent], progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        let prepared = try prepareRebuild(names, policy: newPolicy, dryRun: dryRun, at: at, events: events, progress: progress)
+        guard !dryRun else { return prepared.report }
+        return try prepared.swap(progress: progress)
+    }
+
+    /// Steps 1 and 2 of `rebuild`: folds and compares, and unless `dryRun` writes the new
+    /// generation, which then waits for `PreparedRebuild.swap` (or `abandon`). No other rebuild
+    /// runs in this process until then.
+    func prepareRebuild(_ names: [String] = [], policy newPolicy: Policy? = nil, dryRun: Bool = false, at: Timestamp = .now(),
+                        events: (String) throws -> [RecordedEvent], progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> PreparedRebuild {
         let chosen = try choose(names)
         let alreadyRunning = rebuildLock.withLock { running in
             defer { running = true }
             return running
         }
         guard !alreadyRunning else { throw LedgerError(.rebuildRunning, "a rebuild is already running in this process; wait for it to finish") }
-        defer { rebuildLock.withLock { $0 = false } }
+        // Held on by a prepared new generation, until it is swapped in or abandoned.
+        var holding = false
+        defer { if !holding { rebuildLock.withLock { $0 = false } } }
         do {
             if !dryRun { try collectGarbage() }
             var (report, run, snapshot) = try foldAndCompare(chosen, newPolicy: newPolicy, at: at, dryRun: dryRun, events: events, progress: progress)
-            guard !dryRun else { return report }
-            let clock = ContinuousClock()
-            let writing = clock.now
+            guard !dryRun else { return PreparedRebuild(engine: self, report: report, shadow: nil, newPolicy: newPolicy, holdsLock: false) }
+            let writing = ContinuousClock().now
             let policy = try newPolicy ?? store.env.read { txn in try self.policy(txn) }
             let shadow = try writeShadow(run, through: snapshot, policy: policy, progress: progress)
             run = StateRun([])
-            report.caughtUp = try swap(shadow, newPolicy: newPolicy, progress: progress)
-            try collectGarbage()
-            report.writeSeconds = (clock.now - writing).seconds
-            return report
+            report.writeSeconds = (ContinuousClock().now - writing).seconds
+            holding = true
+            return PreparedRebuild(engine: self, report: report, shadow: shadow, newPolicy: newPolicy, holdsLock: true)
         } catch {
             throw LedgerError.wrapping(error, doing: "rebuilding the read models")
         }
@@ -487,7 +498,7 @@ extension ProjectionEngine {
 
     /// Applies the events appended since the snapshot to the new generation, and swaps it in
     /// once the rest fits in one transaction. Returns how many events it applied.
-    private func swap(_ shadow: Generation, newPolicy: Policy?, progress: (RebuildProgress) -> Void) throws -> UInt64 {
+    fileprivate func swap(_ shadow: Generation, newPolicy: Policy?, progress: (RebuildProgress) -> Void) throws -> UInt64 {
         let start = shadow.folds.map(\.checkpoint).min() ?? 0
         while true {
             let (swapped, reached, head) = try store.env.write { txn -> (Bool, UInt64, UInt64) in
@@ -526,6 +537,73 @@ extension ProjectionEngine {
             }
             if !more { return }
         }
+    }
+}
+
+/// A rebuild whose new generation is written and waits (`ProjectionEngine.prepareRebuild`):
+/// `swap` catches it up and puts it in with its policy, `abandon` deletes it. Until one of them
+/// (or its end), no other rebuild runs in the process; appends go on into the served generation.
+/// A cluster prepares one on every node, and swaps them once all are ready.
+package final class PreparedRebuild: @unchecked Sendable {
+    // @unchecked: `finished` guards the one swap or abandon; the rest is set once.
+    private let engine: ProjectionEngine
+    private let shadow: Generation?
+    /// The policy the new generation was built under, when it is not the store's.
+    package let newPolicy: Policy?
+    private let finished: Mutex<Bool>
+    /// What the rebuild found: for a prepared one, `writeSeconds` is the time writing took.
+    package private(set) var report: RebuildReport
+
+    init(engine: ProjectionEngine, report: RebuildReport, shadow: Generation?, newPolicy: Policy?, holdsLock: Bool) {
+        self.engine = engine
+        self.report = report
+        self.shadow = shadow
+        self.newPolicy = newPolicy
+        finished = Mutex(!holdsLock)
+    }
+
+    /// Whether it was neither swapped in nor abandoned.
+    private func finish() -> Bool {
+        let first = finished.withLock { done in defer { done = true }; return !done }
+        return first
+    }
+
+    /// Catches the new generation up with the events appended since it was folded and swaps
+    /// it in (with its policy, which becomes the store's) in one write transaction; deletes the
+    /// old. Returns the report with `caughtUp` and `writeSeconds` (the whole write) set.
+    package func swap(progress: (RebuildProgress) -> Void = { _ in }) throws(LedgerError) -> RebuildReport {
+        guard let shadow, finish() else { throw LedgerError(.invalidArgument, "this rebuild was already swapped in or abandoned") }
+        defer { engine.rebuildLock.withLock { $0 = false } }
+        let start = ContinuousClock().now
+        do {
+            report.caughtUp = try engine.swap(shadow, newPolicy: newPolicy, progress: progress)
+            try engine.collectGarbage()
+        } catch {
+            throw LedgerError.wrapping(error, doing: "swapping the rebuilt read models in")
+        }
+        report.writeSeconds += (ContinuousClock().now - start).seconds
+        return report
+    }
+
+    /// Rewrites each change of the report (`Ledger` opens personal fields).
+    func openChanges(_ open: (ViewChange) throws(LedgerError) -> ViewChange) throws(LedgerError) {
+        for index in report.changes.indices { report.changes[index] = try open(report.changes[index]) }
+    }
+
+    /// Deletes the new generation; the served one stays.
+    package func abandon() throws(LedgerError) {
+        guard finish() else { return }
+        defer { engine.rebuildLock.withLock { $0 = false } }
+        do {
+            try engine.collectGarbage()
+        } catch {
+            throw LedgerError.wrapping(error, doing: "deleting an abandoned rebuild")
+        }
+    }
+
+    deinit {
+        // Dropped unfinished: the next rebuild deletes the generation.
+        if finish() { engine.rebuildLock.withLock { $0 = false } }
     }
 }
 
