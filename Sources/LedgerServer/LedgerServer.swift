@@ -21,6 +21,8 @@ public struct LedgerServer: Sendable {
     public static let maximumBodyBytes = 1 << 20
 
     let ledger: Ledger
+    /// The cluster the JSON routes answer from, when this server is a cluster node's.
+    let cluster: (any ClusterAnswers)?
     let tokens: AccessTokens
     /// The App Store's verifier, from the settings recorded in the store (`ledger init
     /// --appstore-…`); `nil` when there are none, and the webhook answers `503`.
@@ -34,7 +36,15 @@ public struct LedgerServer: Sendable {
     /// A server of `ledger`, which it neither opens nor closes.
     /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
     public init(ledger: Ledger, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+        try self.init(ledger: ledger, cluster: nil, logger: logger)
+    }
+
+    /// A server of a cluster node (`ledger node --port`): the JSON routes answer from
+    /// `cluster`; `ledger` (the node's store) keeps the tokens. The App Store's webhook and the
+    /// support pages answer `503` (they read one store).
+    @_spi(Cluster) public init(ledger: Ledger, cluster: (any ClusterAnswers)?, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
         self.ledger = ledger
+        self.cluster = cluster
         tokens = AccessTokens(ledger)
         self.logger = logger
         if let configuration = try ledger.appStoreConfiguration() {
@@ -79,12 +89,12 @@ public struct LedgerServer: Sendable {
         }
         on(.post, "/appstore/v2/notifications") { request, _ in try await routes.notification(request) }
         on(.post, "/v1/events") { request, _ in try await routes.events(request) }
-        on(.get, "/v1/subjects/{subject}/status") { request, context in try routes.status(request, subject: context.parameters.get("subject")) }
-        on(.get, "/v1/subjects/{subject}/audit") { request, context in try routes.audit(request, subject: context.parameters.get("subject")) }
-        on(.get, "/v1/subjects/{subject}/events") { request, context in try routes.subjectEvents(request, subject: context.parameters.get("subject")) }
-        on(.get, "/v1/lookup") { request, _ in try routes.lookup(request) }
-        on(.get, "/v1/due") { request, _ in try routes.due(request) }
-        on(.get, "/v1/stats") { request, _ in try routes.stats(request) }
+        on(.get, "/v1/subjects/{subject}/status") { request, context in try await routes.status(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/subjects/{subject}/audit") { request, context in try await routes.audit(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/subjects/{subject}/events") { request, context in try await routes.subjectEvents(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/lookup") { request, _ in try await routes.lookup(request) }
+        on(.get, "/v1/due") { request, _ in try await routes.due(request) }
+        on(.get, "/v1/stats") { request, _ in try await routes.stats(request) }
         on(.get, "/healthz") { _, _ in try routes.health() }
         on(.get, "/metrics") { request, context in try routes.metrics(request, loopback: context.isLoopback(request)) }
         on(.get, "/login") { request, _ in try pages.loginPage(request) }

@@ -32,6 +32,9 @@ struct Routes: Sendable {
     /// proof; no token), appended once durable. A retry is `200` with its events as duplicates.
     func notification(_ request: Request) async throws -> Response {
         let body = try await request.body.collect(upTo: LedgerServer.maximumBodyBytes)
+        guard server.cluster == nil else {
+            throw Reply.error(.serviceUnavailable, "a cluster node does not take App Store notifications yet: deliver them to `ledger serve` on a single store")
+        }
         guard let verifier = server.verifier else {
             throw Reply.error(.serviceUnavailable, "the store has no App Store settings: record them with `ledger init --appstore-root PEM --appstore-bundle-id ID --appstore-environment ENV`")
         }
@@ -60,7 +63,12 @@ struct Routes: Sendable {
         }
         do throws(LedgerError) {
             let start = ContinuousClock.now
-            let result = try await ledger.append(events.map(\.draft))
+            let drafts = events.map(\.draft)
+            let result = if let cluster = server.cluster {
+                try await Self.offload { () throws(LedgerError) in try cluster.append(drafts) }
+            } else {
+                try await ledger.append(drafts)
+            }
             server.metrics.appended(result, in: ContinuousClock.now - start)
             return Reply.json(result.json)
         } catch {
@@ -78,41 +86,58 @@ struct Routes: Sendable {
     // MARK: Reading
 
     /// `GET /v1/subjects/{subject}/status?at=T&knownAt=T|POS`: `status --json`.
-    func status(_ request: Request, subject raw: String?) throws -> Response {
+    func status(_ request: Request, subject raw: String?) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         let query = Query(request)
-        let status = try ledger.status(of: subject, at: try query.time("at") ?? .now(), knownAt: try query.knownAt())
-        return Reply.json(status.json)
+        let (at, knownAt) = (try query.time("at") ?? .now(), try query.knownAt())
+        if let cluster = server.cluster {
+            return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.status(of: subject, at: at, knownAt: knownAt) })
+        }
+        return Reply.json(try ledger.status(of: subject, at: at, knownAt: knownAt).json)
     }
 
     /// `GET /v1/subjects/{subject}/audit?at=T&knownAt=T|POS`: `audit --json`.
-    func audit(_ request: Request, subject raw: String?) throws -> Response {
+    func audit(_ request: Request, subject raw: String?) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         let query = Query(request)
-        return Reply.json(try ledger.audit(of: subject, at: try query.time("at") ?? .now(), knownAt: try query.knownAt()).json)
+        let (at, knownAt) = (try query.time("at") ?? .now(), try query.knownAt())
+        if let cluster = server.cluster {
+            return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.audit(of: subject, at: at, knownAt: knownAt) })
+        }
+        return Reply.json(try ledger.audit(of: subject, at: at, knownAt: knownAt).json)
     }
 
     /// `GET /v1/subjects/{subject}/events`: the subject's `export`, JSONL.
-    func subjectEvents(_ request: Request, subject raw: String?) throws -> Response {
+    func subjectEvents(_ request: Request, subject raw: String?) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         var out: [UInt8] = []
-        try ledger.events(of: subject).forEach { event in
-            out += try EventLine.export(event)
-            out.append(0x0A)
+        if let cluster = server.cluster {
+            for line in try await Self.offload({ () throws(LedgerError) in try cluster.exportLines(of: subject) }) {
+                out += Array(line.utf8)
+                out.append(0x0A)
+            }
+        } else {
+            try ledger.events(of: subject).forEach { event in
+                out += try EventLine.export(event)
+                out.append(0x0A)
+            }
         }
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
     }
 
     /// `GET /v1/lookup?transactionId=X` or `?originalTransactionId=X`: who holds it.
-    func lookup(_ request: Request) throws -> Response {
+    func lookup(_ request: Request) async throws -> Response {
         try authorize(request, .support)
         let query = Query(request)
         let subjects: [String]
         switch (query["transactionId"], query["originalTransactionId"]) {
+        case (let id?, nil) where server.cluster != nil, (nil, let id?) where server.cluster != nil:
+            let (transaction, original) = query["transactionId"] != nil ? (id, nil) : (nil, id)
+            subjects = try await Self.offload { () throws(LedgerError) in try server.cluster?.subjects(holdingTransaction: transaction, original: original) ?? [] }
         case (let id?, nil): subjects = try ledger.subjects(holdingTransaction: id)
         case (nil, let id?): subjects = try ledger.subjects(holdingOriginalTransaction: id)
         default: throw Reply.error(.badRequest, "give one of transactionId or originalTransactionId")
@@ -121,23 +146,29 @@ struct Routes: Sendable {
     }
 
     /// `GET /v1/due?from=T&to=T`: `due --json`.
-    func due(_ request: Request) throws -> Response {
+    func due(_ request: Request) async throws -> Response {
         try authorize(request, .support)
         let query = Query(request)
         guard let from = try query.time("from") else { throw Reply.error(.badRequest, "from: missing; give an RFC 3339 time with a zone") }
         guard let to = try query.time("to") else { throw Reply.error(.badRequest, "to: missing; give an RFC 3339 time with a zone") }
         guard from < to else { throw Reply.error(.badRequest, "from must be before to") }
+        if let cluster = server.cluster {
+            return Reply.json(DueItem.json(try await Self.offload { () throws(LedgerError) in try cluster.due(from: from, to: to) }, from: from, to: to))
+        }
         return Reply.json(DueItem.json(try ledger.due(from: from, to: to), from: from, to: to))
     }
 
     /// `GET /v1/stats`: `stats --json`.
-    func stats(_ request: Request) throws -> Response {
+    func stats(_ request: Request) async throws -> Response {
         try authorize(request, .support)
+        if let cluster = server.cluster { return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.stats() }) }
         return Reply.json(try ledger.stats().json)
     }
 
-    /// `GET /healthz`: `200 ok` when the store answers and no model is stale.
+    /// `GET /healthz`: `200 ok` when the store answers and no model is stale; a cluster
+    /// node's name and partitions.
     func health() throws -> Response {
+        if let cluster = server.cluster { return Reply.json(cluster.health()) }
         let stale = try ledger.stats().models.filter(\.stale).map(\.name)
         guard stale.isEmpty else { return Reply.text("stale: \(stale.joined(separator: ", "))\n", status: .serviceUnavailable) }
         return Reply.text("ok\n")
@@ -147,6 +178,17 @@ struct Routes: Sendable {
     func metrics(_ request: Request, loopback: Bool) throws -> Response {
         if !loopback { try authorize(request, .support) }
         return Reply.text(try server.metrics.exposition(ledger), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
+    }
+
+    /// `body` (requests over NATS, which may wait seconds while a partition changes hands)
+    /// on a thread of its own, not on one of the few the tasks share.
+    static func offload<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LedgerError>, Never>) in
+            Thread.detachNewThread {
+                do throws(LedgerError) { continuation.resume(returning: .success(try body())) } catch { continuation.resume(returning: .failure(error)) }
+            }
+        }
+        return try result.get()
     }
 
     // MARK: Parameters

@@ -5,8 +5,7 @@ import LedgerModels
 @_spi(Storage) import LedgerProjections
 @_spi(Storage) import LedgerStore
 @_spi(Cluster) import LedgerCluster
-import Hummingbird
-import NIOCore
+@_spi(Cluster) import LedgerServer
 
 /// `--cluster URL`: the commands that reach a cluster (append, status, audit, due) take it, or
 /// `$LEDGER_CLUSTER` when no `--store` is given.
@@ -69,7 +68,7 @@ struct NodeCommand: ParsableCommand {
     @Option(name: .long, help: "JetStream copies of the stream (3 for a 3-server cluster; 1 for a single server).")
     var replicas = ClusterNode.replicas
 
-    @Option(name: .long, help: "Serve GET /healthz on this port (0: any free port; default: no HTTP).")
+    @Option(name: .long, help: "Serve the JSON API of `ledger serve` for the whole cluster, and /healthz, on this port (0: any free port; default: no HTTP).")
     var port: Int?
 
     @Option(name: .long, help: "The address --port listens on.")
@@ -88,13 +87,18 @@ struct NodeCommand: ParsableCommand {
         node.start()
         let ready = "ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster"
         if let port {
-            // Hummingbird stops on SIGTERM or SIGINT, once the requests in flight are answered.
-            try Blocking.run { [host] in
-                try await Self.health(of: node, host: host, port: port).runService()
+            let client = try ClusterClient(urls: nats)
+            defer { client.close() }
+            let server = try LedgerServer(ledger: node.ledger, cluster: NodeAnswers(node: node, client: client))
+            let (host, name, partitions) = (self.host, node.name, node.layout.partitions)
+            // Stops on SIGTERM or SIGINT, once the requests in flight are answered.
+            try Blocking.run {
+                try await server.run(host: host, port: port) { bound in
+                    FileHandle.standardError.write(Data("ledger node \(name) ready on http://\(host):\(bound): \(partitions) partitions in the cluster (SIGTERM or Ctrl-C stops)\n".utf8))
+                }
             }
             FileHandle.standardError.write(Data("ledger node \(node.name): stopping, handing back \(counted(node.partitions.count, "partition"))\n".utf8))
             node.stop()
-            _ = ready
             return
         }
         FileHandle.standardError.write(Data("\(ready) (SIGTERM or Ctrl-C stops)\n".utf8))
@@ -112,22 +116,52 @@ struct NodeCommand: ParsableCommand {
         node.stop()
         _ = sources
     }
+}
 
-    /// `GET /healthz`: 200 with the node's name and the partitions it holds.
-    static func health(of node: ClusterNode, host: String, port: Int) -> some ApplicationProtocol {
-        let router = Router()
-        router.get("/healthz") { _, _ -> Response in
-            let body = JSON.object([
-                "node": .string(node.name), "partitions": .array(node.partitions.map { .integer(Int64($0)) }),
-                "clusterPartitions": .integer(Int64(node.layout.partitions)),
-            ]).serialized() + "\n"
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+/// What a node's server answers from (`ledger node --port`): the cluster, through a client of
+/// its own, for any subject; the node itself for `/healthz`.
+struct NodeAnswers: ClusterAnswers {
+    let node: ClusterNode
+    let client: ClusterClient
+
+    func append(_ drafts: [EventDraft]) throws(LedgerError) -> AppendResult { try client.append(drafts) }
+
+    func status(of subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> JSON {
+        try client.status(of: subject, at: t, knownAt: knownAt.map(Self.text)).json
+    }
+
+    func audit(of subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> JSON {
+        try client.read("audit", subject: subject, at: t, knownAt: knownAt.map(Self.text))
+    }
+
+    func exportLines(of subject: String) throws(LedgerError) -> [String] {
+        guard case .array(let lines) = try client.read("events", subject: subject) else {
+            throw LedgerError(.storage, "the events of \(subject) came back without their lines")
         }
-        return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "ledger-node"),
-                           onServerRunning: { channel in
-                               let bound = channel.localAddress?.port ?? port
-                               FileHandle.standardError.write(Data("ledger node \(node.name) ready on http://\(host):\(bound): \(node.layout.partitions) partitions in the cluster (SIGTERM or Ctrl-C stops)\n".utf8))
-                           })
+        return lines.compactMap { if case .string(let line) = $0 { line } else { nil } }
+    }
+
+    func subjects(holdingTransaction transactionId: String?, original originalTransactionId: String?) throws(LedgerError) -> [String] {
+        try client.lookup(transactionId: transactionId, originalTransactionId: originalTransactionId)
+    }
+
+    func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
+        try client.due(from: from, to: to).compactMap(DueItem.init(json:))
+    }
+
+    func stats() throws(LedgerError) -> JSON { try client.stats() }
+
+    func health() -> JSON {
+        ["node": .string(node.name), "partitions": .array(node.partitions.map { .integer(Int64($0)) }),
+         "clusterPartitions": .integer(Int64(node.layout.partitions))]
+    }
+
+    /// A known-at as a request names it: a position's digits, or a time.
+    static func text(_ knownAt: KnownAt) -> String {
+        switch knownAt {
+        case .time(let t): t.description
+        case .position(let p): String(p)
+        }
     }
 }
 

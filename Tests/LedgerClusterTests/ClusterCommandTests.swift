@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 @_spi(Storage) import LedgerCore
 import LedgerTestSupport
@@ -76,6 +79,74 @@ extension ClusterTests {
                 let alone = try ledger(["status", subject, "--store", store] + at).out
                 #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject) after the rebuild:\n\(clustered)\n\(alone)")
             }
+        }
+
+        /// A GET (or a POST of `body`) to a node's server with `token`: its status and body.
+        func http(_ url: String, token: String, post body: String? = nil) async throws -> (status: Int, body: String) {
+            var request = URLRequest(url: URL(string: url) ?? URL(fileURLWithPath: "/"))
+            request.httpMethod = body == nil ? "GET" : "POST"
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            request.httpBody = body.map { Data($0.utf8) }
+            let (data, response) = try await URLSession(configuration: .ephemeral).data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+        }
+
+        @Test("a node's server answers the JSON routes for every customer, as `ledger serve` on a store does")
+        func nodeServesTheCluster() async throws {
+            let cluster = try NATSCluster(nodes: 2)
+            defer { cluster.down() }
+            var history = RandomHistory(seed: 17)
+            let events = try history.events(subjects: 8, perSubject: 2...6).map { try $0.draft() }
+            let file = cluster.storePath("events.jsonl")
+            let lines = try events.map { String(decoding: try EventLine.line(of: $0), as: UTF8.self) }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            let store = cluster.storePath("single.lmdb")
+            #expect(try ledger(["append", "--cluster", cluster.url, file]).status == 0)
+            #expect(try ledger(["append", "--store", store, file]).status == 0)
+
+            // Tokens live in the node's own store.
+            let made = try ledger(["token", "create", "--role", "writer", "--json", "--store", cluster.storePath("node-1")])
+            guard case .object(let o)? = try? JSONParser.parse(Array(made.out.utf8)), case .string(let token)? = o["token"], let node = cluster.nodeURLs.first else {
+                Issue.record("no token or node: \(made)")
+                return
+            }
+            // Positions are the stream's, and the times recorded the stream's too.
+            func unpositioned(_ text: String) -> String {
+                text.replacing(/"position":\d+/, with: "\"position\":_").replacing(/"recordedAt":"[^"]*"/, with: "\"recordedAt\":_")
+            }
+            let at = "2026-06-01T00:00:00Z"
+            // The subjects of both nodes' partitions: every one answered through node 1.
+            for subject in Set(events.map(\.subject)).sorted() {
+                for (route, command) in [("status", ["status", subject, "--at", at, "--json"]), ("audit", ["audit", subject, "--at", at, "--json"])] {
+                    let answered = try await http("\(node)/v1/subjects/\(subject)/\(route)?at=\(at)", token: token)
+                    #expect(answered.status == 200)
+                    #expect(unpositioned(answered.body) == unpositioned(try ledger(command + ["--store", store]).out), "\(route) of \(subject):\n\(answered.body)")
+                }
+                let exported = try await http("\(node)/v1/subjects/\(subject)/events", token: token)
+                #expect(exported.body.split(separator: "\n").count == events.filter { $0.subject == subject }.count)
+            }
+            let window = "from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z"
+            let due = try await http("\(node)/v1/due?\(window)", token: token)
+            #expect(due.body == (try ledger(["due", "--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z", "--json", "--store", store]).out))
+            let originals = Set(events.compactMap { event -> String? in
+                guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
+                return ClusterWire.string(data["originalTransactionId"])
+            }).sorted()
+            for original in originals {
+                let found = try await http("\(node)/v1/lookup?originalTransactionId=\(original)", token: token)
+                #expect(found.body == (try ledger(["lookup", "--original-transaction-id", original, "--json", "--store", store]).out))
+            }
+            // An append through the node's server lands in the cluster.
+            let extra = try Make.usage(events[0].subject, at: ts("2026-05-01T00:00:00Z")).draft()
+            let posted = try await http("\(node)/v1/events", token: token, post: String(decoding: try EventLine.line(of: extra), as: UTF8.self) + "\n")
+            #expect(posted.status == 200, "\(posted.body)")
+            #expect(try ledger(["status", events[0].subject, "--json", "--cluster", cluster.url]).out.contains("\"subject\""))
+            let version = try await http("\(node)/v1/subjects/\(events[0].subject)/events", token: token)
+            #expect(version.body.split(separator: "\n").count == events.filter { $0.subject == events[0].subject }.count + 1)
+            // What reads one store says so.
+            #expect(try await http("\(node)/appstore/v2/notifications", token: token, post: "{}").status == 503)
+            let health = try await http("\(node)/healthz", token: "")
+            #expect(health.status == 200 && health.body.contains("\"partitions\""))
         }
 
         @Test("a cluster nobody started says how to start one")

@@ -76,9 +76,17 @@ struct SupportPages: Sendable {
 
     // MARK: Finding a customer
 
+    /// `503` on a cluster node: the pages read one store.
+    private func overCluster() -> Response? {
+        guard routes.server.cluster != nil else { return nil }
+        return Reply.text("The support pages read a single store; on a cluster node, use the JSON API (/v1/…) or `ledger status --cluster URL`.\n",
+                          status: .serviceUnavailable)
+    }
+
     /// `/`: the search form; with `q`, the subject's page, or who holds a transaction.
     func home(_ request: Request) throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
+        if let refusal = overCluster() { return refusal }
         let query = Query(request)
         let q = query["q"]?.trimmingCharacters(in: .whitespaces) ?? ""
         let by = query["by"] ?? "subject"
@@ -117,6 +125,7 @@ struct SupportPages: Sendable {
     /// `/ui/subjects/{subject}?at=T&knownAt=T|POS`: the customer's card and timeline.
     func customer(_ request: Request, subject raw: String?) throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
+        if let refusal = overCluster() { return refusal }
         let subject = try Routes.subject(raw)
         let query = Query(request)
         let at: Timestamp
