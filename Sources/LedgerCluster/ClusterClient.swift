@@ -118,6 +118,16 @@ import LedgerProjections
             stale: stale, zone: ClusterWire.string(o["zone"]), version: UInt64(clamping: ClusterWire.integer(o["version"]) ?? 0))
     }
 
+    /// A subject's audit as the cluster answers it, positions being the cluster's.
+    package func audit(of subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> AuditReport {
+        let answer = try read("audit", subject: subject, at: t, knownAt: knownAt)
+        guard case .object(let o) = answer, let json = o["audit"],
+              let report = AuditReport(json: json, laterEvents: Int(ClusterWire.integer(o["laterEvents"]) ?? 0), timeZone: ClusterWire.string(o["zone"])) else {
+            throw LedgerError(.storage, "the audit of \(subject) came back without its parts")
+        }
+        return report
+    }
+
     /// One read of a subject (`status`, `audit`, `events`, `version`) from its partition's holder.
     public func read(_ kind: String, subject: String, at t: Timestamp? = nil, knownAt: String? = nil) throws(LedgerError) -> JSON {
         var request: JSONObject = ["kind": .string(kind), "subject": .string(subject)]

@@ -287,7 +287,9 @@ package final class ClusterNode: @unchecked Sendable {
             let subject = try subject(request, partition)
             var report = try ledger.audit(of: subject, at: at, knownAt: local(knownAt, of: subject))
             report.knownAt = knownAt   // as asked: a known-at position is the stream's
-            return try clusterPositions(in: report.json)
+            // With what the JSON leaves out, so that the client can print the timeline.
+            return ["audit": try clusterPositions(in: report.json), "laterEvents": .integer(Int64(report.laterEvents)),
+                    "zone": report.timeZone.map(JSON.string) ?? .null]
         case "version":
             return .integer(Int64(clamping: try ledger.version(of: subject(request, partition))))
         case "events":

@@ -48,12 +48,10 @@ struct AuditCommand: ParsableCommand {
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
         if let url = try cluster.url(global) {
-            guard global.json else {
-                throw CommandFailure.input("over a cluster, audit prints its timeline as JSON: add --json")
-            }
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
-            print(try client.read("audit", subject: subject, at: t, knownAt: knownAt).serialized())
+            let report = try client.audit(of: subject, at: t, knownAt: knownAt)
+            print(global.json ? report.json.serialized() : Self.render(report))
             return
         }
         let known = try knownAt.map(parseKnownAt)

@@ -131,7 +131,7 @@ struct NodeAnswers: ClusterAnswers {
     }
 
     func audit(of subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> JSON {
-        try client.read("audit", subject: subject, at: t, knownAt: knownAt.map(Self.text))
+        try client.audit(of: subject, at: t, knownAt: knownAt.map(Self.text)).json
     }
 
     func exportLines(of subject: String) throws(LedgerError) -> [String] {

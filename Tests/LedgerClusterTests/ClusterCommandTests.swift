@@ -56,6 +56,14 @@ extension ClusterTests {
                 let alone = try ledger(["status", subject, "--store", store] + at)
                 #expect(clustered.status == 0)
                 #expect(withoutPositions(clustered.out) == withoutPositions(alone.out))
+                // The timeline too, but for when the stream recorded each event (and the
+                // padding, as wide as the longest position).
+                func unrecorded(_ text: String) -> String {
+                    withoutPositions(text).replacing(/recorded [0-9T:.Z-]+,/, with: "recorded _,").replacing(/\ +/, with: " ")
+                }
+                let audited = try ledger(["audit", subject, "--cluster", cluster.url] + at)
+                #expect(audited.status == 0, "\(audited.err)")
+                #expect(unrecorded(audited.out) == unrecorded(try ledger(["audit", subject, "--store", store] + at).out), "\(audited.out)")
             }
             let window = ["--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z"]
             #expect(try ledger(["due", "--cluster", cluster.url] + window).out == (try ledger(["due", "--store", store] + window).out))

@@ -44,4 +44,18 @@ import Testing
             }
         }
     }
+
+    /// A report read back from its JSON (as a cluster's client reads a node's) is the report.
+    @Test func aReportReadsBackFromItsJSON() async {
+        await checkProperty(count: 25, input: Gen.uint64()) { seed in
+            for (name, subject) in try RulePropertyTests.subjects(seed: seed, count: 3, perSubject: 1...24) {
+                guard let last = subject.events.map(\.occurredAt).max() else { continue }
+                for knownAt in [nil, KnownAt.position(3), KnownAt.time(last)] {
+                    let report = Audit.report(subject: name, events: subject.events, at: last.adding(seconds: -86_400), knownAt: knownAt, policy: .reference)
+                    let read = AuditReport(json: report.json, laterEvents: report.laterEvents, timeZone: report.timeZone)
+                    #expect(read == report, "seed \(seed), \(name)")
+                }
+            }
+        }
+    }
 }

@@ -122,6 +122,43 @@ public struct AuditReport: Sendable, Hashable {
     }
 }
 
+extension AuditReport {
+    /// The report `json` gave, with the two things it leaves out: how many later events there
+    /// are, and the subject's zone (a cluster's node sends them beside it). `nil` when `json`
+    /// is not a report's.
+    package init?(json: JSON, laterEvents: Int, timeZone: String?) {
+        guard case .object(let o) = json, case .string(let subject)? = o["subject"], case .string(let atText)? = o["at"],
+              let at = Timestamp(rfc3339: atText), case .array(let items)? = o["entries"] else { return nil }
+        var knownAt: KnownAt?
+        switch o["knownAt"] {
+        case .string(let text)?: knownAt = KnownAt(parsing: text)
+        case .number(let n)?: knownAt = n.int64.map { .position(UInt64(clamping: $0)) }
+        default: knownAt = nil
+        }
+        var entries: [AuditEntry] = []
+        for item in items {
+            guard case .object(let e) = item, case .string(let type)? = e["type"], case .string(let occurred)? = e["occurredAt"],
+                  let occurredAt = Timestamp(rfc3339: occurred), case .string(let summary)? = e["summary"],
+                  case .array(let changeItems)? = e["changes"] else { return nil }
+            var changes: [AuditChange] = []
+            for change in changeItems {
+                guard case .object(let c) = change, case .string(let model)? = c["model"], case .string(let field)? = c["field"],
+                      case .string(let rule)? = c["rule"] else { return nil }
+                changes.append(AuditChange(model: model, field: field, from: c["from"] ?? .null, to: c["to"] ?? .null, rule: rule))
+            }
+            var position: UInt64?
+            if case .number(let n)? = e["position"] { position = n.int64.map { UInt64(clamping: $0) } }
+            var recordedAt: Timestamp?
+            if case .string(let text)? = e["recordedAt"] { recordedAt = Timestamp(rfc3339: text) }
+            var source: String?
+            if case .string(let text)? = e["source"] { source = text }
+            entries.append(AuditEntry(position: position, type: type, occurredAt: occurredAt, recordedAt: recordedAt, source: source,
+                                      summary: summary, changes: changes))
+        }
+        self.init(subject: subject, at: at, knownAt: knownAt, entries: entries, laterEvents: laterEvents, timeZone: timeZone)
+    }
+}
+
 /// The audit's walk through one subject's history, as a pure function of its events: it
 /// folds them in business-time order (position breaks ties) into the subject's facts and every
 /// model, evaluating each view after each event and at each time a view can change by itself,
