@@ -6,7 +6,8 @@ import LedgerProjections
 /// (`ledger node --port`): the cluster, through NATS, from each subject's holder. Every
 /// answer has the single store's shape; positions are the cluster's (stream sequences).
 ///
-/// The store the server was given keeps its access tokens and answers `/metrics` for the node.
+/// The store the server was given keeps its access tokens and answers `/metrics` for the node;
+/// the support pages read their cards and timeline from here too.
 @_spi(Cluster) public protocol ClusterAnswers: Sendable {
     /// Appends a batch (`POST /v1/events`), each partition's part at its holder.
     func append(_ drafts: [EventDraft]) throws(LedgerError) -> AppendResult
@@ -23,6 +24,24 @@ import LedgerProjections
     func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem]
     /// `stats --json` over the cluster.
     func stats() throws(LedgerError) -> JSON
+    /// What a customer's support page shows.
+    func customer(_ subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> CustomerPage
     /// `/healthz`: the node's name and the partitions it holds.
     func health() -> JSON
+}
+
+/// What a customer's support page shows: each model's card (`nil`: the policy has no such
+/// model), the audit's timeline, the zone of the latest session and how many events there are.
+@_spi(Cluster) public struct CustomerPage: Sendable {
+    public var cards: [(model: String, card: ViewCard?)]
+    public var audit: AuditReport
+    public var zone: String?
+    public var version: UInt64
+
+    public init(cards: [(model: String, card: ViewCard?)], audit: AuditReport, zone: String?, version: UInt64) {
+        self.cards = cards
+        self.audit = audit
+        self.zone = zone
+        self.version = version
+    }
 }

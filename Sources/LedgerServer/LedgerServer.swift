@@ -39,9 +39,9 @@ public struct LedgerServer: Sendable {
         try self.init(ledger: ledger, cluster: nil, logger: logger)
     }
 
-    /// A server of a cluster node (`ledger node --port`): the JSON routes answer from
-    /// `cluster`; `ledger` (the node's store) keeps the tokens. The App Store's webhook and the
-    /// support pages answer `503` (they read one store).
+    /// A server of a cluster node (`ledger node --port`): the JSON routes and the support
+    /// pages answer from `cluster`; `ledger` (the node's store) keeps the tokens. The App
+    /// Store's webhook answers `503` (it binds a subscription to a customer in one store).
     @_spi(Cluster) public init(ledger: Ledger, cluster: (any ClusterAnswers)?, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
         self.ledger = ledger
         self.cluster = cluster
@@ -100,8 +100,8 @@ public struct LedgerServer: Sendable {
         on(.get, "/login") { request, _ in try pages.loginPage(request) }
         on(.post, "/login") { request, _ in try await pages.login(request) }
         on(.post, "/logout") { request, _ in pages.logout(request) }
-        on(.get, "/") { request, _ in try pages.home(request) }
-        on(.get, "/ui/subjects/{subject}") { request, context in try pages.customer(request, subject: context.parameters.get("subject")) }
+        on(.get, "/") { request, _ in try await pages.home(request) }
+        on(.get, "/ui/subjects/{subject}") { request, context in try await pages.customer(request, subject: context.parameters.get("subject")) }
         return router
     }
 }

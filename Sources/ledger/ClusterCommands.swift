@@ -151,6 +151,12 @@ struct NodeAnswers: ClusterAnswers {
 
     func stats() throws(LedgerError) -> JSON { try client.stats() }
 
+    func customer(_ subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> CustomerPage {
+        let status = try client.status(of: subject, at: t, knownAt: knownAt.map(Self.text))
+        return CustomerPage(cards: status.cards, audit: try client.audit(of: subject, at: t, knownAt: knownAt.map(Self.text)),
+                            zone: status.zone, version: status.version)
+    }
+
     func health() -> JSON {
         ["node": .string(node.name), "partitions": .array(node.partitions.map { .integer(Int64($0)) }),
          "clusterPartitions": .integer(Int64(node.layout.partitions))]

@@ -89,14 +89,19 @@ extension ClusterTests {
             }
         }
 
-        /// A GET (or a POST of `body`) to a node's server with `token`: its status and body.
-        func http(_ url: String, token: String, post body: String? = nil) async throws -> (status: Int, body: String) {
+        /// A GET (or a POST of `body`) to a node's server with `token` (or a session's
+        /// `cookie`), redirects not followed: its status, body and `Set-Cookie`.
+        func http(_ url: String, token: String, post body: String? = nil, form: Bool = false,
+                  cookie: String? = nil) async throws -> (status: Int, body: String, cookie: String?) {
             var request = URLRequest(url: URL(string: url) ?? URL(fileURLWithPath: "/"))
             request.httpMethod = body == nil ? "GET" : "POST"
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            if let cookie { request.setValue(cookie, forHTTPHeaderField: "Cookie") } else { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+            if form { request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type") }
             request.httpBody = body.map { Data($0.utf8) }
-            let (data, response) = try await URLSession(configuration: .ephemeral).data(for: request)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+            let session = URLSession(configuration: .ephemeral, delegate: NoRedirects(), delegateQueue: nil)
+            let (data, response) = try await session.data(for: request)
+            let http = response as? HTTPURLResponse
+            return (http?.statusCode ?? 0, String(decoding: data, as: UTF8.self), http?.value(forHTTPHeaderField: "Set-Cookie"))
         }
 
         @Test("a node's server answers the JSON routes for every customer, as `ledger serve` on a store does")
@@ -151,7 +156,29 @@ extension ClusterTests {
             #expect(try ledger(["status", events[0].subject, "--json", "--cluster", cluster.url]).out.contains("\"subject\""))
             let version = try await http("\(node)/v1/subjects/\(events[0].subject)/events", token: token)
             #expect(version.body.split(separator: "\n").count == events.filter { $0.subject == events[0].subject }.count + 1)
-            // What reads one store says so.
+            // The support pages, signed in with the token.
+            let signedIn = try await http("\(node)/login", token: "", post: "token=\(token)", form: true)
+            guard let cookie = signedIn.cookie?.split(separator: ";").first.map(String.init) else {
+                Issue.record("no session: \(signedIn.status) \(signedIn.body)")
+                return
+            }
+            for subject in Set(events.map(\.subject)).sorted() {
+                let page = try await http("\(node)/ui/subjects/\(subject)?at=\(at)", token: "", cookie: cookie)
+                #expect(page.status == 200)
+                #expect(page.body.contains("<h2>Timeline</h2>"))
+                // The plan the page shows is the store's.
+                guard case .object(let status)? = try? JSONParser.parse(Array(try ledger(["status", subject, "--at", at, "--json", "--store", store]).out.utf8)),
+                      case .object(let entitlement)? = status["entitlement"], case .string(let plan)? = entitlement["planState"] else {
+                    Issue.record("no plan for \(subject)")
+                    continue
+                }
+                #expect(page.body.contains("<h2>entitlement: \(plan)"), "\(subject): \(plan)")
+            }
+            if let original = originals.first {
+                let found = try await http("\(node)/?q=\(original)&by=originalTransactionId", token: "", cookie: cookie)
+                #expect(found.body.contains("<h2>Holding originalTransactionId \(original)</h2>"))
+            }
+            // The webhook writes one store: refused.
             #expect(try await http("\(node)/appstore/v2/notifications", token: token, post: "{}").status == 503)
             let health = try await http("\(node)/healthz", token: "")
             #expect(health.status == 200 && health.body.contains("\"partitions\""))
@@ -164,5 +191,13 @@ extension ClusterTests {
             #expect(unreachable.err.contains("cannot reach NATS at nats://127.0.0.1:1"))
             #expect(unreachable.err.contains("Tools/cluster up"))
         }
+    }
+}
+
+/// Leaves redirects to the test.
+final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+                    completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
     }
 }

@@ -76,17 +76,9 @@ struct SupportPages: Sendable {
 
     // MARK: Finding a customer
 
-    /// `503` on a cluster node: the pages read one store.
-    private func overCluster() -> Response? {
-        guard routes.server.cluster != nil else { return nil }
-        return Reply.text("The support pages read a single store; on a cluster node, use the JSON API (/v1/…) or `ledger status --cluster URL`.\n",
-                          status: .serviceUnavailable)
-    }
-
     /// `/`: the search form; with `q`, the subject's page, or who holds a transaction.
-    func home(_ request: Request) throws -> Response {
+    func home(_ request: Request) async throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
-        if let refusal = overCluster() { return refusal }
         let query = Query(request)
         let q = query["q"]?.trimmingCharacters(in: .whitespaces) ?? ""
         let by = query["by"] ?? "subject"
@@ -94,7 +86,13 @@ struct SupportPages: Sendable {
         if !q.isEmpty {
             switch by {
             case "transactionId", "originalTransactionId":
-                let subjects = by == "transactionId" ? try ledger.subjects(holdingTransaction: q) : try ledger.subjects(holdingOriginalTransaction: q)
+                let subjects: [String]
+                if let cluster = routes.server.cluster {
+                    let (transaction, original) = by == "transactionId" ? (q, nil as String?) : (nil as String?, q)
+                    subjects = try await Routes.offload { () throws(LedgerError) in try cluster.subjects(holdingTransaction: transaction, original: original) }
+                } else {
+                    subjects = by == "transactionId" ? try ledger.subjects(holdingTransaction: q) : try ledger.subjects(holdingOriginalTransaction: q)
+                }
                 results = subjects.isEmpty
                     ? #"<p class="banner">No subject holds \#(by) \#(HTML.escape(q)).</p>"#
                     : "<h2>Holding \(HTML.escape(by)) \(HTML.escape(q))</h2><ul>" + subjects.map(Self.subjectLink).map { "<li>\($0)</li>" }.joined() + "</ul>"
@@ -123,9 +121,8 @@ struct SupportPages: Sendable {
     // MARK: A customer
 
     /// `/ui/subjects/{subject}?at=T&knownAt=T|POS`: the customer's card and timeline.
-    func customer(_ request: Request, subject raw: String?) throws -> Response {
+    func customer(_ request: Request, subject raw: String?) async throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
-        if let refusal = overCluster() { return refusal }
         let subject = try Routes.subject(raw)
         let query = Query(request)
         let at: Timestamp
@@ -139,10 +136,15 @@ struct SupportPages: Sendable {
             page.status = .badRequest
             return page
         }
-        let status = try ledger.status(of: subject, at: at, knownAt: known)
-        let audit = try ledger.audit(of: subject, at: at, knownAt: known)
-        let zone = try ledger.timeZone(of: subject, at: at)
-        let version = try ledger.version(of: subject)
+        let page: CustomerPage
+        if let cluster = routes.server.cluster {
+            page = try await Routes.offload { () throws(LedgerError) in try cluster.customer(subject, at: at, knownAt: known) }
+        } else {
+            let status = try ledger.status(of: subject, at: at, knownAt: known)
+            page = CustomerPage(cards: status.answers.map { ($0.model, $0.view?.card) }, audit: try ledger.audit(of: subject, at: at, knownAt: known),
+                                zone: try ledger.timeZone(of: subject, at: at), version: try ledger.version(of: subject))
+        }
+        let zone = page.zone
         var html = "<h1>\(HTML.escape(subject))</h1>"
         html += controls(subject: subject, at: query["at"] ?? "", knownAt: query["knownAt"] ?? "")
         var scope = "as of \(at)"
@@ -153,29 +155,28 @@ struct SupportPages: Sendable {
         case nil: scope += ", everything recorded"
         }
         html += #"<p class="muted">\#(HTML.escape(scope))</p>"#
-        if version == 0 { html += #"<p class="banner">No events for subject \#(HTML.escape(subject)): these are the views of a customer the store has never seen.</p>"# }
+        if page.version == 0 { html += #"<p class="banner">No events for subject \#(HTML.escape(subject)): these are the views of a customer the store has never seen.</p>"# }
         html += #"<div class="grid">"#
-        for answer in status.answers {
+        for (model, card) in page.cards {
             html += #"<section class="card">"#
-            guard let view = answer.view else {
-                html += "<h2>\(HTML.escape(answer.model)): none</h2><p class=\"muted\">the store's policy has no \(HTML.escape(answer.model)) section</p></section>"
+            guard let card else {
+                html += "<h2>\(HTML.escape(model)): none</h2><p class=\"muted\">the store's policy has no \(HTML.escape(model)) section</p></section>"
                 continue
             }
-            let card = view.card
             let headline = card.headline.map { part in
                 switch part {
                 case .text(let words): words
                 case .value(let value): ViewCard.words(for: value, zone: zone)
                 }
             }.joined()
-            html += "<h2>\(HTML.escape(answer.model))\(headline.isEmpty ? "" : ": " + HTML.escape(headline))</h2><table>"
+            html += "<h2>\(HTML.escape(model))\(headline.isEmpty ? "" : ": " + HTML.escape(headline))</h2><table>"
             for row in card.rows {
                 html += #"<tr><td class="label">\#(HTML.escape(row.label))</td><td>\#(HTML.escape(ViewCard.words(for: row.value, zone: zone)))</td></tr>"#
             }
             html += "</table></section>"
         }
         html += "</div>"
-        html += try timeline(audit, zone: zone)
+        html += try timeline(page.audit, zone: zone)
         return HTML.page(subject, html)
     }
 
@@ -210,7 +211,8 @@ struct SupportPages: Sendable {
                 }
                 html += "</table>"
             }
-            if entry.type == AppStoreNotification.type, let position = entry.position, let stored = try ledger.event(at: position),
+            // Apple's words, from the store (a cluster node's store may not hold the event).
+            if routes.server.cluster == nil, entry.type == AppStoreNotification.type, let position = entry.position, let stored = try ledger.event(at: position),
                case .appStoreNotification(let notification) = try stored.data {
                 html += "<details><summary>Apple's notification</summary><pre>\(HTML.escape(JSON.object(notification.payload).pretty()))</pre></details>"
             }
