@@ -153,6 +153,15 @@ import LedgerProjections
         return items.sorted { $0.key < $1.key }.map(\.item)
     }
 
+    /// `due(from:to:)` as `DueItem`s.
+    /// - Throws: `.storage` naming an item that is not one.
+    package func dueItems(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
+        try due(from: from, to: to).enumerated().map { (i, json) throws(LedgerError) -> DueItem in
+            guard let item = DueItem(json: json) else { throw LedgerError(.storage, "due item \(i) came back as no due item: \(json.serialized())") }
+            return item
+        }
+    }
+
     /// What `verify` found.
     public struct Verification: Sendable {
         /// Events in the stream, up to each partition's checkpoint.

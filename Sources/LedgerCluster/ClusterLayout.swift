@@ -45,11 +45,13 @@ package struct ClusterLayout: Sendable, Hashable {
     package static func service(partition: Int, _ what: String) -> String { "ledger.svc.\(partition).\(what)" }
 
     /// The subject a node answers requests for it as a whole on (a rebuild's steps).
-    package static func nodeService(_ name: String) -> String { "ledger.svc.node.\(name)" }
+    package static func nodeService(_ name: String) -> String { "ledger.svc.node.\(token(of: name))" }
 
-    /// The key of the cluster's policy in the settings bucket: the policy document every node
-    /// folds under, set by `rebuild --policy` over the cluster (absent: each store's own).
-    package static let policyKey = "policy"
+    /// The key, in the settings bucket, of the last rebuild over the cluster that committed:
+    /// `{"id": …, "policy": …}`, the policy being the one every node folds under (`null`: each
+    /// store's own). In the leases bucket, the same key is the claim of the rebuild under way,
+    /// which its coordinator renews while it runs (its value the rebuild's id).
+    package static let rebuildKey = "rebuild"
 
     /// A ledger subject as one NATS token: ASCII letters, digits, `-` and `_` stay; every other
     /// byte of its UTF-8 becomes `~` and two upper-case hex digits (`appstore:1` →

@@ -19,24 +19,28 @@ package final class ClusterNode: @unchecked Sendable {
     let connection: NATSConnection
     package let ledger: Ledger
     package let layout: ClusterLayout
-    private let leases: KeyValueBucket
+    let leases: KeyValueBucket
     private let nodes: KeyValueBucket
     /// The cluster's settings: its partition count, and the policy every node folds under.
     let settings: KeyValueBucket
     /// A rebuild prepared for a coordinator (`ClusterClient.rebuild`), waiting to be switched
-    /// in: its id, and when it was prepared (UTC milliseconds).
-    let pendingRebuild = Mutex<(id: String, prepared: PreparedRebuild, since: Int64)?>(nil)
-    /// A thread is rebuilding the store under the cluster's policy (`adoptClusterPolicy`).
+    /// in, by its id.
+    let pendingRebuild = Mutex<(id: String, prepared: PreparedRebuild)?>(nil)
+    /// The rebuild this node last switched in.
+    let lastSwitched = Mutex<String?>(nil)
+    /// The watcher is switching a rebuild in, or rebuilding under the cluster's policy.
     let adopting = Atomic<Bool>(false)
     /// Answers the requests for this node as a whole (a rebuild's steps) on its own subject.
     private var nodeService: Service?
+    /// Follows the cluster's rebuilds (`watchRebuilds`), on a thread of its own.
+    private var watcher: JoinableThread?
     /// The partitions held: each one's worker, its lease's revision, and when it was last
     /// written (UTC milliseconds).
     private let workers = Mutex<[Int: (worker: PartitionWorker, revision: UInt64, renewed: Int64)]>([:])
     /// A lease is renewed once it is this old: a third of its life, so that two renewals may
     /// fail (a server's death) before it lapses; each renewal is a replicated write.
     static let renewAfterMilliseconds: Int64 = leaseMilliseconds / 3
-    private let running = Atomic<Bool>(true)
+    let running = Atomic<Bool>(true)
     private var keeper: JoinableThread?
     /// Threads finishing the workers of partitions given back; joined when the node stops.
     private let finishing = Mutex<[JoinableThread]>([])
@@ -69,7 +73,7 @@ package final class ClusterNode: @unchecked Sendable {
         ledger = try Ledger(path: path)
         // A store that was rebuilt under another policy than the cluster's (a new store, or
         // one that missed a cluster rebuild) folds nothing before it follows the cluster's.
-        do throws(LedgerError) { try adoptClusterPolicy(waitingForCoordinator: false) } catch {
+        do throws(LedgerError) { try adoptClusterPolicy() } catch {
             ledger.close()
             connection.close()
             throw error
@@ -119,10 +123,10 @@ package final class ClusterNode: @unchecked Sendable {
         } catch {
             log("cannot answer on \(ClusterLayout.nodeService(name)): \(error.message); a rebuild over the cluster cannot reach this node")
         }
+        watcher = JoinableThread { [self] in watchRebuilds() }
         keeper = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
                 do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
-                checkPolicy()
                 var slept = 0
                 let round = Timestamp.now().milliseconds - startedAt < 1_500 ? 500 : 1_000
                 while slept < round && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
@@ -139,6 +143,13 @@ package final class ClusterNode: @unchecked Sendable {
         nodeService?.stop()
         nodeService?.finish()
         nodeService = nil
+        if adopting.load(ordering: .relaxed) { log("finishing the rebuild under way before stopping") }
+        watcher?.join()
+        watcher = nil
+        if let pending = pendingRebuild.withLock({ pending in defer { pending = nil }; return pending }) {
+            // Its coordinator finds it gone and abandons the rebuild everywhere.
+            try? pending.prepared.abandon()
+        }
         finishing.withLock { threads in
             threads.forEach { $0.join() }
             threads = []
@@ -154,11 +165,6 @@ package final class ClusterNode: @unchecked Sendable {
         try? nodes.remove(name)
         connection.close()
         ledger.close()
-    }
-
-    /// Runs `body` on a thread that `stop()` joins (here and now if the system refuses one).
-    func finishLater(_ body: @escaping @Sendable () -> Void) {
-        finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true, body)) }
     }
 
     /// The partitions this node holds now.
@@ -257,7 +263,7 @@ package final class ClusterNode: @unchecked Sendable {
             log("gave back partition \(partition)")
         }
         let stopping = entries.map(\.1.worker)
-        finishLater { stopping.forEach { $0.finishStopping() } }
+        finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true) { stopping.forEach { $0.finishStopping() } }) }
     }
 
     // MARK: Reads

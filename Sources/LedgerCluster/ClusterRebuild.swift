@@ -1,16 +1,42 @@
+import Synchronization
 @_spi(Storage) import LedgerCore
 @_spi(Storage) import LedgerProjections
 
 // A rebuild over the cluster, in two steps (the Cluster article says why):
 //
+// 0. claim: the coordinator (`ClusterClient.rebuild`) creates the rebuild key in the leases
+//    bucket, whose values lapse, and renews it while it runs: one rebuild at a time, and the
+//    nodes know whether its coordinator is still there.
 // 1. prepare: every node rebuilds its store into a new generation (appends go on into the
 //    served one) and reports the changes of its partitions; nothing is served from it yet.
-// 2. switch: once every node is ready and the partitions did not move meanwhile, the new
-//    policy becomes the cluster's (a revision-checked write to the settings bucket: the commit
-//    point), then every node catches its new generation up and swaps it in.
+// 2. commit and switch: once every node is ready and the partitions did not move meanwhile,
+//    the coordinator records the rebuild (and its policy) in the settings bucket, the commit
+//    point, then every node catches its new generation up and swaps it in.
 //
-// A node that misses step 2 (killed, cut off) or starts later sees that its store's policy is
-// not the cluster's and rebuilds under it by itself (`adoptClusterPolicy`).
+// A node whose coordinator's claim lapsed (the command killed) swaps its prepared generation in
+// if the rebuild was recorded, and abandons it otherwise; a node that follows another policy
+// than the recorded one (it missed the rebuild, or started later) rebuilds under it by itself.
+
+/// The last rebuild over the cluster that committed, as the settings bucket records it.
+struct RebuildRecord {
+    var id: String
+    /// The policy every node folds under, `nil` while no rebuild set one.
+    var policy: Policy?
+
+    var json: JSON { ["id": .string(id), "policy": policy?.json ?? .null] }
+
+    static func read(_ settings: KeyValueBucket) throws(LedgerError) -> (record: RebuildRecord, revision: UInt64)? {
+        guard let entry = try settings.get(ClusterLayout.rebuildKey), !entry.value.isEmpty else { return nil }
+        let what = "the record of the cluster's last rebuild (bucket \(ClusterLayout.settingsBucket), key \(ClusterLayout.rebuildKey))"
+        let object = try ClusterWire.object(entry.value, what: what)
+        guard let id = ClusterWire.string(object["id"]) else { throw LedgerError(.corruptRecord, "\(what) names no rebuild") }
+        guard let document = object["policy"], document != .null else { return (RebuildRecord(id: id, policy: nil), entry.revision) }
+        switch Policy.decode(document) {
+        case .success(let policy): return (RebuildRecord(id: id, policy: policy), entry.revision)
+        case .failure(let problems): throw LedgerError(.corruptRecord, "the policy in \(what) does not decode: \(problems)")
+        }
+    }
+}
 
 extension ClusterNode {
     /// Answers a request for this node as a whole (`ClusterLayout.nodeService`).
@@ -29,37 +55,41 @@ extension ClusterNode {
         case "prepare":
             let (models, policy) = try rebuildArguments(request)
             let at = try time(request["at"], "at") ?? .now()
-            // A rebuild prepared for a coordinator that never came back goes.
-            if let stale = pendingRebuild.withLock({ pending in defer { pending = nil }; return pending }) {
-                log("abandoned rebuild \(stale.id), never switched in")
-                try stale.prepared.abandon()
+            // One prepared at a time: one whose coordinator went is abandoned by the watcher.
+            if let other = pendingRebuild.withLock({ $0?.id }), other != id {
+                throw LedgerError(.rebuildRunning, "node \(name) holds rebuild \(other), prepared for another coordinator; wait for it")
             }
             log("rebuild \(id): preparing\(policy.map { " under policy \($0.name) v\($0.version)" } ?? "")")
             let prepared = try ledger.prepareRebuild(models, policy: policy, dryRun: false, at: at)
-            let held = Set(partitions(in: request, else: -1))
-            let report = try clusterReport(prepared.report, held: held)
-            pendingRebuild.withLock { $0 = (id, prepared, Timestamp.now().milliseconds) }
+            let report: JSON
+            do throws(LedgerError) {
+                report = try clusterReport(prepared.report, held: Set(partitions(in: request, else: -1)))
+            } catch {
+                try? prepared.abandon()
+                throw error
+            }
+            pendingRebuild.withLock { $0 = (id, prepared) }
             log("rebuild \(id): ready, \(prepared.report.events) events folded")
             return report
+        case "ready":
+            guard pendingRebuild.withLock({ $0?.id }) == id else {
+                throw LedgerError(.unavailable, "rebuild \(id) is no longer prepared on node \(name) (the node restarted, or its coordinator was taken for gone)")
+            }
+            return .bool(true)
         case "switch":
-            guard let pending = pendingRebuild.withLock({ pending -> PreparedRebuild? in
-                guard let held = pending, held.id == id else { return nil }
-                pending = nil
-                return held.prepared
-            }) else {
-                // Switched in meanwhile by this node itself (`adoptClusterPolicy`)?
-                if let hash = ClusterWire.string(request["policyHash"]), try ledger.policy().hash == hash { return ["caughtUp": 0] }
-                throw LedgerError(.invalidArgument, "rebuild \(id) is not prepared on node \(name); run the rebuild again")
+            guard let pending = takePending(id) else {
+                // Switched in meanwhile by the watcher?
+                var waited = 0
+                while adopting.load(ordering: .relaxed) && waited < 600_000 { pause(milliseconds: 50); waited += 50 }
+                if lastSwitched.withLock({ $0 }) == id { return ["caughtUp": 0] }
+                throw LedgerError(.unavailable, "rebuild \(id) is not prepared on node \(name); it rebuilds under the cluster's policy by itself")
             }
             let report = try pending.swap()
+            lastSwitched.withLock { $0 = id }
             log("rebuild \(id): switched in, \(report.caughtUp) events appended meanwhile")
             return ["caughtUp": .integer(Int64(clamping: report.caughtUp))]
         case "abandon":
-            if let pending = pendingRebuild.withLock({ pending -> PreparedRebuild? in
-                guard let held = pending, held.id == id else { return nil }
-                pending = nil
-                return held.prepared
-            }) {
+            if let pending = takePending(id) {
                 try pending.abandon()
                 log("rebuild \(id): abandoned")
             }
@@ -69,119 +99,124 @@ extension ClusterNode {
         }
     }
 
-    /// The cluster's policy, `nil` while no rebuild over the cluster set one.
-    func clusterPolicy() throws(LedgerError) -> Policy? {
-        guard let entry = try settings.get(ClusterLayout.policyKey), !entry.value.isEmpty else { return nil }
-        switch Policy.decode(entry.value) {
-        case .success(let policy): return policy
-        case .failure(let problems):
-            throw LedgerError(.corruptRecord, "the cluster's policy (bucket \(ClusterLayout.settingsBucket), key \(ClusterLayout.policyKey)) does not decode: \(problems)")
+    /// The prepared rebuild `id`, taken out of `pendingRebuild` (`nil` when another or none is).
+    private func takePending(_ id: String) -> PreparedRebuild? {
+        pendingRebuild.withLock { pending in
+            guard let held = pending, held.id == id else { return nil }
+            pending = nil
+            return held.prepared
         }
     }
 
-    /// Rebuilds the store under the cluster's policy when it folds under another. A rebuild
-    /// prepared under that policy is switched in instead once its coordinator has had
-    /// `coordinatorMilliseconds` to do it (`waitingForCoordinator`); a prepared one under
-    /// another policy is left to its coordinator as long, then abandoned.
-    func adoptClusterPolicy(waitingForCoordinator: Bool) throws(LedgerError) {
+    /// The cluster's policy, `nil` while no rebuild over the cluster set one.
+    func clusterPolicy() throws(LedgerError) -> Policy? {
+        try RebuildRecord.read(settings)?.record.policy
+    }
+
+    /// Brings the store to the cluster's policy when it follows another: rebuilds under it
+    /// (`ClusterNode.init`, before any partition is taken).
+    func adoptClusterPolicy() throws(LedgerError) {
         guard let policy = try clusterPolicy(), try ledger.policy().hash != policy.hash else { return }
-        let now = Timestamp.now().milliseconds
-        let waiting = waitingForCoordinator ? Self.coordinatorMilliseconds : 0
-        let pending = pendingRebuild.withLock { pending -> (PreparedRebuild, matches: Bool)? in
-            guard let held = pending, now - held.since >= waiting else { return nil }
-            pending = nil
-            return (held.prepared, held.prepared.newPolicy?.hash == policy.hash)
-        }
-        if let (prepared, matches) = pending {
-            if matches {
-                _ = try prepared.swap()
-                log("switched in rebuild under the cluster's policy \(policy.name) v\(policy.version) (its coordinator did not)")
-                return
-            }
-            try prepared.abandon()
-        } else if pendingRebuild.withLock({ $0 != nil }) {
-            return
-        }
         log("rebuilding under the cluster's policy \(policy.name) v\(policy.version)")
         let report = try ledger.rebuild(policy: policy)
         log("rebuilt under the cluster's policy: \(report.events) events folded")
     }
 
-    /// How long a prepared rebuild waits for its coordinator's switch before the node decides.
-    static let coordinatorMilliseconds: Int64 = 60_000
+    /// Follows the cluster's rebuilds every second until the node stops, on the watcher's
+    /// thread (a rebuild may take longer than a lease lives, so the lease keeper does not wait
+    /// for it): a prepared rebuild whose coordinator's claim lapsed is switched in if it was
+    /// recorded and abandoned if not; with nothing prepared and no rebuild under way, a store
+    /// that follows another policy than the cluster's is rebuilt under it. After a failure it
+    /// waits 30 s before trying again.
+    func watchRebuilds() {
+        while running.load(ordering: .relaxed) {
+            var wait = 1_000
+            do throws(LedgerError) { try followRebuilds() } catch {
+                log("following the cluster's rebuilds: \(error.message); trying again in 30 s")
+                wait = 30_000
+            }
+            var slept = 0
+            while slept < wait && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+        }
+    }
 
-    /// Starts `adoptClusterPolicy` on a thread of its own unless one runs: a rebuild may take
-    /// longer than a lease lives, so the keeper does not wait for it.
-    func checkPolicy() {
-        guard !adopting.load(ordering: .relaxed) else { return }
-        // A prepared rebuild is its coordinator's to switch in, for a while.
-        if let since = pendingRebuild.withLock({ $0?.since }), Timestamp.now().milliseconds - since < Self.coordinatorMilliseconds { return }
-        do throws(LedgerError) {
-            guard let policy = try clusterPolicy(), try ledger.policy().hash != policy.hash else { return }
-        } catch {
-            log("policy: \(error.message)")
+    private func followRebuilds() throws(LedgerError) {
+        adopting.store(true, ordering: .relaxed)
+        defer { adopting.store(false, ordering: .relaxed) }
+        let claim = try leases.get(ClusterLayout.rebuildKey).map { String(decoding: $0.value, as: UTF8.self) }
+        if let pendingID = pendingRebuild.withLock({ $0?.id }) {
+            guard claim != pendingID else { return }   // its coordinator is still at work
+            guard let prepared = takePending(pendingID) else { return }
+            if try RebuildRecord.read(settings)?.record.id == pendingID {
+                _ = try prepared.swap()
+                lastSwitched.withLock { $0 = pendingID }
+                log("rebuild \(pendingID): switched in (its coordinator went after recording it)")
+            } else {
+                try prepared.abandon()
+                log("rebuild \(pendingID): abandoned (its coordinator went before recording it)")
+            }
             return
         }
-        guard adopting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-        finishLater { [self] in
-            defer { adopting.store(false, ordering: .releasing) }
-            do throws(LedgerError) { try adoptClusterPolicy(waitingForCoordinator: true) } catch { log("adopting the cluster's policy: \(error.message)") }
-        }
+        guard claim == nil || claim?.isEmpty == true, let policy = try clusterPolicy(), try ledger.policy().hash != policy.hash else { return }
+        log("rebuilding under the cluster's policy \(policy.name) v\(policy.version), which this store does not follow")
+        let report = try ledger.rebuild(policy: policy)
+        log("rebuilt under the cluster's policy: \(report.events) events folded")
     }
 }
 
 extension ClusterClient {
     /// Rebuilds every node's store (for a new policy, or new code) and switches all of them in
     /// together: each node prepares a new generation and reports the changes of its partitions;
-    /// once all are ready, the policy becomes the cluster's and each node swaps its generation
-    /// in. Appends go on meanwhile. Returns `rebuild --json`'s shape, gathered (as
-    /// `rebuildDryRun`), with `dryRun` false.
+    /// once all are ready, the rebuild (with its policy, which becomes the cluster's) is
+    /// recorded and each node swaps its generation in. Appends go on meanwhile. Returns
+    /// `rebuild --json`'s shape, gathered (as `rebuildDryRun`), with `dryRun` false and, under
+    /// `nodes`, each node's switch: `caughtUp` (events applied after its prepare) or `error`.
     ///
-    /// - Throws: when a node cannot prepare, or the partitions moved while the nodes prepared
-    ///   (a node joined or died): every prepared generation is abandoned and nothing changes;
-    ///   `.rebuildRunning` when another rebuild set the cluster's policy meanwhile. Once the policy is
-    ///   the cluster's, a node that does not answer the switch rebuilds under it by itself.
+    /// - Throws: `.rebuildRunning` when another rebuild over the cluster is under way; when a
+    ///   node cannot prepare, or the partitions moved while the nodes prepared (a node joined or
+    ///   died): every prepared generation is abandoned and nothing changes. Once the rebuild is
+    ///   recorded, a node that does not answer the switch swaps in by itself.
     public func rebuild(_ models: [String] = [], policy: Policy? = nil, at t: Timestamp) throws(LedgerError) -> JSON {
         let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
-        let before = try settings.get(ClusterLayout.policyKey)
-        let nodes = try holders()
         let id = EventID.random().description
+        let claim = try RebuildClaim(connection, id: id)
+        defer { claim.release() }
+        let before = try RebuildRecord.read(settings)
+        let nodes = try holders()
         var request: JSONObject = ["step": "prepare", "id": .string(id), "at": .string(t.description), "models": .array(models.map { .string($0) })]
         if let policy { request["policy"] = policy.json }
-        let prepared = askNodes(nodes, request, timeout: 3_600_000)
-        func abandon() {
-            _ = askNodes(nodes, ["step": "abandon", "id": .string(id)], timeout: 60_000)
-        }
         var reports: [JSON] = []
-        for (node, answer) in prepared {
-            switch answer {
-            case .success(let report): reports.append(report)
-            case .failure(let error):
-                abandon()
-                throw LedgerError(error.code, "node \(node) could not prepare the rebuild: \(error.message); nothing was changed")
+        do throws(LedgerError) {
+            for (node, answer) in askNodes(nodes, request, timeout: 3_600_000) {
+                do throws(LedgerError) { reports.append(try answer.get()) } catch {
+                    throw LedgerError(error.code, "node \(node) could not prepare the rebuild: \(error.message); nothing was changed")
+                }
             }
-        }
-        guard try holders() == nodes else {
-            abandon()
-            throw LedgerError(.unavailable, "partitions moved while the nodes rebuilt (a node joined or left); nothing was changed: run the rebuild again")
-        }
-        if let policy {
-            let value = Array(policy.json.serialized().utf8)
-            let committed: UInt64?
-            if let before {
-                committed = try settings.update(ClusterLayout.policyKey, value, revision: before.revision)
+            guard try holders() == nodes else {
+                throw LedgerError(.unavailable, "partitions moved while the nodes rebuilt (a node joined or left); nothing was changed: run the rebuild again")
+            }
+            for (node, answer) in askNodes(nodes, ["step": "ready", "id": .string(id)], timeout: 60_000) {
+                do throws(LedgerError) { _ = try answer.get() } catch {
+                    throw LedgerError(error.code, "\(error.message); nothing was changed: run the rebuild again (node \(node))")
+                }
+            }
+            // The commit point.
+            let record = RebuildRecord(id: id, policy: policy ?? before?.record.policy)
+            let value = Array(record.json.serialized().utf8)
+            let committed = if let before {
+                try settings.update(ClusterLayout.rebuildKey, value, revision: before.revision)
             } else {
-                committed = try settings.create(ClusterLayout.policyKey, value)
+                try settings.create(ClusterLayout.rebuildKey, value)
             }
             guard committed != nil else {
-                abandon()
-                throw LedgerError(.rebuildRunning, "another rebuild set the cluster's policy meanwhile; nothing was changed: run the rebuild again")
+                throw LedgerError(.rebuildRunning, "another rebuild was recorded meanwhile; nothing was changed: run the rebuild again")
             }
+        } catch {
+            _ = askNodes(nodes, ["step": "abandon", "id": .string(id)], timeout: 60_000)
+            throw error
         }
         var switched = JSONObject()
-        var switchRequest: JSONObject = ["step": "switch", "id": .string(id)]
-        if let policy { switchRequest["policyHash"] = .string(policy.hash) }
-        for (node, answer) in askNodes(nodes, switchRequest, timeout: 600_000) {
+        for (node, answer) in askNodes(nodes, ["step": "switch", "id": .string(id)], timeout: 600_000) {
             switch answer {
             case .success(let value): switched[node] = value
             case .failure(let error): switched[node] = ["error": .string(error.message)]
@@ -194,5 +229,48 @@ extension ClusterClient {
             gathered = .object(object)
         }
         return gathered
+    }
+}
+
+/// A coordinator's claim on the cluster's one rebuild: the rebuild key in the leases bucket,
+/// whose values lapse (15 s), renewed every 3 s on a thread of its own until released.
+final class RebuildClaim: @unchecked Sendable {
+    // @unchecked: `revision` is touched by the renewing thread alone until `release` joins it.
+    private let leases: KeyValueBucket
+    private let id: String
+    private var revision: UInt64
+    private let running = Atomic<Bool>(true)
+    private var renewer: JoinableThread?
+
+    init(_ connection: NATSConnection, id: String) throws(LedgerError) {
+        leases = try KeyValueBucket(connection, name: ClusterLayout.leasesBucket, replicas: ClusterNode.replicas, create: false)
+        self.id = id
+        // A claim released leaves an empty value (`KeyValueBucket.delete`), taken over by revision.
+        let claimed: UInt64?
+        if let entry = try leases.get(ClusterLayout.rebuildKey) {
+            claimed = entry.value.isEmpty ? try leases.update(ClusterLayout.rebuildKey, Array(id.utf8), revision: entry.revision) : nil
+        } else {
+            claimed = try leases.create(ClusterLayout.rebuildKey, Array(id.utf8))
+        }
+        guard let revision = claimed else {
+            throw LedgerError(.rebuildRunning, "another rebuild over the cluster is under way; wait for it (a claim lapses 15 s after its command stops)")
+        }
+        self.revision = revision
+        renewer = JoinableThread { [self] in
+            while running.load(ordering: .relaxed) {
+                var slept = 0
+                while slept < 3_000 && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+                guard running.load(ordering: .relaxed) else { break }
+                if let next = try? leases.update(ClusterLayout.rebuildKey, Array(self.id.utf8), revision: self.revision) { self.revision = next }
+            }
+        }
+    }
+
+    /// Stops renewing and removes the claim.
+    func release() {
+        running.store(false, ordering: .relaxed)
+        renewer?.join()
+        renewer = nil
+        _ = try? leases.delete(ClusterLayout.rebuildKey, revision: revision)
     }
 }

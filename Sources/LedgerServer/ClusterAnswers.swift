@@ -4,7 +4,8 @@ import LedgerProjections
 
 /// Where a server's JSON routes get their answers when its store is one node's of a cluster
 /// (`ledger node --port`): the cluster, through NATS, from each subject's holder. Every
-/// answer has the single store's shape; positions are the cluster's (stream sequences).
+/// answer but `stats` has the single store's shape; positions are the cluster's (stream
+/// sequences).
 ///
 /// The store the server was given keeps its access tokens and answers `/metrics` for the node;
 /// the support pages read their cards and timeline from here too.
@@ -22,7 +23,7 @@ import LedgerProjections
     func subjects(holdingTransaction transactionId: String?, original originalTransactionId: String?) throws(LedgerError) -> [String]
     /// What falls due at from ≤ at < to in every partition, in `Ledger.due`'s order.
     func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem]
-    /// `stats --json` over the cluster.
+    /// `stats --cluster --json`: each node's store, and the stream's last sequence.
     func stats() throws(LedgerError) -> JSON
     /// What a customer's support page shows.
     func customer(_ subject: String, at t: Timestamp, knownAt: KnownAt?) throws(LedgerError) -> CustomerPage

@@ -23,14 +23,17 @@ struct Reply: Error {
     static let forbidden = Reply.error(.forbidden, "this token's role may not do this")
 
     /// A `LedgerError` as the client should see it: its input's fault as `400`, a store that is
-    /// closed or read-only as `503`, anything else as `500` (Apple and clients retry those),
-    /// whose details go to the server's log, not to the client.
+    /// closed or read-only as `503`, a cluster that cannot answer yet as `503` with
+    /// `Retry-After`, anything else as `500` (Apple and clients retry those), whose details go
+    /// to the server's log, not to the client.
     static func from(_ error: LedgerError) -> Reply {
         switch error.code {
         case .invalidEvent, .idConflict, .wrongExpectedVersion, .invalidArgument, .unknownModel:
             .error(.badRequest, error.message)
         case .closed, .readOnly, .rebuildRunning:
             .error(.serviceUnavailable, error.message)
+        case .unavailable:
+            Reply(status: .serviceUnavailable, body: .object(JSONObject([("error", .string(error.message))])), headers: [.retryAfter: "1"])
         default:
             .internalError
         }

@@ -138,7 +138,10 @@ struct NodeAnswers: ClusterAnswers {
         guard case .array(let lines) = try client.read("events", subject: subject) else {
             throw LedgerError(.storage, "the events of \(subject) came back without their lines")
         }
-        return lines.compactMap { if case .string(let line) = $0 { line } else { nil } }
+        return try lines.enumerated().map { (i, line) throws(LedgerError) -> String in
+            guard case .string(let text) = line else { throw LedgerError(.storage, "event \(i) of \(subject) came back as no export line") }
+            return text
+        }
     }
 
     func subjects(holdingTransaction transactionId: String?, original originalTransactionId: String?) throws(LedgerError) -> [String] {
@@ -146,7 +149,7 @@ struct NodeAnswers: ClusterAnswers {
     }
 
     func due(from: Timestamp, to: Timestamp) throws(LedgerError) -> [DueItem] {
-        try client.due(from: from, to: to).compactMap(DueItem.init(json:))
+        try client.dueItems(from: from, to: to)
     }
 
     func stats() throws(LedgerError) -> JSON { try client.stats() }

@@ -184,8 +184,18 @@ struct RebuildCommand: ParsableCommand {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let report = dryRun ? try client.rebuildDryRun(models, policy: chosen, at: t) : try client.rebuild(models, policy: chosen, at: t)
+            // The nodes that did not switch (the rebuild is recorded: they follow by themselves).
+            var missed: [(node: String, error: String)] = []
+            if case .object(let o) = report, case .object(let nodes)? = o["nodes"] {
+                for node in nodes.members {
+                    if case .object(let answer) = node.value, case .string(let error)? = answer["error"] { missed.append((node.key, error)) }
+                }
+            }
+            let unswitched = CommandFailure.failure("the rebuild is recorded, but \(counted(missed.count, "node")) did not switch; "
+                + "\(missed.count == 1 ? "it follows by itself" : "they follow by themselves") (see `ledger stats --cluster`)")
             if global.json {
                 print(report.serialized())
+                if !missed.isEmpty { throw unswitched }
                 return
             }
             guard case .object(let o) = report, case .array(let changes)? = o["changes"] else { return }
@@ -205,16 +215,17 @@ struct RebuildCommand: ParsableCommand {
                 print("Nothing was changed (--dry-run). Run without --dry-run to rebuild every node and switch them in together.")
                 return
             }
-            // Each node's switch: a node that missed it rebuilds under the cluster's policy by itself.
             if case .object(let nodes)? = o["nodes"] {
                 for node in nodes.members {
-                    if case .object(let answer) = node.value, case .string(let error)? = answer["error"] {
-                        print("Node \(Terminal.safe(node.key)) did not switch (\(Terminal.safe(error))): it rebuilds under the cluster's policy by itself within a minute.")
-                    } else if case .object(let answer) = node.value, let caughtUp = answer["caughtUp"] {
+                    if case .object(let answer) = node.value, let caughtUp = answer["caughtUp"] {
                         print("Node \(Terminal.safe(node.key)) switched in, with \(AuditChange.words(caughtUp)) events appended meanwhile.")
                     }
                 }
             }
+            for (node, error) in missed {
+                FileHandle.standardError.write(Data("Node \(Terminal.safe(node)) did not switch: \(Terminal.safe(error))\n".utf8))
+            }
+            if !missed.isEmpty { throw unswitched }
             return
         }
         let ledger = try global.openLedger()
@@ -338,7 +349,7 @@ struct DueCommand: ParsableCommand {
         if let url = try cluster.url(global) {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
-            items = try client.due(from: start, to: end).compactMap(DueItem.init(json:))
+            items = try client.dueItems(from: start, to: end)
         } else {
             let ledger = try global.openLedger()
             defer { ledger.close() }

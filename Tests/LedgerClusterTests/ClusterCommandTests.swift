@@ -80,6 +80,7 @@ extension ClusterTests {
             #expect(swap.status == 0, "\(swap.err)")
             #expect(swap.out.hasPrefix("Rebuilt over the cluster, views compared at 2026-06-01T00:00:00.000Z: "))
             #expect(swap.out.contains(" switched in, with "), "\(swap.out)")
+            #expect(!swap.err.contains("did not switch"), "\(swap.err)")
             #expect(try ledger(["rebuild", "--store", store] + policy).status == 0)
             for subject in Set(events.map(\.subject)).sorted() {
                 let at = ["--at", "2026-06-01T00:00:00Z"]
@@ -145,6 +146,7 @@ extension ClusterTests {
                 guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
                 return ClusterWire.string(data["originalTransactionId"])
             }).sorted()
+            #expect(!originals.isEmpty)
             for original in originals {
                 let found = try await http("\(node)/v1/lookup?originalTransactionId=\(original)", token: token)
                 #expect(found.body == (try ledger(["lookup", "--original-transaction-id", original, "--json", "--store", store]).out))

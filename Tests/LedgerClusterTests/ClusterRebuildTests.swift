@@ -41,8 +41,7 @@ extension ClusterTests {
         }
         appender.start()
         #expect(eventually { appended.load(ordering: .relaxed) > half + 2 })
-        let pack = NATSCluster.repository.appendingPathComponent("Schemas/policies/photolala.json")
-        let photolala = try Policy.decode(Array(Data(contentsOf: pack))).get()
+        let photolala = try Self.photolala()
         let at = ts("2026-06-01T00:00:00Z")
         let before = appended.load(ordering: .relaxed)
         let report = try client.rebuild(policy: photolala, at: at)
@@ -85,8 +84,8 @@ extension ClusterTests {
         #expect(try joining.ledger.policy().hash == photolala.hash)
     }
 
-    @Test("a node whose rebuild was never switched in (its coordinator died after the commit) rebuilds under the cluster's policy by itself")
-    func nodeAdoptsCommittedPolicy() throws {
+    @Test("a node that follows another policy than the one the cluster recorded rebuilds under it by itself")
+    func nodeAdoptsRecordedPolicy() throws {
         try withCluster(nodes: 1, partitions: 4) { cluster, client in
             let t = ts("2026-03-01T00:00:00Z")
             let events = try [
@@ -94,21 +93,63 @@ extension ClusterTests {
                 Make.renewalFailed("u1", at: days(30, after: t), original: "t1").draft(),
             ]
             #expect(try client.append(events).appended == 2)
-            let pack = NATSCluster.repository.appendingPathComponent("Schemas/policies/photolala.json")
-            let photolala = try Policy.decode(Array(Data(contentsOf: pack))).get()
-            // What a coordinator's commit writes, with no prepare and no switch.
-            let settings = try KeyValueBucket(client.connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
-            #expect(try settings.create(ClusterLayout.policyKey, Array(photolala.json.serialized().utf8)) != nil)
+            let photolala = try Self.photolala()
             let at = days(50, after: t)
-            try withStorePath { path in
+            let expected = try withStorePath { path in
                 let single = try Ledger(path: path, policy: photolala)
                 defer { single.close() }
                 try single.append(events)
-                let expected = withoutPositions(try single.status(of: "u1", at: at).json)
-                #expect(withoutPositions(try client.status(of: "u1", at: at).json) != expected, "the policies give the same view: the test shows nothing")
-                #expect(eventually(20) { (try? client.status(of: "u1", at: at).json).map(withoutPositions) == expected })
+                return withoutPositions(try single.status(of: "u1", at: at).json)
             }
+            #expect(withoutPositions(try client.status(of: "u1", at: at).json) != expected, "the policies give the same view: the test shows nothing")
+            // What a coordinator records, with no node prepared.
+            let settings = try KeyValueBucket(client.connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
+            #expect(try settings.create(ClusterLayout.rebuildKey, Array(RebuildRecord(id: "elsewhere", policy: photolala).json.serialized().utf8)) != nil)
+            #expect(eventually(20) { (try? client.status(of: "u1", at: at).json).map(withoutPositions) == expected })
             #expect(try client.verify().problems == [])
         }
+    }
+
+    @Test("a rebuild whose coordinator went is abandoned if it was not recorded, switched in if it was, and one claim keeps a second out")
+    func coordinatorGone() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.down() }
+        let nodes = try startNodes(1, on: cluster, partitions: 4)
+        defer { nodes.forEach { $0.stop() } }
+        let node = nodes[0]
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let t = ts("2026-03-01T00:00:00Z")
+        #expect(try client.append([Make.purchase("u1", at: t, txn: "t1", expires: days(30, after: t)).draft()]).appended == 1)
+        let photolala = try Self.photolala()
+        let reference = try node.ledger.policy().hash
+        let holders = try client.holders()
+
+        // Prepared, then the coordinator goes before recording it: abandoned, nothing changed.
+        let first = try RebuildClaim(client.connection, id: "first")
+        let refused = #expect(throws: LedgerError.self) { try client.rebuild(policy: photolala, at: t) }   // the claim keeps it out
+        #expect(refused?.code == .rebuildRunning)
+        let prepared = client.askNodes(holders, ["step": "prepare", "id": "first", "policy": photolala.json], timeout: 60_000)
+        #expect(prepared.allSatisfy { (try? $0.value.get()) != nil })
+        #expect(node.pendingRebuild.withLock { $0?.id } == "first")
+        first.release()
+        #expect(eventually(10) { node.pendingRebuild.withLock { $0 == nil } })
+        #expect(try node.ledger.policy().hash == reference)
+        // The node's rebuild lock is free again.
+        _ = try client.rebuildDryRun(policy: photolala, at: t)
+
+        // Prepared and recorded, then the coordinator goes before the switch: switched in.
+        let second = try RebuildClaim(client.connection, id: "second")
+        _ = client.askNodes(holders, ["step": "prepare", "id": "second", "policy": photolala.json], timeout: 60_000)
+        let settings = try KeyValueBucket(client.connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
+        #expect(try settings.create(ClusterLayout.rebuildKey, Array(RebuildRecord(id: "second", policy: photolala).json.serialized().utf8)) != nil)
+        second.release()
+        #expect(eventually(10) { node.lastSwitched.withLock { $0 } == "second" })
+        #expect(try node.ledger.policy().hash == photolala.hash)
+        #expect(try client.verify().problems == [])
+    }
+
+    static func photolala() throws -> Policy {
+        try Policy.decode(Array(Data(contentsOf: NATSCluster.repository.appendingPathComponent("Schemas/policies/photolala.json")))).get()
     }
 }

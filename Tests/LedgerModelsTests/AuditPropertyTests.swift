@@ -52,7 +52,9 @@ import Testing
                 guard let last = subject.events.map(\.occurredAt).max() else { continue }
                 for knownAt in [nil, KnownAt.position(3), KnownAt.time(last)] {
                     let report = Audit.report(subject: name, events: subject.events, at: last.adding(seconds: -86_400), knownAt: knownAt, policy: .reference)
-                    let read = AuditReport(json: report.json, laterEvents: report.laterEvents, timeZone: report.timeZone)
+                    // Through its bytes, as a node sends it.
+                    let sent = try JSONParser.parse(Array(report.json.serialized().utf8))
+                    let read = AuditReport(json: sent, laterEvents: report.laterEvents, timeZone: report.timeZone)
                     #expect(read == report, "seed \(seed), \(name)")
                 }
             }
