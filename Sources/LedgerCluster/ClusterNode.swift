@@ -9,9 +9,11 @@ import Glibc
 /// stream into its own store (the same engine and read models as a single store), and answers
 /// their requests.
 ///
-/// Leases live in a key-value bucket whose values expire: a node renews its leases every
-/// second, and a node that stops renewing (killed, cut off) loses them within
-/// `leaseMilliseconds`; the others then take its partitions and build them from the stream.
+/// Leases live in a key-value bucket whose values expire: a node looks at its leases every
+/// second and renews those a third of their life old, and a node that stops renewing (killed,
+/// cut off) loses them within `leaseMilliseconds`; the others then take its partitions and
+/// build them from the stream. A watcher thread follows the cluster's rebuilds
+/// (`watchRebuilds`).
 /// Each node aims at its fair share (partitions ÷ live nodes, rounded up): it takes free
 /// partitions up to it and gives back those above it, so that a node that joins gets some.
 package final class ClusterNode: @unchecked Sendable {

@@ -134,14 +134,15 @@ struct Routes: Sendable {
     func lookup(_ request: Request) async throws -> Response {
         try authorize(request, .support)
         let query = Query(request)
+        let (transaction, original) = (query["transactionId"], query["originalTransactionId"])
+        guard (transaction == nil) != (original == nil) else { throw Reply.error(.badRequest, "give one of transactionId or originalTransactionId") }
         let subjects: [String]
-        switch (query["transactionId"], query["originalTransactionId"]) {
-        case (let id?, nil) where server.cluster != nil, (nil, let id?) where server.cluster != nil:
-            let (transaction, original) = query["transactionId"] != nil ? (id, nil) : (nil, id)
-            subjects = try await Self.offload { () throws(LedgerError) in try server.cluster?.subjects(holdingTransaction: transaction, original: original) ?? [] }
-        case (let id?, nil): subjects = try ledger.subjects(holdingTransaction: id)
-        case (nil, let id?): subjects = try ledger.subjects(holdingOriginalTransaction: id)
-        default: throw Reply.error(.badRequest, "give one of transactionId or originalTransactionId")
+        if let cluster = server.cluster {
+            subjects = try await Self.offload { () throws(LedgerError) in try cluster.subjects(holdingTransaction: transaction, original: original) }
+        } else if let transaction {
+            subjects = try ledger.subjects(holdingTransaction: transaction)
+        } else {
+            subjects = try ledger.subjects(holdingOriginalTransaction: original ?? "")
         }
         return Reply.json(.object(JSONObject([("subjects", .array(subjects.map(JSON.string)))])))
     }
