@@ -286,11 +286,10 @@ final class PartitionWorker: @unchecked Sendable {
                 continue
             }
             firstOf[draft.id] = i
-            if let stored = try node.ledger.event(id: draft.id) {
+            // As a single store decides it: a personal field erased since counts as the same.
+            if let stored = try node.ledger.log.stored(as: draft) {
                 let position = try node.ledger.log.origin(of: stored.position) ?? stored.position
-                guard stored.subject == draft.subject, try EventLine.line(of: stored.draft) == line else {
-                    throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject)
-                }
+                guard stored.same else { throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject) }
                 outcomes[i] = .duplicate(position: position)
             } else {
                 fresh.append(i)

@@ -210,6 +210,25 @@ public final class EventLog: Sendable {
         })
     }
 
+    /// Where `draft`'s id is stored, and whether with the same content, as an append's
+    /// duplicate check decides it: a personal field whose key was destroyed counts as the
+    /// draft's value (a fact erased since is still the same fact). `nil` when the id is not
+    /// stored. A cluster's node checks an append against its store with it.
+    package func stored(as draft: EventDraft) throws(LedgerError) -> (position: UInt64, same: Bool)? {
+        try storage.readIndexed("reading event \(draft.id)", find: { txn in try storage.stored(draft.id, txn) }, then: { found, txn in
+            guard let (position, record) = found else { return nil }
+            let content = EventRecord.content(of: draft)
+            guard let storedContent = EventRecord.content(ofRecord: record) else {
+                throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(draft.id), is damaged; run `ledger verify`")
+            }
+            if storedContent.elementsEqual(content) { return (position, true) }
+            guard PersonalData.holdsPersonalData(draft) else { return (position, false) }
+            let stored = try EventRecord.decode(record, position: position)
+            let opened = try storage.reveal(stored, txn, matching: draft)
+            return (position, opened.subject == draft.subject && EventRecord.content(of: opened.draft).elementsEqual(content))
+        })
+    }
+
     /// A personal value as a read model keeps it — sealed, as the log gave it to the fold —
     /// opened: its plaintext, or `PersonalData.erased` once the subject's key is destroyed.
     /// A value that is not sealed (stored before sealing began) comes back as it is.

@@ -49,6 +49,17 @@ extension ClusterTests {
             #expect(try ledger(["append", "--store", store, file]).status == 0)
             let again = try ledger(["append", file], environment: ["LEDGER_CLUSTER": cluster.url])
             #expect(again.out == "Appended 0 events; \(events.count) duplicates were already stored.\n")
+            // A fact whose personal fields were erased since (the account was deleted) is still
+            // the same fact: sent again, a duplicate.
+            let examples = NATSCluster.repository.appendingPathComponent("Schemas/examples/valid.jsonl").path
+            let deleted = try String(contentsOfFile: examples, encoding: .utf8).split(separator: "\n").filter { $0.contains(#""subject":"user-49""#) }
+            #expect(deleted.count == 5 && deleted.contains { $0.contains("account.deleted") } && deleted.contains { $0.contains(#""email""#) })
+            let erased = cluster.storePath("erased.jsonl")
+            try (deleted.joined(separator: "\n") + "\n").write(toFile: erased, atomically: true, encoding: .utf8)
+            #expect(try ledger(["append", "--cluster", cluster.url, erased]).out.hasPrefix("Appended 5 events"))
+            let erasedAgain = try ledger(["append", "--cluster", cluster.url, erased])
+            #expect(erasedAgain.out == "Appended 0 events; 5 duplicates were already stored.\n", "\(erasedAgain.err)")
+            #expect(try ledger(["append", "--store", store, erased]).status == 0)
 
             for subject in Set(events.map(\.subject)).sorted() {
                 let at = ["--at", "2026-06-01T00:00:00Z"]
@@ -69,7 +80,7 @@ extension ClusterTests {
             #expect(try ledger(["due", "--cluster", cluster.url] + window).out == (try ledger(["due", "--store", store] + window).out))
             let verified = try ledger(["verify", "--cluster", cluster.url])
             #expect(verified.status == 0)
-            #expect(verified.out.hasPrefix("OK: \(events.count) events in the stream, each in exactly one node's store"))
+            #expect(verified.out.hasPrefix("OK: \(events.count + 5) events in the stream, each in exactly one node's store"))
 
             let both = try ledger(["status", "x", "--store", store, "--cluster", cluster.url])
             #expect(both.status == 2)
