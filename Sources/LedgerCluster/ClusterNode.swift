@@ -283,8 +283,15 @@ package final class ClusterNode: @unchecked Sendable {
         case "status":
             let subject = try subject(request, partition)
             let status = try ledger.status(of: subject, at: at, knownAt: local(knownAt, of: subject))
-            let cards: [JSON] = status.answers.map { answer in
-                .object(["model": .string(answer.model), "card": answer.view.map { ClusterWire.json(of: $0.card) } ?? .null])
+            var cards: [JSON] = []
+            for answer in status.answers {
+                var view = answer.view
+                // The plan's card cites the event behind it: the cluster's position, as in the JSON.
+                if var entitlement = view as? EntitlementView, let local = entitlement.reason.position {
+                    entitlement.reason.position = try ledger.log.origin(of: local) ?? local
+                    view = entitlement
+                }
+                cards.append(.object(["model": .string(answer.model), "card": view.map { ClusterWire.json(of: $0.card) } ?? .null]))
             }
             return .object([
                 "status": try clusterPositions(in: status.json), "cards": .array(cards), "stale": .array(status.stale.map { .string($0) }),

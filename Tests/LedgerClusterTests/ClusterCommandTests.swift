@@ -66,6 +66,7 @@ extension ClusterTests {
                 let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at)
                 let alone = try ledger(["status", subject, "--store", store] + at)
                 #expect(clustered.status == 0)
+
                 #expect(withoutPositions(clustered.out) == withoutPositions(alone.out))
                 // The timeline too, but for when the stream recorded each event (and the
                 // padding, as wide as the longest position).
@@ -175,6 +176,7 @@ extension ClusterTests {
                 Issue.record("no session: \(signedIn.status) \(signedIn.body)")
                 return
             }
+            var cites = 0
             for subject in Set(events.map(\.subject)).sorted() {
                 let page = try await http("\(node)/ui/subjects/\(subject)?at=\(at)", token: "", cookie: cookie)
                 #expect(page.status == 200)
@@ -186,7 +188,16 @@ extension ClusterTests {
                     continue
                 }
                 #expect(page.body.contains("<h2>entitlement: \(plan)"), "\(subject): \(plan)")
+                // The plan's card cites the event its JSON names: the cluster's position (each
+                // node's store numbers its events otherwise).
+                let json = try await http("\(node)/v1/subjects/\(subject)/status?at=\(at)", token: token).body
+                if case .object(let o)? = try? JSONParser.parse(Array(json.utf8)), case .object(let entitlement)? = o["entitlement"],
+                   case .object(let reason)? = entitlement["reason"], case .number(let position)? = reason["position"], let cited = position.int64 {
+                    cites += 1
+                    #expect(page.body.contains("event #\(cited))"), "\(subject): \(json)")
+                }
             }
+            #expect(cites > 0)
             if let original = originals.first {
                 let found = try await http("\(node)/?q=\(original)&by=originalTransactionId", token: "", cookie: cookie)
                 #expect(found.body.contains("<h2>Holding originalTransactionId \(original)</h2>"))
