@@ -240,12 +240,17 @@ import LedgerProjections
     }
 
     /// Each node's `stats --json`, with the partitions it holds and their checkpoints, by node;
-    /// and the stream's last sequence.
+    /// the stream's last sequence; and the cluster's policy (`name`, `version`, `hash`; `null`
+    /// while no rebuild over the cluster set one).
     public func stats() throws(LedgerError) -> JSON {
         var nodes = JSONObject()
         for answer in try askEachNode(["kind": "stats"]) { nodes[answer.node] = try answer.value.get() }
+        let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: ClusterNode.replicas, create: false)
+        let policy: JSON = try RebuildRecord.read(settings)?.record.policy.map { policy in
+            ["name": .string(policy.name), "version": .integer(policy.version), "hash": .string(policy.hash)]
+        } ?? .null
         return ["partitions": .integer(Int64(layout.partitions)),
-                "lastSequence": .integer(Int64(clamping: try connection.lastSequence(of: ClusterLayout.stream))), "nodes": .object(nodes)]
+                "lastSequence": .integer(Int64(clamping: try connection.lastSequence(of: ClusterLayout.stream))), "policy": policy, "nodes": .object(nodes)]
     }
 
     /// Sends `request` once to every node (through a partition it holds), naming the

@@ -198,18 +198,25 @@ struct RebuildCommand: ParsableCommand {
                 if !missed.isEmpty { throw unswitched }
                 return
             }
-            guard case .object(let o) = report, case .array(let changes)? = o["changes"] else { return }
-            let subjects = Set(changes.compactMap { change -> String? in
-                if case .object(let c) = change, case .string(let s)? = c["subject"] { return s }
-                return nil
-            })
-            print("\(dryRun ? "Dry run" : "Rebuilt") over the cluster, views compared at \(t): " + (changes.isEmpty ? "no view changes." : "\(counted(changes.count, "field change")) in \(counted(subjects.count, "subject")):"))
-            for change in changes.prefix(limit) {
-                guard case .object(let c) = change else { continue }
-                let text = { (key: String) in c[key].map { AuditChange.words($0) } ?? "" }
-                print("  \(Terminal.safe(text("subject")))  \(text("model")).\(text("field")): \(Terminal.safe(text("from"))) → \(Terminal.safe(text("to")))")
+            guard case .object(let o) = report, case .array(let list)? = o["changes"] else { return }
+            let changes = list.compactMap { item -> ViewChange? in
+                guard case .object(let c) = item, case .string(let subject)? = c["subject"], case .string(let model)? = c["model"],
+                      case .string(let field)? = c["field"] else { return nil }
+                return ViewChange(subject: Terminal.safe(subject), model: model, field: field, from: c["from"] ?? .null, to: c["to"] ?? .null)
             }
-            if changes.count > limit { print("  … and \(formatCount(changes.count - limit)) more (--limit N, or --json for all)") }
+            var summary: [String: [String: Int]] = [:]
+            if case .object(let fields)? = o["summary"] {
+                for field in fields.members {
+                    guard case .object(let counts) = field.value else { continue }
+                    for count in counts.members { if case .number(let n) = count.value { summary[field.key, default: [:]][count.key] = Int(n.int64 ?? 0) } }
+                }
+            }
+            func hash(_ key: String) -> String {
+                guard case .object(let p)? = o["policy"], case .string(let hash)? = p[key] else { return "?" }
+                return String(hash.prefix(12)) + "…"
+            }
+            print("\(dryRun ? "Dry run" : "Rebuilt") over the cluster, views compared at \(t): policy \(hash("from")) → \(hash("to")).")
+            if changes.isEmpty { print("No view changes.") } else { printChanges(changes, summary: summary) }
             print("")
             guard !dryRun else {
                 print("Nothing was changed (--dry-run). Run without --dry-run to rebuild every node and switch them in together.")
@@ -258,39 +265,13 @@ struct RebuildCommand: ParsableCommand {
         if !dryRun && !others.isEmpty {
             print("The other models (\(others.joined(separator: ", "))) were rebuilt with \(report.models.count == 1 ? "it" : "them"), under the same policy: none is stale; their changes are not listed.")
         }
-        let subjects = Set(report.changes.map(\.subject)).count
         for name in report.notCompared {
             print("The served \(name) model was built by another version, whose states this ledger cannot read: its views were not compared.")
         }
         if report.changes.isEmpty {
             if report.notCompared.count < report.models.count { print(report.notCompared.isEmpty ? "No view changes." : "No view changes in the models compared.") }
         } else {
-            print("")
-            print("\(counted(report.changes.count, "field change")) in \(counted(subjects, "subject")):")
-            if limit > 0 {
-                var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
-                for change in report.changes.prefix(limit) {
-                    rows.append([change.subject, change.model, change.field, words(change.from), words(change.to)])
-                }
-                printTable(rows, indent: "  ")
-            }
-            if report.changes.count > limit { print("  … \(limit > 0 ? "and \(formatCount(report.changes.count - limit)) more" : "not listed") (--limit N, or --json for all)") }
-            print("")
-            print("Summary:")
-            let summary = report.summary
-            var summaryRows: [[String]] = []
-            // A field of identifiers (a device id) has a transition per customer: the most
-            // common eight are shown, and how many more there are. By count, then by name
-            // (bytes): the same order on every run; no value cut.
-            for field in summary.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-                let transitions = (summary[field] ?? [:]).sorted { a, b in a.value != b.value ? a.value > b.value : a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
-                for (transition, count) in transitions.prefix(8) { summaryRows.append([field, transition, formatCount(count)]) }
-                if transitions.count > 8 {
-                    let rest = transitions.dropFirst(8)
-                    summaryRows.append([field, "… \(counted(rest.count, "more transition")) (--json for all)", formatCount(rest.reduce(0) { $0 + $1.value })])
-                }
-            }
-            printTable(summaryRows, indent: "  ", rightAligned: [2])
+            printChanges(report.changes, summary: report.summary)
         }
         print("")
         if dryRun {
@@ -303,6 +284,37 @@ struct RebuildCommand: ParsableCommand {
             print("Swapped in\(meanwhile): the new states written and the old deleted in \(String(format: "%.2f", report.writeSeconds)) s; folding and writing "
                   + "\(String(format: "%.2f", total)) s (\(Int(overall)) events/s).")
         }
+    }
+
+    /// The changes as a table (at most `limit` rows) and the summary's counts, as `rebuild`
+    /// prints them for a store and for a cluster.
+    private func printChanges(_ changes: [ViewChange], summary: [String: [String: Int]]) {
+        let subjects = Set(changes.map(\.subject)).count
+        print("")
+        print("\(counted(changes.count, "field change")) in \(counted(subjects, "subject")):")
+        if limit > 0 {
+            var rows = [["SUBJECT", "MODEL", "FIELD", "FROM", "TO"]]
+            for change in changes.prefix(limit) {
+                rows.append([change.subject, change.model, change.field, words(change.from), words(change.to)])
+            }
+            printTable(rows, indent: "  ")
+        }
+        if changes.count > limit { print("  … \(limit > 0 ? "and \(formatCount(changes.count - limit)) more" : "not listed") (--limit N, or --json for all)") }
+        print("")
+        print("Summary:")
+        var summaryRows: [[String]] = []
+        // A field of identifiers (a device id) has a transition per customer: the most
+        // common eight are shown, and how many more there are. By count, then by name
+        // (bytes): the same order on every run; no value cut.
+        for field in summary.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            let transitions = (summary[field] ?? [:]).sorted { a, b in a.value != b.value ? a.value > b.value : a.key.utf8.lexicographicallyPrecedes(b.key.utf8) }
+            for (transition, count) in transitions.prefix(8) { summaryRows.append([field, transition, formatCount(count)]) }
+            if transitions.count > 8 {
+                let rest = transitions.dropFirst(8)
+                summaryRows.append([field, "… \(counted(rest.count, "more transition")) (--json for all)", formatCount(rest.reduce(0) { $0 + $1.value })])
+            }
+        }
+        printTable(summaryRows, indent: "  ", rightAligned: [2])
     }
 
     /// A changed value for people, whole: strings bare, null as –.

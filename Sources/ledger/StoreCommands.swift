@@ -138,8 +138,15 @@ struct StatsCommand: ParsableCommand {
                 return
             }
             guard case .object(let o) = stats, case .object(let nodes)? = o["nodes"] else { return }
-            print("Cluster: \(o["partitions"]?.serialized() ?? "?") partitions, stream at sequence \(o["lastSequence"]?.serialized() ?? "?")")
-            var rows = [["NODE", "PARTITIONS", "FOLDED UP TO", "EVENTS", "SUBJECTS", "STALE MODELS"]]
+            /// "photolala v1" of a `{name, version}` object, else `–`.
+            func policyName(_ json: JSON?) -> String {
+                guard case .object(let p)? = json, case .string(let name)? = p["name"] else { return "–" }
+                return Terminal.safe(name) + (p["version"].map { " v\($0.serialized())" } ?? "")
+            }
+            let recorded = o["policy"].flatMap { $0 == .null ? nil : $0 }
+            print("Cluster: \(o["partitions"]?.serialized() ?? "?") partitions, stream at sequence \(o["lastSequence"]?.serialized() ?? "?"), "
+                  + (recorded.map { "policy \(policyName($0)) (the last rebuild's)" } ?? "each store's own policy (no rebuild over the cluster set one)"))
+            var rows = [["NODE", "PARTITIONS", "FOLDED UP TO", "EVENTS", "SUBJECTS", "STALE MODELS", "POLICY"]]
             for node in nodes.members {
                 guard case .object(let n) = node.value else { continue }
                 var held = 0, folded: Int64 = 0
@@ -155,7 +162,7 @@ struct StatsCommand: ParsableCommand {
                 if case .object(let models)? = n["models"] {
                     stale = models.members.count { if case .object(let m) = $0.value, case .bool(true)? = m["stale"] { true } else { false } }
                 }
-                rows.append([Terminal.safe(node.key), String(held), String(folded), count("events"), count("subjects"), String(stale)])
+                rows.append([Terminal.safe(node.key), String(held), String(folded), count("events"), count("subjects"), String(stale), policyName(n["policy"])])
             }
             printTable(rows)
             return

@@ -93,6 +93,11 @@ extension ClusterTests {
             #expect(swap.out.hasPrefix("Rebuilt over the cluster, views compared at 2026-06-01T00:00:00.000Z: "))
             #expect(swap.out.contains(" switched in, with "), "\(swap.out)")
             #expect(!swap.err.contains("did not switch"), "\(swap.err)")
+            #expect(swap.out.contains("Summary:"), "\(swap.out)")
+            // The cluster's policy is the rebuild's now, and every node follows it.
+            let stats = try ledger(["stats", "--cluster", cluster.url]).out
+            #expect(stats.contains("policy photolala v1 (the last rebuild's)"), "\(stats)")
+            #expect(stats.split(separator: "\n").dropFirst(2).allSatisfy { $0.hasSuffix("photolala v1") }, "\(stats)")
             #expect(try ledger(["rebuild", "--store", store] + policy).status == 0)
             for subject in Set(events.map(\.subject)).sorted() {
                 let at = ["--at", "2026-06-01T00:00:00Z"]
