@@ -159,10 +159,7 @@ extension ClusterTests {
             let window = "from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z"
             let due = try await http("\(node)/v1/due?\(window)", token: token)
             #expect(due.body == (try ledger(["due", "--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z", "--json", "--store", store]).out))
-            let originals = Set(events.compactMap { event -> String? in
-                guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
-                return ClusterWire.string(data["originalTransactionId"])
-            }).sorted()
+            let originals = originalTransactionIDs(of: events)
             #expect(!originals.isEmpty)
             for original in originals {
                 let found = try await http("\(node)/v1/lookup?originalTransactionId=\(original)", token: token)

@@ -74,10 +74,7 @@ struct ClusterTests {
                 #expect(try client.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z"))
                         == (try single.due(from: ts("2026-01-01T00:00:00Z"), to: ts("2027-01-01T00:00:00Z")).map(\.json)))
                 // Who holds a subscription, asked of every node.
-                let originals = Set(events.compactMap { event -> String? in
-                    guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
-                    return ClusterWire.string(data["originalTransactionId"])
-                }).sorted()
+                let originals = originalTransactionIDs(of: events)
                 #expect(!originals.isEmpty)
                 for original in originals {
                     #expect(try client.lookup(originalTransactionId: original) == single.subjects(holdingOriginalTransaction: original).sorted())
@@ -203,4 +200,12 @@ func eventIDs(_ json: JSON) throws -> [UInt64: String] {
         ids[UInt64(position)] = id
     }
     return ids
+}
+
+/// The subscriptions (`originalTransactionId`s) the events name, sorted.
+func originalTransactionIDs(of events: [EventDraft]) -> [String] {
+    Set(events.compactMap { event -> String? in
+        guard case .object(let o)? = try? JSONParser.parse(EventLine.line(of: event)), case .object(let data)? = o["data"] else { return nil }
+        return ClusterWire.string(data["originalTransactionId"])
+    }).sorted()
 }
