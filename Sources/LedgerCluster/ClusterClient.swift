@@ -179,7 +179,7 @@ import LedgerProjections
         var result = Verification()
         // Each node once: its partitions' checkpoints and stored sequences, and its models.
         var parts: [Int: (node: String, checkpoint: UInt64, stored: [UInt64])] = [:]
-        for answer in try askEachNode(["kind": "verify"]) {
+        for answer in try askEachNode(["kind": "verify"], timeout: Self.longTimeout) {
             guard case .object(let o) = try answer.value.get(), case .object(let held)? = o["partitions"],
                   case .array(let problems)? = o["modelProblems"] else {
                 throw LedgerError(.storage, "\(answer.node) answered verify without its parts")
@@ -253,31 +253,20 @@ import LedgerProjections
                 "lastSequence": .integer(Int64(clamping: try connection.lastSequence(of: ClusterLayout.stream))), "policy": policy, "nodes": .object(nodes)]
     }
 
-    /// Sends `request` once to every node (through a partition it holds), naming the
+    /// Sends `request` once to every node holding partitions, on its own subject, naming the
     /// partitions it holds in `partitions`; the answers by node name.
-    func askEachNode(_ request: JSONObject) throws(LedgerError) -> [(node: String, value: Result<JSON, LedgerError>)] {
-        let nodes = try holders().sorted { $0.key < $1.key }
-        let answers = askAll(nodes.map { node in
-            var asked = request
-            asked["partitions"] = .array(node.value.map { .integer(Int64($0)) })
-            return (node.value[0], "read", asked)
-        })
-        return zip(nodes, answers).map { ($0.0.key, $0.1) }
+    func askEachNode(_ request: JSONObject, timeout: Int64 = 15_000) throws(LedgerError) -> [(node: String, value: Result<JSON, LedgerError>)] {
+        askNodes(try holders(), request, timeout: timeout)
     }
 
     /// A dry-run rebuild on every node (each on its own store, changes kept to the partitions
     /// it holds), gathered: `RebuildReport.json`'s shape, the changes sorted by subject, model
     /// and field, the summary's counts added up. Nothing is swapped.
     public func rebuildDryRun(_ models: [String] = [], policy: Policy? = nil, at t: Timestamp) throws(LedgerError) -> JSON {
-        let nodes = try holders().sorted { $0.key < $1.key }
-        let requests = nodes.map { node -> (partition: Int, what: String, request: JSONObject) in
-            var request: JSONObject = ["kind": "rebuild", "at": .string(t.description), "models": .array(models.map { .string($0) }),
-                                       "partitions": .array(node.value.map { .integer(Int64($0)) })]
-            if let policy { request["policy"] = policy.json }
-            return (node.value[0], "read", request)
-        }
+        var request: JSONObject = ["kind": "rebuild", "at": .string(t.description), "models": .array(models.map { .string($0) })]
+        if let policy { request["policy"] = policy.json }
         var reports: [JSON] = []
-        for answer in askAll(requests) { reports.append(try answer.get()) }
+        for answer in try askEachNode(request, timeout: Self.longTimeout) { reports.append(try answer.value.get()) }
         return try Self.gather(reports, at: t)
     }
 
@@ -347,6 +336,10 @@ import LedgerProjections
         }
         return sequences
     }
+
+    /// How long a node may take over a whole-store request (a rebuild's fold, a verify), in
+    /// milliseconds.
+    static let longTimeout: Int64 = 3_600_000
 
     /// Sends each partition's request to its holder (`ask`).
     func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)], timeout: Int64 = 15_000) -> [Result<JSON, LedgerError>] {

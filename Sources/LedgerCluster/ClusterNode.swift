@@ -442,7 +442,7 @@ package final class ClusterNode: @unchecked Sendable {
     }
 
     /// The partitions a request for a whole node names (`ClusterClient.askEachNode`), else
-    /// the one it came through.
+    /// the one it came through (-1 for a request on the node's own subject that names none).
     func partitions(in request: JSONObject, else partition: Int) -> [Int] {
         guard case .array(let list)? = request["partitions"] else { return [partition] }
         return list.compactMap { ClusterWire.integer($0).map(Int.init) }

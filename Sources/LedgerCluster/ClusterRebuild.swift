@@ -39,11 +39,13 @@ struct RebuildRecord {
 }
 
 extension ClusterNode {
-    /// Answers a request for this node as a whole (`ClusterLayout.nodeService`).
+    /// Answers a request for this node as a whole (`ClusterLayout.nodeService`): a rebuild's
+    /// step, or a read of every partition it holds (`verify`, `stats`, `lookup`, a dry-run
+    /// `rebuild`), which may take long and so waits on no partition's service.
     func answerNode(_ bytes: [UInt8]) -> [UInt8] {
         do throws(LedgerError) {
             let request = try ClusterWire.object(bytes, what: "node request")
-            return ClusterWire.ok(try answerRebuildStep(request))
+            return ClusterWire.ok(request["step"] == nil ? try answer(request, partition: -1) : try answerRebuildStep(request))
         } catch {
             return ClusterWire.failure(error)
         }
@@ -187,7 +189,7 @@ extension ClusterClient {
         if let policy { request["policy"] = policy.json }
         var reports: [JSON] = []
         do throws(LedgerError) {
-            for (node, answer) in askNodes(nodes, request, timeout: 3_600_000) {
+            for (node, answer) in askNodes(nodes, request, timeout: Self.longTimeout) {
                 do throws(LedgerError) { reports.append(try answer.get()) } catch {
                     throw LedgerError(error.code, "node \(node) could not prepare the rebuild: \(error.message); nothing was changed")
                 }
