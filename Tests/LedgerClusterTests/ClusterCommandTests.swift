@@ -217,6 +217,32 @@ extension ClusterTests {
             #expect(unreachable.err.contains("cannot reach NATS at nats://127.0.0.1:1"))
             #expect(unreachable.err.contains("Tools/cluster up"))
         }
+
+        @Test("a node that cannot start fails `Tools/cluster up` at once, with the end of its log, and leaves nothing running")
+        func aNodeThatEndsFailsUp() throws {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-cluster-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let broken = directory.appendingPathComponent("ledger")
+            try "#!/bin/sh\necho 'the store at this path is damaged' >&2\nexit 3\n".write(to: broken, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broken.path)
+            let process = Process()
+            process.executableURL = NATSCluster.repository.appendingPathComponent("Tools/cluster")
+            process.arguments = ["up", "--dir", directory.appendingPathComponent("cluster").path, "--nodes", "1", "--ledger", broken.path]
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let printed = out.fileHandleForReading.readDataToEndOfFile(), warned = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            let message = String(decoding: warned, as: UTF8.self)
+            #expect(process.terminationStatus == 1)
+            #expect(printed.isEmpty)
+            #expect(message.contains("cluster: ledger node 1 ended with status 3 before it came up"), "\(message)")
+            #expect(message.contains("    the store at this path is damaged"), "\(message)")
+            // `up` stopped the servers it had started and removed its record of them.
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/processes").path))
+        }
     }
 }
 
