@@ -217,15 +217,7 @@ public final class EventLog: Sendable {
     package func stored(as draft: EventDraft) throws(LedgerError) -> (position: UInt64, same: Bool)? {
         try storage.readIndexed("reading event \(draft.id)", find: { txn in try storage.stored(draft.id, txn) }, then: { found, txn in
             guard let (position, record) = found else { return nil }
-            let content = EventRecord.content(of: draft)
-            guard let storedContent = EventRecord.content(ofRecord: record) else {
-                throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(draft.id), is damaged; run `ledger verify`")
-            }
-            if storedContent.elementsEqual(content) { return (position, true) }
-            guard PersonalData.holdsPersonalData(draft) else { return (position, false) }
-            let stored = try EventRecord.decode(record, position: position)
-            let opened = try storage.reveal(stored, txn, matching: draft)
-            return (position, opened.subject == draft.subject && EventRecord.content(of: opened.draft).elementsEqual(content))
+            return (position, try storage.holds(draft, content: EventRecord.content(of: draft)[...], record: record, at: position, txn) { _ in nil })
         })
     }
 

@@ -450,21 +450,29 @@ struct LogStorage: Sendable {
     }
 
     /// Looks up `draft`'s id (whose `IDIndex.hash` is `hash`) among the stored events and the
-    /// transaction's pending ones, and compares the stored event's content with `content`
-    /// (the draft's). Personal fields are compared opened: a field sealed again has other
-    /// bytes, and an erased one matches whatever the draft says (it is not a change of content).
+    /// transaction's pending ones, and compares the stored event with it (`holds`).
     private func lookUp(_ draft: EventDraft, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, _ head: inout Head) throws -> StoredID {
-        let id = draft.id
-        guard let (position, record) = try stored(id, hash: hash, txn, pending: head.pending) else { return .absent }
+        guard let (position, record) = try stored(draft.id, hash: hash, txn, pending: head.pending) else { return .absent }
+        let same = try holds(draft, content: content, record: record, at: position, txn) { txn in try sealing(&head, txn) }
+        return same ? .same(position: position) : .different(position: position)
+    }
+
+    /// Whether the event stored at `position` as `record` is `draft` (whose content bytes are
+    /// `content`), as an append's duplicate check decides it. Personal fields are compared
+    /// opened: a field sealed again has other bytes, and an erased one matches whatever the
+    /// draft says (it is not a change of content). `session` gives a write's sealing session,
+    /// asked for only when the fields are opened.
+    func holds(_ draft: EventDraft, content: ArraySlice<UInt8>, record: UnsafeRawBufferPointer, at position: UInt64, _ txn: borrowing Transaction,
+               session: (borrowing Transaction) throws -> SealingSession?) throws -> Bool {
         guard let storedContent = EventRecord.content(ofRecord: record) else {
-            throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(id), is damaged; run `ledger verify`")
+            throw LedgerError(.corruptRecord, "the record at position \(position), which the id index names for \(draft.id), is damaged; run `ledger verify`")
         }
-        if storedContent.elementsEqual(content) { return .same(position: position) }
-        guard PersonalData.holdsPersonalData(draft) else { return .different(position: position) }
+        if storedContent.elementsEqual(content) { return true }
+        guard PersonalData.holdsPersonalData(draft) else { return false }
         let stored = try EventRecord.decode(record, position: position)
-        guard PersonalData.holdsPersonalData(stored.draft) else { return .different(position: position) }
-        let opened = try reveal(stored, txn, session: try sealing(&head, txn), matching: draft)
-        return EventRecord.content(of: opened.draft).elementsEqual(content) ? .same(position: position) : .different(position: position)
+        guard PersonalData.holdsPersonalData(stored.draft) else { return false }
+        let opened = try reveal(stored, txn, session: try session(txn), matching: draft)
+        return EventRecord.content(of: opened.draft).elementsEqual(content)
     }
 
     // MARK: Streamed batches (the calling thread)
