@@ -32,16 +32,23 @@ extension ClusterTests {
             text.replacing(/#\d+/, with: "#_").replacing(/position \d+/, with: "position _")
         }
 
+        /// `subjects` customers' random histories (from `seed`) written as a JSON Lines file in
+        /// the cluster's directory: the events, the file, and the path of a single store beside
+        /// the cluster to compare it with.
+        func writeHistories(seed: UInt64, subjects: Int, in cluster: NATSCluster) throws -> (events: [EventDraft], file: String, store: String) {
+            var history = RandomHistory(seed: seed)
+            let events = try history.events(subjects: subjects, perSubject: 2...6).map { try $0.draft() }
+            let file = cluster.storePath("events.jsonl")
+            let lines = try events.map { String(decoding: try EventLine.line(of: $0), as: UTF8.self) }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            return (events, file, cluster.storePath("single.lmdb"))
+        }
+
         @Test("append, status, due and verify over --cluster print what they print over a store")
         func sameOutput() throws {
             let cluster = try NATSCluster(nodes: 1)
             defer { cluster.down() }
-            var history = RandomHistory(seed: 9)
-            let events = try history.events(subjects: 6, perSubject: 2...6).map { try $0.draft() }
-            let file = cluster.storePath("events.jsonl")
-            let lines = try events.map { String(decoding: try EventLine.line(of: $0), as: UTF8.self) }
-            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-            let store = cluster.storePath("single.lmdb")
+            let (events, file, store) = try writeHistories(seed: 9, subjects: 6, in: cluster)
 
             let appended = try ledger(["append", "--cluster", cluster.url, file])
             #expect(appended.status == 0, "\(appended.err)")
@@ -126,12 +133,7 @@ extension ClusterTests {
         func nodeServesTheCluster() async throws {
             let cluster = try NATSCluster(nodes: 2)
             defer { cluster.down() }
-            var history = RandomHistory(seed: 17)
-            let events = try history.events(subjects: 8, perSubject: 2...6).map { try $0.draft() }
-            let file = cluster.storePath("events.jsonl")
-            let lines = try events.map { String(decoding: try EventLine.line(of: $0), as: UTF8.self) }
-            try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
-            let store = cluster.storePath("single.lmdb")
+            let (events, file, store) = try writeHistories(seed: 17, subjects: 8, in: cluster)
             #expect(try ledger(["append", "--cluster", cluster.url, file]).status == 0)
             #expect(try ledger(["append", "--store", store, file]).status == 0)
 
