@@ -129,9 +129,8 @@ package final class ClusterNode: @unchecked Sendable {
         keeper = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
                 do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
-                var slept = 0
                 let round = Timestamp.now().milliseconds - startedAt < 1_500 ? 500 : 1_000
-                while slept < round && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+                pause(milliseconds: round) { running.load(ordering: .relaxed) }
             }
         }
         if keeper?.isStarted != true { log("the system refused a thread to keep the leases: this node takes no partition") }

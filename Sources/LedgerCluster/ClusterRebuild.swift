@@ -81,8 +81,7 @@ extension ClusterNode {
         case "switch":
             guard let pending = takePending(id) else {
                 // Switched in meanwhile by the watcher?
-                var waited = 0
-                while adopting.load(ordering: .relaxed) && waited < 600_000 { pause(milliseconds: 50); waited += 50 }
+                pause(milliseconds: 600_000) { adopting.load(ordering: .relaxed) }
                 if lastSwitched.withLock({ $0 }) == id { return ["caughtUp": 0] }
                 throw LedgerError(.unavailable, "rebuild \(id) is not prepared on node \(name); it rebuilds under the cluster's policy by itself")
             }
@@ -116,7 +115,8 @@ extension ClusterNode {
     }
 
     /// Brings the store to the cluster's policy when it follows another: rebuilds under it
-    /// (`ClusterNode.init`, before any partition is taken).
+    /// (`ClusterNode.init`, before any partition is taken; the watcher, when no rebuild is
+    /// under way).
     func adoptClusterPolicy() throws(LedgerError) {
         guard let policy = try clusterPolicy(), try ledger.policy().hash != policy.hash else { return }
         log("rebuilding under the cluster's policy \(policy.name) v\(policy.version)")
@@ -137,8 +137,7 @@ extension ClusterNode {
                 log("following the cluster's rebuilds: \(error.message); trying again in 30 s")
                 wait = 30_000
             }
-            var slept = 0
-            while slept < wait && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+            pause(milliseconds: wait) { running.load(ordering: .relaxed) }
         }
     }
 
@@ -159,10 +158,8 @@ extension ClusterNode {
             }
             return
         }
-        guard claim == nil || claim?.isEmpty == true, let policy = try clusterPolicy(), try ledger.policy().hash != policy.hash else { return }
-        log("rebuilding under the cluster's policy \(policy.name) v\(policy.version), which this store does not follow")
-        let report = try ledger.rebuild(policy: policy)
-        log("rebuilt under the cluster's policy: \(report.events) events folded")
+        guard claim == nil || claim?.isEmpty == true else { return }
+        try adoptClusterPolicy()
     }
 }
 
@@ -260,8 +257,7 @@ final class RebuildClaim: @unchecked Sendable {
         self.revision = revision
         renewer = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
-                var slept = 0
-                while slept < 3_000 && running.load(ordering: .relaxed) { pause(milliseconds: 50); slept += 50 }
+                pause(milliseconds: 3_000) { running.load(ordering: .relaxed) }
                 guard running.load(ordering: .relaxed) else { break }
                 if let next = try? leases.update(ClusterLayout.rebuildKey, Array(self.id.utf8), revision: self.revision) { self.revision = next }
             }

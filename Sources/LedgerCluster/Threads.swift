@@ -43,3 +43,13 @@ func pause(milliseconds: Int) {
     var left = timespec()
     while nanosleep(&request, &left) != 0 && errno == EINTR { request = left }
 }
+
+/// Sleeps up to `milliseconds`, in steps of 50 ms, and no longer once `going` is false: the
+/// wait of a loop that a stopping node (or claim) cuts short.
+func pause(milliseconds: Int, while going: () -> Bool) {
+    var slept = 0
+    while slept < milliseconds && going() {
+        pause(milliseconds: 50)
+        slept += 50
+    }
+}
