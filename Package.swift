@@ -19,6 +19,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        // The index tail's persistent tables (TreeDictionary): a reader takes the whole tail as
+        // a value, in constant time, and looks events up in it with no lock held.
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         // X.509 chains of the App Store's signed notifications (LedgerAppStore).
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
@@ -60,6 +63,7 @@ let package = Package(
                 "LMDB",
                 "LedgerCore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HashTreeCollections", package: "swift-collections"),
             ]
         ),
         // The read models as pure code: reducers, views and their rules; no store.

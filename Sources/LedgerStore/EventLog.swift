@@ -188,7 +188,7 @@ public final class EventLog: Sendable {
 
     /// A subject's current version: how many events its stream holds (0 if none).
     public func version(of subject: String) throws(LedgerError) -> UInt64 {
-        try storage.readIndexed("reading the version of \(subject)") { txn in try storage.version(of: subject, txn) }
+        try storage.readIndexed("reading the version of \(subject)") { txn, tail in try storage.version(of: subject, txn, tail: tail) }
     }
 
     /// The event at `position`, or `nil`; personal fields opened unless `revealing` is false
@@ -203,11 +203,11 @@ public final class EventLog: Sendable {
 
     /// The event with `id`, or `nil`; personal fields opened unless `revealing` is false.
     public func event(id: EventID, revealing: Bool = true) throws(LedgerError) -> StoredEvent? {
-        try storage.readIndexed("reading event \(id)", find: { txn in try storage.stored(id, txn) }, then: { found, txn in
-            guard let (position, record) = found else { return nil }
+        try storage.readIndexed("reading event \(id)") { txn, tail in
+            guard let (position, record) = try storage.stored(id, txn, tail: tail) else { return nil }
             let event = try EventRecord.decode(record, position: position)
             return revealing ? try storage.reveal(event, txn) : event
-        })
+        }
     }
 
     /// Where `draft`'s id is stored, and whether with the same content, as an append's
@@ -215,10 +215,10 @@ public final class EventLog: Sendable {
     /// draft's value (a fact erased since is still the same fact). `nil` when the id is not
     /// stored. A cluster's node checks an append against its store with it.
     package func stored(as draft: EventDraft) throws(LedgerError) -> (position: UInt64, same: Bool)? {
-        try storage.readIndexed("reading event \(draft.id)", find: { txn in try storage.stored(draft.id, txn) }, then: { found, txn in
-            guard let (position, record) = found else { return nil }
+        try storage.readIndexed("reading event \(draft.id)") { txn, tail in
+            guard let (position, record) = try storage.stored(draft.id, txn, tail: tail) else { return nil }
             return (position, try storage.holds(draft, content: EventRecord.content(of: draft)[...], record: record, at: position, txn) { _ in nil })
-        })
+        }
     }
 
     /// A personal value as a read model keeps it — sealed, as the log gave it to the fold —

@@ -132,14 +132,12 @@ public struct EventSequence: AsyncSequence, Sendable {
 
             case .subject(let subject, let fromVersion):
                 let start = cursor ?? fromVersion
-                let chunk = try storage.readIndexed("reading the events of \(subject)", find: { txn in
-                    try storage.streamPositions(of: subject, from: start, limit: limit, txn)
-                }, then: { positions, txn in
-                    try positions.map { entry in
+                let chunk = try storage.readIndexed("reading the events of \(subject)") { txn, tail in
+                    try storage.streamPositions(of: subject, from: start, limit: limit, txn, tail: tail).map { entry in
                         guard let record = try txn.get(storage.events, key: LogSchema.key(entry.position)) else { throw badKey() }
                         return try decode(record, entry.position, txn)
                     }
-                })
+                }
                 if let last = chunk.last { cursor = last.version + 1 }
                 if chunk.count < limit { finished = true }
                 return chunk

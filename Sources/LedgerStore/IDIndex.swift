@@ -69,11 +69,11 @@ extension LogSchema {
 
 extension LogStorage {
     /// The position of the event stored with `id` (whose `IDIndex.hash` is `hash`), and its
-    /// record; `nil` if there is none. Looks in the index tail (and a write transaction's `pending` entries) first; in the
-    /// stored index, reads the record at each position under the hash (nearly always one, or
-    /// none).
-    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
-        if let position = tails.position(of: id, pending: pending) {
+    /// record; `nil` if there is none. Looks in a write transaction's `pending` entries and the
+    /// index `tail` first; in the stored index, reads the record at each position under the hash
+    /// (nearly always one, or none).
+    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction, tail: IndexTail, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+        if let position = pending?.position(of: id) ?? tail.position(of: id) {
             guard let record = try txn.get(events, key: LogSchema.key(position)) else {
                 throw LedgerError(.corruptRecord, "position \(position), where the index tail has event \(id), holds no record; run `ledger verify`")
             }
@@ -96,13 +96,13 @@ extension LogStorage {
     }
 
     /// The position of the event stored with `id`, and its record; `nil` if there is none.
-    func stored(_ id: EventID, _ txn: borrowing Transaction) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
-        try stored(id, hash: IDIndex.hash(id), txn)
+    func stored(_ id: EventID, _ txn: borrowing Transaction, tail: IndexTail) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+        try stored(id, hash: IDIndex.hash(id), txn, tail: tail)
     }
 
     /// Whether the id index holds `id` at exactly `position` (what `verify` checks per event).
-    func idIndexHolds(_ id: EventID, at position: UInt64, _ txn: borrowing Transaction) throws -> Bool {
-        if position > tails.tail.base { return tails.tail.ids[id]?.position == position }
+    func idIndexHolds(_ id: EventID, at position: UInt64, _ txn: borrowing Transaction, tail: IndexTail) throws -> Bool {
+        if position > tail.base { return tail.position(of: id) == position }
         return try txn.withCursor(ids) { cursor in
             try IDIndex.key.withUnsafeBytes { key in
                 try IDIndex.withEntry(hash: IDIndex.hash(id), position: position) { entry in

@@ -1,5 +1,7 @@
+import HashTreeCollections
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
+import Synchronization
 
 /// The id and stream index entries of the latest events, kept in memory instead of in the
 /// stored indexes until enough of them gather (store layout 5).
@@ -13,18 +15,22 @@
 /// closed), where each page takes many entries at once.
 ///
 /// Nothing is lost in a crash: the log is durable and holds every event the tail holds, so a
-/// tail is rebuilt from the log (`syncTail`) when a store is opened, and whenever another process
+/// tail is rebuilt from the log (`catchUp`) when a store is opened, and whenever another process
 /// has appended or merged since. Every lookup consults the tail, then the stored index.
-struct IndexTail {
+///
+/// A value: its tables are persistent (`TreeDictionary`), so a copy costs two references and a
+/// change to one copy copies only the paths it changes, never the tables. Readers look events
+/// up in a copy of their own (`IndexTails`).
+struct IndexTail: Sendable {
     /// The stored indexes hold every event through `base`.
     var base: UInt64
     /// The tail holds every event after `base` through `head`.
     var head: UInt64
     /// Each tail event's position and `IDIndex.hash` by id (the hash the append computed to
     /// look the id up, kept for the merge).
-    var ids: [EventID: TailID] = [:]
+    var ids: TreeDictionary<EventID, TailID> = [:]
     /// Each subject's tail events.
-    var streams: [String: TailStream] = [:]
+    var streams: TreeDictionary<String, TailStream> = [:]
 
     init(base: UInt64) {
         self.base = base
@@ -36,28 +42,34 @@ struct IndexTail {
 
     /// Adds the event at `position` (the next after `head`).
     mutating func add(id: EventID, hash: UInt64, subject: String, version: UInt64, position: UInt64) {
-        ids[id] = ids[id] ?? TailID(position: position, hash: hash)
-        streams[subject, default: TailStream(before: version - 1)].positions.append(position)
+        ids.updateValue(forKey: id, default: TailID(position: position, hash: hash)) { _ in }   // the first kept
+        extend(subject, before: version - 1, with: CollectionOfOne(position))
         head = position
     }
 
     /// Adds the events of `later`, a tail that starts where this one ends.
     mutating func absorb(_ later: IndexTail) {
         ids.merge(later.ids) { earlier, _ in earlier }
-        for (subject, stream) in later.streams {
-            if let index = streams.index(forKey: subject) {
-                streams.values[index].positions += stream.positions
-            } else {
-                streams[subject] = stream
-            }
-        }
+        for (subject, stream) in later.streams { extend(subject, before: stream.before, with: stream.positions) }
         head = later.head
+    }
+
+    /// Appends `positions` to `subject`'s stream, which starts after version `before` if the
+    /// tail holds none of it yet.
+    ///
+    /// Through `updateValue(forKey:default:with:)`, not the subscript: changing a value in
+    /// place through the subscript, a `TreeDictionary` (swift-collections 1.6) that copies a
+    /// node another copy shares goes on to read the original in a debug build's assertion —
+    /// which that other copy, released on another thread meanwhile, may have freed (a crash
+    /// the readers' tests found).
+    private mutating func extend(_ subject: String, before: UInt64, with positions: some Collection<UInt64>) {
+        streams.updateValue(forKey: subject, default: TailStream(before: before)) { $0.positions.append(contentsOf: positions) }
     }
 
     /// Drops the events through `position`, which the stored indexes now hold.
     mutating func drop(through position: UInt64) {
         ids = ids.filter { $0.value.position > position }
-        var kept: [String: TailStream] = [:]
+        var kept: TreeDictionary<String, TailStream> = [:]
         for (subject, stream) in streams {
             let later = stream.positions.filter { $0 > position }
             guard !later.isEmpty else { continue }
@@ -67,16 +79,22 @@ struct IndexTail {
         base = position
         head = max(head, position)
     }
+
+    /// The position of the event with `id`, if the tail holds it.
+    func position(of id: EventID) -> UInt64? { ids[id]?.position }
+
+    /// `subject`'s version, if the tail holds events of it.
+    func version(of subject: String) -> UInt64? { streams[subject]?.version }
 }
 
 /// An event of an `IndexTail` as the id index will hold it.
-struct TailID {
+struct TailID: Sendable {
     var position: UInt64
     var hash: UInt64
 }
 
 /// One subject's events in an `IndexTail`.
-struct TailStream {
+struct TailStream: Sendable {
     /// The subject's version before the first of them: what the stored index holds.
     var before: UInt64
     /// Their positions, in version order.
@@ -86,49 +104,49 @@ struct TailStream {
     var version: UInt64 { before + UInt64(positions.count) }
 }
 
-/// A log's index tail and the lock readers and writers share it under.
+/// A log's index tail, handed between its writer and its readers as a value.
 ///
-/// Readers hold the lock shared while they look events up in a snapshot — a read by id or by
-/// stream releases it before decoding what it found (`LogStorage.readIndexed(_:find:then:)`);
-/// `version(of:)` and the verifier hold it for their whole, short, body — and take it
-/// exclusively only to bring the tail up to their snapshot. A write transaction brings
-/// it up to itself under the exclusive lock first, then holds it shared while it writes,
-/// keeping its own entries apart (`Head.pending`), and adds them under the exclusive lock
-/// once it has committed. Since the tail only ever holds committed events, and a reader
-/// takes the lock before its snapshot, a reader never finds the tail ahead of its snapshot.
-final class IndexTails: @unchecked Sendable {
-    // @unchecked Sendable: `tail` is read under `lock` held shared, written under it held
-    // exclusively.
-    /// Readers hold it while they look events up, and keep overlapping under load: it prefers
-    /// the writer, whose every commit needs it exclusively, so that no stream of readers
-    /// starves appends. No path takes it shared inside a read that holds it (that would
-    /// deadlock behind a waiting writer): a read's body reads `tail` directly.
-    private let lock = ReadWriteLock(preferringWriters: true)
-    var tail: IndexTail
+/// A reader takes the tail as it stands before it opens its snapshot (`snapshot`): since the
+/// shared tail only ever holds committed events, that copy is never ahead of the snapshot.
+/// If it lags (a commit came between), the reader brings its own copy up from the log
+/// (`LogStorage.catchUp`) and offers it back (`publish`). Then it looks events up in its copy
+/// with no lock held. The writer takes a copy the same way inside its write transaction, keeps
+/// its own entries apart (`Head.pending`), and adds them to the shared tail once it has
+/// committed (`absorb`). The lock guards only the handing over of the value, for the time of a
+/// copy or of adding one commit's entries: no append waits for a reader's lookups, however
+/// many readers keep overlapping (`append.underReadLoad`).
+final class IndexTails: Sendable {
+    private let current = Mutex(IndexTail(base: 0))
     /// The tail's size at which an append merges it into the stored indexes.
     let limit: Int
 
     init(limit: Int) {
         self.limit = limit
-        tail = IndexTail(base: 0)
     }
 
-    func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withShared(body) }
-    func lockShared() { lock.lockShared() }
-    func unlockShared() { lock.unlockShared() }
-    func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R { try lock.withExclusive(body) }
+    /// The shared tail, as it stands.
+    var snapshot: IndexTail { current.withLock { $0 } }
 
-    /// The position of the event with `id` after the stored index's position, if the tail or
-    /// (for a write transaction) its own `pending` entries hold it.
-    func position(of id: EventID, pending: IndexTail?) -> UInt64? {
-        if let entry = pending?.ids[id] { return entry.position }
-        return tail.ids[id]?.position
+    /// Makes `tail`, a copy brought up to a later commit, the shared tail, unless a later one
+    /// is already there.
+    func publish(_ tail: IndexTail) {
+        current.withLock { shared in
+            if (tail.head, tail.base) > (shared.head, shared.base) { shared = tail }
+        }
     }
 
-    /// `subject`'s version, if `pending` or (when `tail`) the tail holds events of it.
-    func version(of subject: String, pending: IndexTail?, tail includeTail: Bool = true) -> UInt64? {
-        if let version = pending?.streams[subject]?.version { return version }
-        return includeTail ? tail.streams[subject]?.version : nil
+    /// After a write transaction has committed: its index entries join the tail, or, if it
+    /// merged the tail, start it over. Unless a reader has already brought the tail past it
+    /// from the log.
+    func absorb(_ pending: IndexTail, merged: Bool) {
+        current.withLock { shared in
+            if merged {
+                guard shared.base < pending.base else { return }
+                shared = pending
+            } else if shared.head == pending.base {
+                shared.absorb(pending)
+            }
+        }
     }
 }
 
@@ -149,22 +167,13 @@ extension LogStorage {
         return position
     }
 
-    /// Whether the tail holds exactly the events after the stored indexes' position through
-    /// the head, as `txn` sees them.
-    func tailIsCurrent(_ txn: borrowing Transaction) throws -> Bool {
+    /// Brings `tail`, a copy of the shared tail taken before `txn` began, to what `txn` sees:
+    /// drops what another process merged into the stored indexes, and adds the events appended
+    /// since from the log. Whether it changed it.
+    func catchUp(_ tail: inout IndexTail, _ txn: borrowing Transaction) throws -> Bool {
         let head = try head(txn).position
         let base = try indexedThrough(txn, head: head)
-        let tail = tails.tail
-        return tail.head == head && tail.base == base
-    }
-
-    /// Brings the tail to what `txn` sees: drops what another process merged into the stored
-    /// indexes, and adds the events appended since from the log. Under the exclusive lock.
-    func syncTail(_ txn: borrowing Transaction) throws {
-        let head = try head(txn).position
-        let base = try indexedThrough(txn, head: head)
-        var tail = tails.tail
-        tails.tail = IndexTail(base: 0)   // unshared while it changes: no copy of its tables
+        guard tail.head != head || tail.base != base else { return false }
         if tail.base > base || tail.head > head {
             // Another store at this path, or one rolled back: start over.
             tail = IndexTail(base: base)
@@ -172,8 +181,9 @@ extension LogStorage {
             tail.drop(through: base)
         }
         if tail.head < head {
+            let from = tail.head + 1
             try txn.withCursor(events) { cursor in
-                var entry = try LogSchema.withKey(tail.head + 1) { key in try cursor.seek(atLeast: key) }
+                var entry = try LogSchema.withKey(from) { key in try cursor.seek(atLeast: key) }
                 while let current = entry {
                     guard let position = LogSchema.integer(current.key), position == tail.head + 1 else {
                         throw LedgerError(.corruptRecord, "position \(tail.head + 1) is missing from the log; run `ledger verify`")
@@ -185,45 +195,17 @@ extension LogStorage {
                 }
             }
         }
-        tails.tail = tail
+        return true
     }
 
-    /// Runs a read transaction with the tail brought up to it and held (shared) meanwhile:
-    /// for every read that looks an event up by id or by stream.
-    func readIndexed<R>(_ what: @autoclosure () -> String, _ body: (borrowing Transaction) throws -> R) throws(LedgerError) -> R {
-        try readIndexed(what(), find: body, then: { found, _ in found })
-    }
-
-    /// Runs a read transaction in two steps: `find`, with the tail brought up to it and held
-    /// (shared), looks events up by id or by stream; `then`, in the same transaction with the
-    /// lock released, reads and decodes what `find` found. An appender's commit waits for
-    /// readers in `find` only — a lookup in memory and a seek or two — never for their
-    /// decoding, so readers that keep overlapping hold it up for microseconds
-    /// (`append.underReadLoad`).
-    func readIndexed<Found, R>(_ what: @autoclosure () -> String, find: (borrowing Transaction) throws -> Found,
-                               then: (Found, borrowing Transaction) throws -> R) throws(LedgerError) -> R {
-        while true {
-            var result: R?
-            // Taken before the snapshot, so the tail is never ahead of it; released by hand
-            // inside the transaction, which outlives it.
-            tails.lockShared()
-            var held = true
-            defer { if held { tails.unlockShared() } }
-            try read(what()) { txn in
-                guard try tailIsCurrent(txn) else { return }
-                let found = try find(txn)
-                tails.unlockShared()
-                held = false
-                result = try then(found, txn)
-            }
-            if let result { return result }
-            if held {
-                tails.unlockShared()
-                held = false
-            }
-            try tails.withExclusive { () throws(LedgerError) in
-                try read(what()) { txn in try syncTail(txn) }
-            }
+    /// Runs a read transaction with the index tail as it sees it: for every read that looks an
+    /// event up by id or by stream. No lock is held while `body` runs.
+    func readIndexed<R>(_ what: @autoclosure () -> String, _ body: (borrowing Transaction, IndexTail) throws -> R) throws(LedgerError) -> R {
+        // Taken before the snapshot, so never ahead of it.
+        var tail = tails.snapshot
+        return try read(what()) { txn in
+            if try catchUp(&tail, txn) { tails.publish(tail) }
+            return try body(txn, tail)
         }
     }
 

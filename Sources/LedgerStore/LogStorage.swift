@@ -115,12 +115,16 @@ struct LogStorage: Sendable {
         var recordedAt: Timestamp
         /// Subjects with at least one event, counting those this transaction adds.
         var subjects: UInt64 = 0
+        /// The index tail as this transaction found it (see `IndexTails`).
+        var tail = IndexTail(base: 0)
         /// The index entries of the events this transaction adds (see `IndexTail`) since it
         /// last merged them.
         var pending = IndexTail(base: 0)
         /// This transaction has merged the tail (and its own entries then) into the stored
         /// indexes: the tail's versions are out of date for it.
         var tailMerged = false
+        /// The tail whose versions hold for this transaction: none once it has merged it.
+        var currentTail: IndexTail? { tailMerged ? nil : tail }
         /// Personal data sealed and keys destroyed in this transaction, once it has some.
         var sealing: SealingSession?
     }
@@ -174,30 +178,29 @@ struct LogStorage: Sendable {
         var written: (pending: IndexTail, merged: Bool)?
         var destroysKeys = false
         let (result, last) = try env.write { txn in
-            // Usually the tail is current (this process made the last commit): the exclusive
-            // lock, which waits for every reader holding it, only when it is not.
-            if try !tails.withShared({ try tailIsCurrent(txn) }) { try tails.withExclusive { try syncTail(txn) } }
-            return try tails.withShared {
-                var head = try head(txn, checkingChain: true)
-                head.subjects = try subjectCount(txn)
-                head.pending = IndexTail(base: head.position)
-                let subjectsBefore = head.subjects
-                let session = try observer?.begin(txn, head: head.position)
-                let result = try body(txn, &head, session)
-                if head.subjects != subjectsBefore {
-                    try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
-                }
-                try mergeIfFull(&head, closing: closing, txn)
-                try head.sealing?.flush(txn)
-                try session?.finish(txn)
-                written = (head.pending, head.tailMerged)
-                // This commit destroys keys, or an earlier one's compaction failed: the key
-                // store is rewritten after it.
-                destroysKeys = try head.sealing?.destroysKeys == true || shreddingPending(txn)
-                return (result, head.position)
+            // Usually current already: this process made the last commit.
+            var tail = tails.snapshot
+            if try catchUp(&tail, txn) { tails.publish(tail) }
+            var head = try head(txn, checkingChain: true)
+            head.tail = tail
+            head.subjects = try subjectCount(txn)
+            head.pending = IndexTail(base: head.position)
+            let subjectsBefore = head.subjects
+            let session = try observer?.begin(txn, head: head.position)
+            let result = try body(txn, &head, session)
+            if head.subjects != subjectsBefore {
+                try txn.put(meta, key: LogSchema.subjectCountKey, value: LogSchema.key(head.subjects))
             }
+            try mergeIfFull(&head, closing: closing, txn)
+            try head.sealing?.flush(txn)
+            try session?.finish(txn)
+            written = (head.pending, head.tailMerged)
+            // This commit destroys keys, or an earlier one's compaction failed: the key
+            // store is rewritten after it.
+            destroysKeys = try head.sealing?.destroysKeys == true || shreddingPending(txn)
+            return (result, head.position)
         }
-        if let written { absorb(written.pending, merged: written.merged) }
+        if let written { tails.absorb(written.pending, merged: written.merged) }
         observer?.committed(head: last)
         if destroysKeys {
             do {
@@ -282,26 +285,11 @@ struct LogStorage: Sendable {
     /// the pending entries start over. Called after every event written, so that a streamed
     /// batch of any size keeps a bounded tail.
     private func mergeIfFull(_ head: inout Head, closing: Bool = false, _ txn: borrowing Transaction) throws {
-        let held = (head.tailMerged ? 0 : tails.tail.count) + head.pending.count
+        let held = (head.currentTail?.count ?? 0) + head.pending.count
         guard closing ? held > 0 : held >= tails.limit else { return }
-        try mergeTail(head.tailMerged ? nil : tails.tail, head.pending, through: head.position, txn)
+        try mergeTail(head.currentTail, head.pending, through: head.position, txn)
         head.tailMerged = true
         head.pending = IndexTail(base: head.position)
-    }
-
-    /// After a write transaction has committed: its index entries join the tail, or, if it
-    /// merged the tail, start it over. Unless a reader has already brought the tail past it
-    /// from the log.
-    private func absorb(_ pending: IndexTail, merged: Bool) {
-        tails.withExclusive {
-            if merged {
-                guard tails.tail.base < pending.base else { return }
-                tails.tail = IndexTail(base: pending.base)
-                tails.tail.absorb(pending)
-            } else if tails.tail.head == pending.base {
-                tails.tail.absorb(pending)
-            }
-        }
     }
 
     /// Merges the index tail into the stored indexes in a write transaction of its own (when
@@ -374,7 +362,7 @@ struct LogStorage: Sendable {
         var versions: [String: UInt64] = [:]
         func current(_ subject: String) throws -> UInt64 {
             if let v = versions[subject] { return v }
-            let v = try version(of: subject, txn, pending: head.pending, tail: !head.tailMerged)
+            let v = try version(of: subject, txn, tail: head.currentTail, pending: head.pending)
             versions[subject] = v
             return v
         }
@@ -427,7 +415,7 @@ struct LogStorage: Sendable {
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         guard head.position < IDIndex.maxPosition else { throw IDIndexFull(position: head.position + 1) }
         head.position += 1
-        let version = try self.version(of: draft.subject, txn, pending: head.pending, tail: !head.tailMerged) + 1
+        let version = try self.version(of: draft.subject, txn, tail: head.currentTail, pending: head.pending) + 1
         if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
         let hash = record.withUnsafeBytes { Self.chainHash(after: head.hash, $0) }
@@ -452,7 +440,7 @@ struct LogStorage: Sendable {
     /// Looks up `draft`'s id (whose `IDIndex.hash` is `hash`) among the stored events and the
     /// transaction's pending ones, and compares the stored event with it (`holds`).
     private func lookUp(_ draft: EventDraft, hash: UInt64, content: ArraySlice<UInt8>, _ txn: borrowing Transaction, _ head: inout Head) throws -> StoredID {
-        guard let (position, record) = try stored(draft.id, hash: hash, txn, pending: head.pending) else { return .absent }
+        guard let (position, record) = try stored(draft.id, hash: hash, txn, tail: head.tail, pending: head.pending) else { return .absent }
         let same = try holds(draft, content: content, record: record, at: position, txn) { txn in try sealing(&head, txn) }
         return same ? .same(position: position) : .different(position: position)
     }

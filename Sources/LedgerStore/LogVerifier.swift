@@ -150,12 +150,12 @@ extension EventLog {
         }
         var state = VerifyState()
         while true {
-            let (count, problem) = try storage.readIndexed("verifying") { txn in try state.checkChunk(storage, txn, limit: chunkSize) }
+            let (count, problem) = try storage.readIndexed("verifying") { txn, tail in try state.checkChunk(storage, txn, tail: tail, limit: chunkSize) }
             if let problem { return VerifyReport(eventsChecked: state.checked, problem: problem) }
             progress?(state.checked)
             if count < chunkSize { break }
         }
-        var problem = try storage.readIndexed("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
+        var problem = try storage.read("verifying the indexes") { txn in try state.checkTotals(storage, txn) }
         if problem == nil { problem = try storage.read("verifying the destroyed keys") { txn in try state.checkErasures(storage, txn) } }
         return VerifyReport(eventsChecked: state.checked, problem: problem, personal: state.personal)
     }
@@ -170,7 +170,7 @@ private struct VerifyState {
     var personal = PersonalDataCheck()
     var sealedFrom: UInt64?
 
-    mutating func checkChunk(_ s: LogStorage, _ txn: borrowing Transaction, limit: Int) throws -> (Int, VerifyProblem?) {
+    mutating func checkChunk(_ s: LogStorage, _ txn: borrowing Transaction, tail: IndexTail, limit: Int) throws -> (Int, VerifyProblem?) {
         let start = checked + 1
         return try txn.withCursor(s.events) { c in
             var count = 0
@@ -183,7 +183,7 @@ private struct VerifyState {
                 guard position == expected else {
                     return (count, VerifyProblem(kind: .positionGap, position: expected, message: "position \(expected) is missing; the next stored is \(position)"))
                 }
-                if let problem = try check(record: e.value, at: position, s, txn) { return (count, problem) }
+                if let problem = try check(record: e.value, at: position, s, txn, tail: tail) { return (count, problem) }
                 checked = position
                 count += 1
                 entry = try c.next()
@@ -193,7 +193,7 @@ private struct VerifyState {
     }
 
     private mutating func check(record: UnsafeRawBufferPointer, at position: UInt64, _ s: LogStorage,
-                                _ txn: borrowing Transaction) throws -> VerifyProblem? {
+                                _ txn: borrowing Transaction, tail: IndexTail) throws -> VerifyProblem? {
         let event: StoredEvent
         do {
             event = try EventRecord.decode(record, position: position)
@@ -210,7 +210,7 @@ private struct VerifyState {
         }
         previousHash = hash
 
-        guard try s.idIndexHolds(event.id, at: position, txn) else {
+        guard try s.idIndexHolds(event.id, at: position, txn, tail: tail) else {
             return VerifyProblem(kind: .idIndex, position: position, message: "event \(event.id) is missing from the id index")
         }
 
@@ -223,7 +223,7 @@ private struct VerifyState {
         if event.version == 1 { subjects += 1 }
         let streamed: [(version: UInt64, position: UInt64)]
         do {
-            streamed = try s.streamPositions(of: event.subject, from: max(event.version - 1, 1), limit: event.version == 1 ? 1 : 2, txn)
+            streamed = try s.streamPositions(of: event.subject, from: max(event.version - 1, 1), limit: event.version == 1 ? 1 : 2, txn, tail: tail)
         } catch let error as LedgerError {
             return VerifyProblem(kind: .streamIndex, position: position, message: "the stream index of \(event.subject): \(error.message)")
         }

@@ -123,10 +123,10 @@ extension LogStorage {
     }
 
     /// A subject's last version (0 if it has no events): from a write transaction's `pending`
-    /// entries or the index tail (unless `tail` is false: the transaction merged it) when they
-    /// hold events of it, else the end of its last stored chunk, found with one seek.
-    func version(of subject: String, _ txn: borrowing Transaction, pending: IndexTail? = nil, tail: Bool = true) throws -> UInt64 {
-        if let version = tails.version(of: subject, pending: pending, tail: tail) { return version }
+    /// entries or the index `tail` (none once the transaction has merged it) when they hold
+    /// events of it, else the end of its last stored chunk, found with one seek.
+    func version(of subject: String, _ txn: borrowing Transaction, tail: IndexTail?, pending: IndexTail? = nil) throws -> UInt64 {
+        if let version = pending?.version(of: subject) ?? tail?.version(of: subject) { return version }
         return try storedVersion(of: subject, txn)
     }
 
@@ -179,11 +179,11 @@ extension LogStorage {
     }
 
     /// The positions of `subject`'s versions from `start` on, at most `limit` of them, in
-    /// order: the stored index's, then the index tail's.
+    /// order: the stored index's, then the index `tail`'s.
     func streamPositions(of subject: String, from start: UInt64, limit: Int,
-                         _ txn: borrowing Transaction) throws -> [(version: UInt64, position: UInt64)] {
+                         _ txn: borrowing Transaction, tail: IndexTail) throws -> [(version: UInt64, position: UInt64)] {
         var out = try storedPositions(of: subject, from: start, limit: limit, txn)
-        if let tail = tails.tail.streams[subject] {
+        if let tail = tail.streams[subject] {
             for (offset, position) in tail.positions.enumerated() where out.count < limit {
                 let version = tail.before + 1 + UInt64(offset)
                 if version >= start { out.append((version, position)) }
@@ -256,7 +256,7 @@ extension EventLog {
     /// ordered by length first) and its tail, never from the events.
     public func subjects(prefix: String = "", limit: Int = .max) throws(LedgerError) -> [String] {
         let wanted = Array(prefix.utf8)
-        return try storage.readIndexed("listing the subjects") { txn in
+        return try storage.readIndexed("listing the subjects") { txn, tail in
             var found: Set<[UInt8]> = []
             try txn.withCursor(storage.streams) { cursor in
                 for length in max(wanted.count, 1) ... EventLimits.maxSubjectBytes {
@@ -272,7 +272,7 @@ extension EventLog {
                     }
                 }
             }
-            for subject in storage.tails.tail.streams.keys where subject.utf8.starts(with: wanted) { found.insert(Array(subject.utf8)) }
+            for subject in tail.streams.keys where subject.utf8.starts(with: wanted) { found.insert(Array(subject.utf8)) }
             return found.sorted { $0.lexicographicallyPrecedes($1) }.prefix(limit).map { String(decoding: $0, as: UTF8.self) }
         }
     }

@@ -1,8 +1,11 @@
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
-@_spi(Storage) import LedgerStore
+@_spi(Storage) @testable import LedgerStore
 @_spi(Storage) import LedgerTestSupport
+import Dispatch
+import Glibc
 import PropertyBased
+import Synchronization
 import Testing
 
 /// Store layout 5: the id and stream index entries of the latest events stay in memory (the
@@ -174,6 +177,85 @@ import Testing
             #expect(try log.event(id: EventID(high: 4, low: 99))?.position == 530)
             let next = try log.append([draft("subject-0", 99)])
             #expect(next.outcomes == [.appended(position: 531, version: 131)])
+            #expect(try log.verify().isValid)
+        }
+    }
+
+    /// A reader looks events up in its own copy of the tail, with no lock held: an append
+    /// commits, and adds its entries to the tail, while a reader is inside its read — and the
+    /// reader still sees its snapshot, the tail included.
+    @Test func anAppendCommitsWhileAReaderIsInsideItsReadAndTheReaderKeepsItsSnapshot() throws {
+        try withStorePath { path in
+            let log = try Self.log(path, limit: 1_000)
+            defer { log.close() }
+            let first = draft("user-0", 0)
+            let second = draft("user-0", 1)
+            try log.append([first])
+            let appended = DispatchSemaphore(value: 0)
+            try log.storage.readIndexed("a test's read") { txn, tail throws in
+                DispatchQueue.global().async {
+                    _ = try? log.append([second])
+                    appended.signal()
+                }
+                // Were a lock held across the read, the append could not add its entries
+                // until the read ended: this would time out.
+                #expect(appended.wait(timeout: .now() + 60) == .success)
+                #expect(try log.storage.version(of: "user-0", txn, tail: tail) == 1)
+                #expect(try log.storage.stored(first.id, txn, tail: tail)?.position == 1)
+                #expect(try log.storage.stored(second.id, txn, tail: tail)?.position == nil)
+                #expect(try log.storage.streamPositions(of: "user-0", from: 1, limit: 10, txn, tail: tail).map(\.position) == [1])
+            }
+            #expect(try log.version(of: "user-0") == 2)
+            #expect(try log.event(id: second.id)?.position == 2)
+        }
+    }
+
+    /// Readers on four threads while one appends one event at a time, the tail merged every
+    /// 40 events: every read sees a whole snapshot — each subject's version, its events by
+    /// stream and the last event by id as the log holds them through the snapshot's head —
+    /// whether its copy of the tail was current, lagged a commit or predated a merge.
+    @Test func readersBesideAnAppenderAlwaysSeeAWholeSnapshot() throws {
+        try withStorePath { path in
+            let log = try Self.log(path, limit: 40)
+            defer { log.close() }
+            let drafts = (0..<400).map { draft("user-\($0 % 5)", $0) }
+            let stop = Atomic<Bool>(false)
+            let reads = Atomic<Int>(0)
+            let problems = Mutex<[String]>([])
+            let group = DispatchGroup()
+            for reader in 0..<4 {
+                DispatchQueue.global().async(group: group) {
+                    var round = 0
+                    while !stop.load(ordering: .acquiring) {
+                        let subject = (reader + round) % 5
+                        do throws(LedgerError) {
+                            let problem = try log.storage.readIndexed("a test's read") { txn, tail -> String? in
+                                // Event n (from 1) is drafts[n - 1], of subject (n - 1) % 5.
+                                let head = Int(try log.storage.head(txn).position)
+                                let expected = (0..<head).filter { $0 % 5 == subject }.map { UInt64($0 + 1) }
+                                let version = try log.storage.version(of: "user-\(subject)", txn, tail: tail)
+                                let positions = try log.storage.streamPositions(of: "user-\(subject)", from: 1, limit: 1_000, txn, tail: tail).map(\.position)
+                                let last = head == 0 ? nil : try log.storage.stored(drafts[head - 1].id, txn, tail: tail)?.position
+                                guard version == UInt64(expected.count), positions == expected, head == 0 || last == UInt64(head) else {
+                                    return "at head \(head), user-\(subject): version \(version), positions \(positions), last found at \(String(describing: last))"
+                                }
+                                return nil
+                            }
+                            if let problem { problems.withLock { $0.append(problem) } }
+                        } catch {
+                            problems.withLock { $0.append(error.message) }
+                        }
+                        reads.add(1, ordering: .relaxed)
+                        round += 1
+                    }
+                }
+            }
+            while reads.load(ordering: .relaxed) < 4 { usleep(1_000) }   // the readers under way
+            for draft in drafts { try log.append([draft]) }
+            stop.store(true, ordering: .releasing)
+            group.wait()
+            #expect(problems.withLock { Array($0.prefix(3)) } == [])
+            #expect(try log.events(subject: "user-3").collect().map(\.position) == Array(stride(from: UInt64(4), through: 400, by: 5)))
             #expect(try log.verify().isValid)
         }
     }
