@@ -7,12 +7,12 @@ import Glibc
 /// dangle, and LMDB does not check for it): transactions hold it shared, a resize exclusively.
 /// glibc's default prefers readers, which a transaction begun inside another needs: a thread
 /// that already holds it shared may take it again without deadlocking behind a waiting resize.
-@_spi(Storage) public final class ReadWriteLock: @unchecked Sendable {
+final class ReadWriteLock: @unchecked Sendable {
     // @unchecked Sendable: the pthread lock is the synchronisation; its storage is allocated
     // once, never moved, and freed only in deinit when no thread can hold a reference.
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
-    public init() {
+    init() {
         lock = .allocate(capacity: 1)
         lock.initialize(to: pthread_rwlock_t())
         pthread_rwlock_init(lock, nil)
@@ -23,17 +23,17 @@ import Glibc
         lock.deallocate()
     }
 
-    public func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    func withShared<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_rdlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
 
-    /// Takes it shared until `unlockShared()`: for a hold that a closure cannot scope.
-    package func lockShared() { pthread_rwlock_rdlock(lock) }
-    package func unlockShared() { pthread_rwlock_unlock(lock) }
+    /// Takes it shared until `unlockShared()`: for `releaseSharedTemporarily`.
+    func lockShared() { pthread_rwlock_rdlock(lock) }
+    func unlockShared() { pthread_rwlock_unlock(lock) }
 
-    public func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    func withExclusive<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_rwlock_wrlock(lock)
         defer { pthread_rwlock_unlock(lock) }
         return try body()

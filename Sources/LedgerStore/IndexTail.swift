@@ -18,7 +18,7 @@ import Synchronization
 /// tail is rebuilt from the log (`catchUp`) when a store is opened, and whenever another process
 /// has appended or merged since. Every lookup consults the tail, then the stored index.
 ///
-/// A value: its tables are persistent (`TreeDictionary`), so a copy costs two references and a
+/// A value: its tables are persistent (`TreeDictionary`), so a copy costs three references and a
 /// change to one copy copies only the paths it changes, never the tables. Readers look events
 /// up in a copy of their own (`IndexTails`).
 struct IndexTail: Sendable {
@@ -29,8 +29,12 @@ struct IndexTail: Sendable {
     /// Each tail event's position and `IDIndex.hash` by id (the hash the append computed to
     /// look the id up, kept for the merge).
     var ids: TreeDictionary<EventID, TailID> = [:]
-    /// Each subject's tail events.
+    /// Each subject's tail events: how many, after which version.
     var streams: TreeDictionary<String, TailStream> = [:]
+    /// Each tail event's position by subject and version: entries of their own, not an array
+    /// per subject, so that adding to a long stream shared with a reader's copy copies a path,
+    /// never the stream.
+    var positions: TreeDictionary<StreamVersion, UInt64> = [:]
 
     init(base: UInt64) {
         self.base = base
@@ -41,39 +45,40 @@ struct IndexTail: Sendable {
     var count: Int { Int(head - base) }
 
     /// Adds the event at `position` (the next after `head`).
+    ///
+    /// Every change goes through `updateValue(forKey:default:with:)` or a plain assignment,
+    /// never through the subscript in place: there, a `TreeDictionary` (swift-collections 1.6)
+    /// that copies a node another copy shares goes on to read the original in a debug build's
+    /// assertion — which that other copy, released on another thread meanwhile, may have freed
+    /// (a crash the readers' tests found).
     mutating func add(id: EventID, hash: UInt64, subject: String, version: UInt64, position: UInt64) {
         ids.updateValue(forKey: id, default: TailID(position: position, hash: hash)) { _ in }   // the first kept
-        extend(subject, before: version - 1, with: CollectionOfOne(position))
+        streams.updateValue(forKey: subject, default: TailStream(before: version - 1)) { $0.count += 1 }
+        positions[StreamVersion(subject: subject, version: version)] = position
         head = position
     }
 
     /// Adds the events of `later`, a tail that starts where this one ends.
     mutating func absorb(_ later: IndexTail) {
         ids.merge(later.ids) { earlier, _ in earlier }
-        for (subject, stream) in later.streams { extend(subject, before: stream.before, with: stream.positions) }
+        positions.merge(later.positions) { _, later in later }
+        for (subject, stream) in later.streams {
+            streams.updateValue(forKey: subject, default: TailStream(before: stream.before)) { $0.count += stream.count }
+        }
         head = later.head
-    }
-
-    /// Appends `positions` to `subject`'s stream, which starts after version `before` if the
-    /// tail holds none of it yet.
-    ///
-    /// Through `updateValue(forKey:default:with:)`, not the subscript: changing a value in
-    /// place through the subscript, a `TreeDictionary` (swift-collections 1.6) that copies a
-    /// node another copy shares goes on to read the original in a debug build's assertion —
-    /// which that other copy, released on another thread meanwhile, may have freed (a crash
-    /// the readers' tests found).
-    private mutating func extend(_ subject: String, before: UInt64, with positions: some Collection<UInt64>) {
-        streams.updateValue(forKey: subject, default: TailStream(before: before)) { $0.positions.append(contentsOf: positions) }
     }
 
     /// Drops the events through `position`, which the stored indexes now hold.
     mutating func drop(through position: UInt64) {
         ids = ids.filter { $0.value.position > position }
+        positions = positions.filter { $0.value > position }
         var kept: TreeDictionary<String, TailStream> = [:]
         for (subject, stream) in streams {
-            let later = stream.positions.filter { $0 > position }
-            guard !later.isEmpty else { continue }
-            kept[subject] = TailStream(before: stream.before + UInt64(stream.positions.count - later.count), positions: later)
+            // A stream's positions rise with its versions: the ones dropped are its first.
+            var first = stream.before + 1
+            while first <= stream.version && positions[StreamVersion(subject: subject, version: first)] == nil { first += 1 }
+            guard first <= stream.version else { continue }
+            kept[subject] = TailStream(before: first - 1, count: Int(stream.version - first + 1))
         }
         streams = kept
         base = position
@@ -85,6 +90,17 @@ struct IndexTail: Sendable {
 
     /// `subject`'s version, if the tail holds events of it.
     func version(of subject: String) -> UInt64? { streams[subject]?.version }
+
+    /// The versions of `subject` the tail holds from `start` on, at most `limit` of them, with
+    /// their positions, in order.
+    func positions(of subject: String, from start: UInt64 = 0, limit: Int = .max) -> [(version: UInt64, position: UInt64)] {
+        guard let stream = streams[subject], limit > 0 else { return [] }
+        let first = max(start, stream.before + 1)
+        guard first <= stream.version else { return [] }
+        return (first ... min(stream.version, first &+ UInt64(limit - 1))).compactMap { version in
+            positions[StreamVersion(subject: subject, version: version)].map { (version, $0) }
+        }
+    }
 }
 
 /// An event of an `IndexTail` as the id index will hold it.
@@ -97,11 +113,27 @@ struct TailID: Sendable {
 struct TailStream: Sendable {
     /// The subject's version before the first of them: what the stored index holds.
     var before: UInt64
-    /// Their positions, in version order.
-    var positions: [UInt64] = []
+    /// How many there are.
+    var count = 0
 
     /// The subject's version after them.
-    var version: UInt64 { before + UInt64(positions.count) }
+    var version: UInt64 { before + UInt64(count) }
+}
+
+/// A subject and one of its versions: the key of an `IndexTail`'s positions.
+struct StreamVersion: Hashable, Sendable {
+    var subject: String
+    var version: UInt64
+}
+
+/// What `LogStorage.catchUp` did to a copy of the index tail.
+enum TailChange: Equatable {
+    /// It was current.
+    case none
+    /// It took the events appended since, or dropped the ones merged since.
+    case advanced
+    /// It did not fit the store (another store at the path): it was built again from the log.
+    case restarted
 }
 
 /// A log's index tail, handed between its writer and its readers as a value.
@@ -127,26 +159,32 @@ final class IndexTails: Sendable {
     /// The shared tail, as it stands.
     var snapshot: IndexTail { current.withLock { $0 } }
 
-    /// Makes `tail`, a copy brought up to a later commit, the shared tail, unless a later one
-    /// is already there.
-    func publish(_ tail: IndexTail) {
-        current.withLock { shared in
-            if (tail.head, tail.base) > (shared.head, shared.base) { shared = tail }
+    /// Makes `tail`, a copy brought up to a later commit by `catchUp`, the shared tail, unless
+    /// a later one is already there — or whatever is there, if the copy had to start over.
+    func publish(_ tail: IndexTail, _ change: TailChange) {
+        let replaced = current.withLock { shared -> IndexTail? in
+            guard change == .restarted || (tail.head, tail.base) > (shared.head, shared.base) else { return nil }
+            defer { shared = tail }
+            return shared
         }
+        _ = replaced   // freed here, if no reader holds it, not under the lock
     }
 
     /// After a write transaction has committed: its index entries join the tail, or, if it
     /// merged the tail, start it over. Unless a reader has already brought the tail past it
     /// from the log.
     func absorb(_ pending: IndexTail, merged: Bool) {
-        current.withLock { shared in
+        let replaced = current.withLock { shared -> IndexTail? in
             if merged {
-                guard shared.base < pending.base else { return }
-                shared = pending
+                guard shared.base < pending.base else { return nil }
+                defer { shared = pending }
+                return shared
             } else if shared.head == pending.base {
                 shared.absorb(pending)
             }
+            return nil
         }
+        _ = replaced   // freed here, if no reader holds it, not under the lock
     }
 }
 
@@ -168,15 +206,19 @@ extension LogStorage {
     }
 
     /// Brings `tail`, a copy of the shared tail taken before `txn` began, to what `txn` sees:
-    /// drops what another process merged into the stored indexes, and adds the events appended
-    /// since from the log. Whether it changed it.
-    func catchUp(_ tail: inout IndexTail, _ txn: borrowing Transaction) throws -> Bool {
+    /// drops what the stored indexes hold since (merged by this process or another), and adds
+    /// the events appended since from the log.
+    func catchUp(_ tail: inout IndexTail, _ txn: borrowing Transaction) throws -> TailChange {
         let head = try head(txn).position
         let base = try indexedThrough(txn, head: head)
-        guard tail.head != head || tail.base != base else { return false }
+        guard tail.head != head || tail.base != base else { return .none }
+        var change = TailChange.advanced
         if tail.base > base || tail.head > head {
             // Another store at this path, or one rolled back: start over.
             tail = IndexTail(base: base)
+            change = .restarted
+        } else if tail.head <= base {
+            tail = IndexTail(base: base)   // all of it merged: nothing to keep
         } else if tail.base < base {
             tail.drop(through: base)
         }
@@ -195,22 +237,24 @@ extension LogStorage {
                 }
             }
         }
-        return true
+        return change
     }
 
     /// Runs a read transaction with the index tail as it sees it: for every read that looks an
     /// event up by id or by stream. No lock is held while `body` runs.
     func readIndexed<R>(_ what: @autoclosure () -> String, _ body: (borrowing Transaction, IndexTail) throws -> R) throws(LedgerError) -> R {
-        // Taken before the snapshot, so never ahead of it.
+        // Taken before the snapshot, so never ahead of it (which `catchUp` would take for
+        // another store, and build again from the log).
         var tail = tails.snapshot
         return try read(what()) { txn in
-            if try catchUp(&tail, txn) { tails.publish(tail) }
+            let change = try catchUp(&tail, txn)
+            if change != .none { tails.publish(tail, change) }
             return try body(txn, tail)
         }
     }
 
-    /// Puts `tail`'s entries (the shared tail's, unless the transaction merged them already)
-    /// and a write transaction's `pending` ones into the stored indexes, in key order, and
+    /// Puts `tail`'s entries (the transaction's copy of the shared tail, unless it merged them
+    /// already) and a write transaction's `pending` ones into the stored indexes, in key order, and
     /// records `head` as indexed. In that transaction.
     func mergeTail(_ tail: IndexTail?, _ pending: IndexTail, through head: UInt64, _ txn: borrowing Transaction) throws {
         var tail = tail ?? IndexTail(base: pending.base)
@@ -227,7 +271,7 @@ extension LogStorage {
         let subjects = tail.streams.keys.sorted { LogSchema.streamPrefix($0).lexicographicallyPrecedes(LogSchema.streamPrefix($1)) }
         for subject in subjects {
             guard let stream = tail.streams[subject] else { continue }
-            try appendToStream(subject, after: stream.before, positions: stream.positions, txn)
+            try appendToStream(subject, after: stream.before, positions: tail.positions(of: subject).map(\.position), txn)
         }
         try txn.put(meta, key: LogSchema.indexedKey, value: LogSchema.key(head))
     }

@@ -180,7 +180,8 @@ struct LogStorage: Sendable {
         let (result, last) = try env.write { txn in
             // Usually current already: this process made the last commit.
             var tail = tails.snapshot
-            if try catchUp(&tail, txn) { tails.publish(tail) }
+            let change = try catchUp(&tail, txn)
+            if change != .none { tails.publish(tail, change) }
             var head = try head(txn, checkingChain: true)
             head.tail = tail
             head.subjects = try subjectCount(txn)

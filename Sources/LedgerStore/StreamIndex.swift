@@ -182,14 +182,8 @@ extension LogStorage {
     /// order: the stored index's, then the index `tail`'s.
     func streamPositions(of subject: String, from start: UInt64, limit: Int,
                          _ txn: borrowing Transaction, tail: IndexTail) throws -> [(version: UInt64, position: UInt64)] {
-        var out = try storedPositions(of: subject, from: start, limit: limit, txn)
-        if let tail = tail.streams[subject] {
-            for (offset, position) in tail.positions.enumerated() where out.count < limit {
-                let version = tail.before + 1 + UInt64(offset)
-                if version >= start { out.append((version, position)) }
-            }
-        }
-        return out
+        let out = try storedPositions(of: subject, from: start, limit: limit, txn)
+        return out + tail.positions(of: subject, from: start, limit: limit - out.count)
     }
 
     /// The positions of `subject`'s versions from `start` on in the stored index.

@@ -259,4 +259,57 @@ import Testing
             #expect(try log.verify().isValid)
         }
     }
+
+    /// The shared tail moves only forward, whoever offers it: a copy brought up to a later
+    /// commit replaces it and an older one does not; a commit's entries join it only where it
+    /// ends; a merge starts it over unless a reader's copy got there first; and a copy built
+    /// again for another store replaces whatever it holds.
+    @Test func theSharedTailMovesOnlyForwardWhateverOffersIt() {
+        /// A tail after `base` through `head`, event n of subject "s" at version n.
+        func tail(after base: UInt64, through head: UInt64) -> IndexTail {
+            var tail = IndexTail(base: base)
+            for position in stride(from: base + 1, through: head, by: 1) {
+                tail.add(id: EventID(high: 0, low: position), hash: position, subject: "s", version: position, position: position)
+            }
+            return tail
+        }
+        let tails = IndexTails(limit: 100)
+        tails.publish(tail(after: 0, through: 5), .advanced)
+        #expect(tails.snapshot.head == 5)
+        tails.publish(tail(after: 0, through: 3), .advanced)
+        #expect(tails.snapshot.head == 5)
+        tails.absorb(tail(after: 5, through: 7), merged: false)
+        #expect((tails.snapshot.base, tails.snapshot.head, tails.snapshot.version(of: "s")) == (0, 7, 7))
+        #expect(tails.snapshot.positions(of: "s", from: 6, limit: 5).map(\.position) == [6, 7])
+        tails.absorb(tail(after: 5, through: 8), merged: false)   // not where it ends
+        #expect(tails.snapshot.head == 7)
+        tails.absorb(tail(after: 9, through: 10), merged: true)
+        #expect((tails.snapshot.base, tails.snapshot.head) == (9, 10))
+        #expect(tails.snapshot.position(of: EventID(high: 0, low: 6)) == nil)
+        #expect(tails.snapshot.position(of: EventID(high: 0, low: 10)) == 10)
+        tails.publish(tail(after: 12, through: 12), .advanced)   // a reader saw a later merge
+        tails.absorb(tail(after: 12, through: 12), merged: true)
+        #expect((tails.snapshot.base, tails.snapshot.head) == (12, 12))
+        tails.publish(tail(after: 0, through: 2), .restarted)
+        #expect((tails.snapshot.base, tails.snapshot.head) == (0, 2))
+    }
+
+    /// Dropping what the stored indexes now hold keeps each subject's later events, numbered
+    /// on from the version the stored index ends at.
+    @Test func droppingTheMergedEventsKeepsEachStreamsLaterVersions() {
+        var tail = IndexTail(base: 0)
+        for position in UInt64(1)...10 {
+            let subject = position % 2 == 0 ? "even" : "odd"
+            tail.add(id: EventID(high: 1, low: position), hash: position, subject: subject, version: (position + 1) / 2, position: position)
+        }
+        tail.drop(through: 6)
+        #expect((tail.base, tail.head, tail.count) == (6, 10, 4))
+        #expect(tail.positions(of: "even").map(\.version) == [4, 5])
+        #expect(tail.positions(of: "even").map(\.position) == [8, 10])
+        #expect(tail.positions(of: "odd").map(\.position) == [7, 9])
+        #expect(tail.version(of: "odd") == 5)
+        #expect(tail.position(of: EventID(high: 1, low: 6)) == nil)
+        tail.drop(through: 10)
+        #expect(tail.streams.isEmpty && tail.ids.isEmpty && tail.positions.isEmpty)
+    }
 }

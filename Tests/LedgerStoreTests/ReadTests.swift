@@ -13,8 +13,8 @@ import Testing
     }
 
     /// Readers that never pause — by subject, by id, versions, personal fields opened — beside
-    /// a thread appending one event at a time: every append finishes (the index tail's lock
-    /// prefers the writer, and no read takes it twice), and every reader keeps reading.
+    /// a thread appending one event at a time: every append finishes (readers look events up
+    /// in their own copy of the index tail), and every reader keeps reading.
     @Test func appendsFinishBesideReadersThatNeverPause() throws {
         try withStorePath { path in
             let log = try EventLog(path: path)
