@@ -13,8 +13,13 @@ extension ClusterTests {
     struct Commands {
         /// Runs `ledger` with `arguments`; its exit status, standard output and error.
         func ledger(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
+            try run(NATSCluster.ledger, arguments, environment: environment)
+        }
+
+        /// Runs `executable` with `arguments`; its exit status, standard output and error.
+        func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
             let process = Process()
-            process.executableURL = NATSCluster.ledger
+            process.executableURL = executable
             process.arguments = arguments
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.merging(["NO_COLOR": "1"]) { $1 }
             let out = Pipe(), err = Pipe()
@@ -228,18 +233,11 @@ extension ClusterTests {
             let broken = directory.appendingPathComponent("ledger")
             try "#!/bin/sh\necho 'the store at this path is damaged' >&2\nexit 3\n".write(to: broken, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broken.path)
-            let process = Process()
-            process.executableURL = NATSCluster.repository.appendingPathComponent("Tools/cluster")
-            process.arguments = ["up", "--dir", directory.appendingPathComponent("cluster").path, "--nodes", "1", "--ledger", broken.path]
-            let out = Pipe(), err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            let printed = out.fileHandleForReading.readDataToEndOfFile(), warned = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            let message = String(decoding: warned, as: UTF8.self)
-            #expect(process.terminationStatus == 1)
-            #expect(printed.isEmpty)
+            let up = try run(NATSCluster.repository.appendingPathComponent("Tools/cluster"),
+                             ["up", "--dir", directory.appendingPathComponent("cluster").path, "--nodes", "1", "--ledger", broken.path])
+            let message = up.err
+            #expect(up.status == 1)
+            #expect(up.out.isEmpty)
             #expect(message.contains("cluster: ledger node 1 ended with status 3 before it came up"), "\(message)")
             #expect(message.contains("    the store at this path is damaged"), "\(message)")
             // `up` stopped the servers it had started and removed its record of them.
