@@ -72,8 +72,8 @@ extension LogStorage {
     /// record; `nil` if there is none. Looks in a write transaction's `pending` entries and the
     /// index `tail` first; in the stored index, reads the record at each position under the hash
     /// (nearly always one, or none).
-    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction, tail: IndexTail, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
-        if let position = pending?.position(of: id) ?? tail.position(of: id) {
+    func stored(_ id: EventID, hash: UInt64, _ txn: borrowing Transaction, tail: IndexTail?, pending: IndexTail? = nil) throws -> (position: UInt64, record: UnsafeRawBufferPointer)? {
+        if let position = pending?.position(of: id) ?? tail?.position(of: id) {
             guard let record = try txn.get(events, key: LogSchema.key(position)) else {
                 throw LedgerError(.corruptRecord, "position \(position), where the index tail has event \(id), holds no record; run `ledger verify`")
             }

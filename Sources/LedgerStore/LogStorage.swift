@@ -115,16 +115,13 @@ struct LogStorage: Sendable {
         var recordedAt: Timestamp
         /// Subjects with at least one event, counting those this transaction adds.
         var subjects: UInt64 = 0
-        /// The index tail as this transaction found it (see `IndexTails`).
-        var tail = IndexTail(base: 0)
+        /// The index tail as a write transaction found it (see `IndexTails`); none once the
+        /// transaction has merged it (and its own entries then) into the stored indexes, which
+        /// then hold its entries and versions.
+        var tail: IndexTail?
         /// The index entries of the events this transaction adds (see `IndexTail`) since it
         /// last merged them.
         var pending = IndexTail(base: 0)
-        /// This transaction has merged the tail (and its own entries then) into the stored
-        /// indexes: the tail's versions are out of date for it.
-        var tailMerged = false
-        /// The tail whose versions hold for this transaction: none once it has merged it.
-        var currentTail: IndexTail? { tailMerged ? nil : tail }
         /// Personal data sealed and keys destroyed in this transaction, once it has some.
         var sealing: SealingSession?
     }
@@ -195,7 +192,7 @@ struct LogStorage: Sendable {
             try mergeIfFull(&head, closing: closing, txn)
             try head.sealing?.flush(txn)
             try session?.finish(txn)
-            written = (head.pending, head.tailMerged)
+            written = (head.pending, head.tail == nil)
             // This commit destroys keys, or an earlier one's compaction failed: the key
             // store is rewritten after it.
             destroysKeys = try head.sealing?.destroysKeys == true || shreddingPending(txn)
@@ -286,10 +283,10 @@ struct LogStorage: Sendable {
     /// the pending entries start over. Called after every event written, so that a streamed
     /// batch of any size keeps a bounded tail.
     private func mergeIfFull(_ head: inout Head, closing: Bool = false, _ txn: borrowing Transaction) throws {
-        let held = (head.currentTail?.count ?? 0) + head.pending.count
+        let held = (head.tail?.count ?? 0) + head.pending.count
         guard closing ? held > 0 : held >= tails.limit else { return }
-        try mergeTail(head.currentTail, head.pending, through: head.position, txn)
-        head.tailMerged = true
+        try mergeTail(head.tail, head.pending, through: head.position, txn)
+        head.tail = nil
         head.pending = IndexTail(base: head.position)
     }
 
@@ -363,7 +360,7 @@ struct LogStorage: Sendable {
         var versions: [String: UInt64] = [:]
         func current(_ subject: String) throws -> UInt64 {
             if let v = versions[subject] { return v }
-            let v = try version(of: subject, txn, tail: head.currentTail, pending: head.pending)
+            let v = try version(of: subject, txn, tail: head.tail, pending: head.pending)
             versions[subject] = v
             return v
         }
@@ -416,7 +413,7 @@ struct LogStorage: Sendable {
                        _ session: (any CommitSession)?) throws -> (position: UInt64, version: UInt64) {
         guard head.position < IDIndex.maxPosition else { throw IDIndexFull(position: head.position + 1) }
         head.position += 1
-        let version = try self.version(of: draft.subject, txn, tail: head.currentTail, pending: head.pending) + 1
+        let version = try self.version(of: draft.subject, txn, tail: head.tail, pending: head.pending) + 1
         if version == 1 { head.subjects += 1 }
         EventRecord.stamp(&record, version: version, recordedAt: recordedAt)
         let hash = record.withUnsafeBytes { Self.chainHash(after: head.hash, $0) }
