@@ -115,6 +115,46 @@ import Testing
         #expect(try items(events).filter { $0.contains(" paymentFailed ") } == [#"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#])
     }
 
+    /// SPEC §4 `billingIssue`: another subscription's recovery does not close a failure's
+    /// window, so a failure after that recovery, while the first failure's issue is still
+    /// open, is inside the same episode and adds nothing.
+    @Test func anotherSubscriptionsRecoveryLeavesTheEpisodeOpen() throws {
+        let events = [Make.purchase("u", at: mar1, txn: "a1", expires: days(30, after: mar1)),
+                      Make.purchase("u", at: days(5, after: mar1), txn: "b1", expires: days(31, after: mar1)),
+                      Make.renewalFailed("u", at: days(30, after: mar1), original: "a1"),
+                      Make.renewalFailed("u", at: days(31, after: mar1), original: "b1"),
+                      Make.renewal("u", at: days(32, after: mar1), txn: "b2", original: "b1", expires: days(62, after: mar1)),
+                      Make.renewalFailed("u", at: days(40, after: mar1), original: "a1")]
+        #expect(try items(events).filter { $0.contains(" paymentFailed ") } == [#"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#])
+        // With a1's issue closed by its retry window (60 days after Mar 31), a failure after it opens another.
+        let later = Array(events.dropLast()) + [Make.renewalFailed("u", at: days(90, after: mar1), original: "a1")]
+        #expect(try items(later).filter { $0.contains(" paymentFailed ") } == [
+            #"2026-03-31T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#,
+            #"2026-05-30T12:00:00.000Z paymentFailed {"originalTransactionId":"a1","channel":"push"}"#,
+        ])
+    }
+
+    /// Each retention item is decided at its own time: refunded on Jan 15 and reversed on
+    /// Feb 10, after the period ended (Feb 1), the flow counts from the refund until the
+    /// reversal, and from the period's end after it (SPEC §4 Retention).
+    @Test func aRefundReversedAfterThePeriodMovesTheFlowFromTheReversal() throws {
+        let jan1 = ts("2026-01-01T00:00:00Z"), feb1 = ts("2026-02-01T00:00:00Z")
+        let events = [Make.purchase("u", at: jan1, txn: "t1", expires: feb1), Make.refund("u", at: ts("2026-01-15T00:00:00Z"), txn: "t1", original: "t1"),
+                      Make.refundReversed("u", at: ts("2026-02-10T00:00:00Z"), txn: "t1", original: "t1")]
+        #expect(try items(events) == [
+            #"2026-01-22T00:00:00.000Z retentionEmail {"day":7}"#,
+            #"2026-02-07T00:00:00.000Z retentionEmail {"day":23}"#,
+            #"2026-02-24T00:00:00.000Z retentionEmail {"day":23}"#,
+            #"2026-03-02T00:00:00.000Z retentionEmail {"day":29}"#,
+            #"2026-03-04T00:00:00.000Z retentionEmail {"day":31}"#,
+            #"2026-03-04T00:00:00.000Z tierChanged {"tier":"browseOnly"}"#,
+            #"2026-04-02T00:00:00.000Z retentionEmail {"day":60}"#,
+            #"2026-05-03T00:00:00.000Z tierChanged {"tier":"archived"}"#,
+            #"2027-01-17T00:00:00.000Z retentionEmail {"day":350}"#,
+            #"2027-02-01T00:00:00.000Z tierChanged {"tier":"pendingDeletion"}"#,
+        ])
+    }
+
     /// A kind appears only when the policy has the sections it reads: no `deletion`, no
     /// deletionQueued; paymentFailed is always on.
     @Test func aKindNeedsItsPolicySection() throws {

@@ -204,6 +204,44 @@ import Testing
             purchasePending: false, productId: "pro.monthly", banners: [], reason: .init(rule: "storeCoverage", policyKey: nil, position: 2)))
     }
 
+    /// SPEC §4 `billingIssue`: it is true while any failure's window is open. Subscription a
+    /// fails on Apr 1; b fails on Apr 5 and recovers on Apr 6 (to Jul 6): a's issue stays until its retry
+    /// window closes (60 days after Apr 1), though the latest failure was recovered.
+    @Test func anotherSubscriptionsRecoveryLeavesAnEarlierFailureOpen() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), apr5 = ts("2026-04-05T09:30:00Z"), jul6 = ts("2026-07-06T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "a1", expires: apr1),
+                      Make.purchase("u", at: mar8, txn: "b1", expires: apr5, product: "extra.monthly"),
+                      Make.renewalFailed("u", at: apr1, original: "a1"),
+                      Make.renewalFailed("u", at: apr5, original: "b1"),
+                      Make.renewal("u", at: days(1, after: apr5), txn: "b2", original: "b1", expires: jul6, product: "extra.monthly")]
+        let open = EntitlementView(planState: .pro, trialEligible: false, expiresAt: jul6, renewsAt: jul6, autoRenew: true, billingIssue: true,
+                                   purchasePending: false, productId: "extra.monthly", banners: ["billingIssue"],
+                                   reason: .init(rule: "storeCoverage", policyKey: nil, position: 6))
+        var closed = open
+        closed.billingIssue = false
+        closed.banners = []
+        #expect(try views(events, at: [days(10, after: apr1), justBefore(days(60, after: apr1)), days(60, after: apr1)])
+                == [open, open, closed])
+    }
+
+    /// SPEC §4 rule 3: each failure keeps its own grace window. A failure on Apr 1 with the
+    /// store's grace until Apr 17, then a second failure of the same subscription on Apr 3
+    /// without one (the policy's 3 days from Apr 1): the first failure's grace still holds to
+    /// Apr 17, the earlier failure deciding.
+    @Test func aLaterFailureWithoutTheStoresDateLeavesAnEarlierGraceOpen() throws {
+        let apr1 = ts("2026-04-01T09:30:00Z"), apr17 = ts("2026-04-17T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1),
+                      Make.renewalFailed("u", at: apr1, original: "t1", graceExpiresAt: apr17),
+                      Make.renewalFailed("u", at: days(2, after: apr1), original: "t1")]
+        let grace = EntitlementView(planState: .pro, trialEligible: false, expiresAt: apr1, renewsAt: nil, autoRenew: true, billingIssue: true,
+                                    purchasePending: false, productId: "pro.monthly", banners: ["billingIssue"],
+                                    reason: .init(rule: "billingGrace", policyKey: "subscription.billingGraceSource", position: 3))
+        var lapsed = grace
+        lapsed.planState = .free
+        lapsed.reason = .init(rule: "signedIn", policyKey: nil, position: 1)
+        #expect(try views(events, at: [days(10, after: apr1), justBefore(apr17), apr17]) == [grace, grace, lapsed])
+    }
+
     /// 004: a revocation (family sharing removed) ends coverage for good.
     @Test func aRevocationEndsCoverage() throws {
         var revoke = SubscriptionRevoked()

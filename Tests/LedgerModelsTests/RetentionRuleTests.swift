@@ -62,6 +62,21 @@ import Testing
         #expect(try views(events, at: [day(0)]) == [grace(day: 0, since: feb1, zero: feb1, rule: "expiry", next: day(31))])
     }
 
+    /// SPEC §4: a refund reversed at or before t never ended its transaction's coverage in any
+    /// stretch the view at t looks back on, even when the reversal came after the period
+    /// ended. Refunded on Jan 15, reversed on Feb 10: until the reversal the flow counts from
+    /// the refund; from it, from the period's end (Feb 1).
+    @Test func aRefundReversedAfterThePeriodNeverEndedTheStretch() throws {
+        let feb10 = ts("2026-02-10T00:00:00Z")
+        let events = [Make.created("u", at: jan1.adding(seconds: -60)), Make.purchase("u", at: jan1, txn: "t1", expires: feb1),
+                      Make.refund("u", at: jan15, txn: "t1", original: "t1"), Make.refundReversed("u", at: feb10, txn: "t1", original: "t1")]
+        #expect(try views(events, at: [feb10.adding(seconds: -1), feb10, day(20)]) == [
+            grace(day: 25, since: jan15, zero: jan15, rule: "refund", next: days(31, after: jan15)),
+            grace(day: 9, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+            grace(day: 20, since: feb1, zero: feb1, rule: "expiry", next: day(31)),
+        ])
+    }
+
     /// 000 "0-30 days: Full access (grace period)": day 30 is still grace, day 31 browse only.
     @Test func graceLastsThroughDay30() throws {
         #expect(try views(cancelled(), at: [day(31, less: 1), day(31)]) == [

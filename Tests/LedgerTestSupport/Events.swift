@@ -53,6 +53,13 @@ public enum Make {
         return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: r.eventData)
     }
 
+    public static func refundReversed(_ subject: String, at: Timestamp, txn: String, original: String) -> LedgerEvent {
+        var r = SubscriptionRefundReversed()
+        r.transactionId = txn
+        r.originalTransactionId = original
+        return LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: r.eventData)
+    }
+
     public static func expired(_ subject: String, at: Timestamp, original: String) -> LedgerEvent {
         var e = SubscriptionExpired()
         e.originalTransactionId = original

@@ -13,7 +13,7 @@
 /// billing notification preference; the rest is the subject's facts.
 public enum DueModel: ReadModel {
     public static let name = "due"
-    public static let version: UInt32 = 3
+    public static let version: UInt32 = 4
 
     public struct State: ModelState {
         public var deletion = DeletionModel.State()

@@ -29,9 +29,11 @@ package enum DueRules {
     static func retentionFlows(_ state: DueModel.State, _ facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
         let subject = RetentionSubject(own: state.retention, access: facts, policy: policy.subscription)
         var candidates = stretchEnds(subject, policy: policy.subscription)
-        // A transaction reported after its purchase covers from then once known: the flows
-        // everything known describes, as a status then looks back on them, are candidates too.
+        // A transaction reported after its purchase covers from then once known, and a refund
+        // reversed later never ended its coverage: the flows everything known describes, as a
+        // status then looks back on them, are candidates too.
         let reportedLate = facts.subscription.transactions.contains { $0.at > $0.value.purchasedAt }
+            || facts.subscription.marks.contains { $0.value.kind == .reversal }
         if reportedLate { candidates += stretchEnds(subject, known: Timestamp(milliseconds: .max), policy: policy.subscription) }
         if retention.startsAt == .cancellation {
             candidates += facts.subscription.autoRenew.filter { !$0.value.enabled }.map(\.at)

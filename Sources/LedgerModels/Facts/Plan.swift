@@ -54,7 +54,7 @@ public enum Plan {
                             reason: Reason(rule: "storeCoverage", policyKey: nil, position: coverage.transaction.position), coverage: coverage)
         }
         // 3. Billing grace after a failed renewal.
-        if let episode = store.billingEpisode(at: t, known: known, policy: policy), !episode.recovered, t < episode.graceEnd {
+        if let episode = store.billingGrace(at: t, known: known, policy: policy) {
             return Decision(planState: .pro, reason: Reason(rule: "billingGrace",
                                                             policyKey: episode.graceFromStore ? "subscription.billingGraceSource" : "subscription.billingGraceDays",
                                                             position: episode.failure.position))

@@ -139,7 +139,7 @@ public struct Coverage: Sendable, Equatable {
     public var end: Timestamp
 }
 
-/// The billing-failure episode in force at a time.
+/// One billing failure's windows, asked at a time.
 public struct BillingEpisode: Sendable, Equatable {
     public var failure: Dated<SubscriptionFacts.Failure>
     /// The failure's last covered period end.
@@ -201,7 +201,9 @@ extension SubscriptionFacts {
 
     /// `endWithCause(of:at:)` from the fields it reads. Extensions and upgrades known at
     /// `known` move the end; a refund or revocation that happened by `t` cuts it at its own
-    /// time (SPEC §4), unless a reversal that happened by `t` undid the refund.
+    /// time (SPEC §4), unless a reversal known at `known` undid the refund: a refund reversed
+    /// by then never ended the coverage in any stretch a view at `known` looks back on, even
+    /// when the reversal came after `t`.
     private func endWithCause(id: String, originalId: String, purchasedAt: Timestamp, expiresAt: Timestamp,
                               at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
         var end = expiresAt
@@ -213,11 +215,13 @@ extension SubscriptionFacts {
             cause = .upgrade
         }
         var refundedAt: Timestamp?
-        for m in marks.known(at: min(t, known)) where m.value.transactionId == id {
+        let happened = min(t, known)
+        for m in marks.known(at: known) where m.value.transactionId == id {
             switch m.value.kind {
-            case .refund: refundedAt = refundedAt ?? m.at
+            case .refund where m.at <= happened: refundedAt = refundedAt ?? m.at
+            case .refund: break
             case .reversal: refundedAt = nil
-            case .revoke where m.at < end: (end, cause) = (m.at, .revocation)
+            case .revoke where m.at <= happened && m.at < end: (end, cause) = (m.at, .revocation)
             case .revoke: break
             }
         }
@@ -288,13 +292,18 @@ extension SubscriptionFacts {
         return latest
     }
 
-    /// The latest billing failure that happened by `t`, with its grace and issue windows
-    /// (SPEC §4 rule 3 and `billingIssue`).
-    public func billingEpisode(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
+    /// The billing failure whose grace holds at `t` (SPEC §4 rule 3), with its windows: of the
+    /// failures that happened by `t`, not recovered and with `t` before their grace end, the
+    /// latest. Each failure keeps its own window: a later failure, or another subscription's
+    /// recovery, neither shortens nor ends an earlier one's. `nil` when no grace holds.
+    public func billingGrace(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
         let known = known ?? t
-        let happened = min(t, known)
-        guard let failure = failures.known(at: happened).last else { return nil }
-        return episode(of: failure, at: t, known: known, policy: policy)
+        let happened = failures.known(at: min(t, known))
+        for failure in happened.reversed() {
+            let episode = episode(of: failure, at: t, known: known, policy: policy)
+            if !episode.recovered && t < episode.graceEnd { return episode }
+        }
+        return nil
     }
 
     /// The windows of one failure, asked at `t` over the facts known at `known`.
@@ -334,11 +343,14 @@ extension SubscriptionFacts {
 
     /// SPEC §4's `billingIssue`, the one definition entitlement and badge share: from a failed
     /// renewal until a transaction purchased after it, a `subscription.expired`, or the
-    /// failure's last covered period end + billingRetryDays, whichever comes first. A
-    /// `subscription.grace_expired` does not end it: the store keeps retrying.
+    /// failure's last covered period end + billingRetryDays, whichever comes first — true
+    /// while any failure's window is open (recovering one subscription does not close
+    /// another's). A `subscription.grace_expired` does not end it: the store keeps retrying.
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
-        guard let episode = billingEpisode(at: t, policy: policy) else { return false }
-        return !episode.recovered && t < episode.issueEnd
+        failures.known(at: t).contains { failure in
+            let episode = episode(of: failure, at: t, known: t, policy: policy)
+            return !episode.recovered && t < episode.issueEnd
+        }
     }
 
     /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest, in (occurredAt,
