@@ -35,6 +35,44 @@ import Testing
         }
     }
 
+    /// The stored entries of `subject` in the due index, by anchor: each anchor with its
+    /// entries' kinds.
+    func anchors(_ ledger: Ledger, of subject: String) throws -> [Timestamp: Int] {
+        let store = ledger.engine.store
+        return try store.env.read { txn in
+            let record = try #require(try store.served(txn)?.record(DueModel.name))
+            let generation = try #require(try store.served(txn)?.number)
+            var found: [Timestamp: Int] = [:]
+            try store.allEntries(generation: generation, tag: record.tagByte, txn) { key, entry in
+                if key == subject { found[entry.anchor, default: 0] += 1 }
+            }
+            return found
+        }
+    }
+
+    /// A renewal moves one stored entry (SPEC §4: the cost of a renewal does not grow with the
+    /// items it moves): a monthly subscriber's predicted lapse, its six e-mails and three tier
+    /// changes are filed under the lapse, and a renewal files them under the next one. A
+    /// window finds each item at its own distance from the anchor.
+    @Test func aRenewalMovesOneAnchor() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let apr1 = ts("2026-04-01T12:00:00Z"), may1 = ts("2026-05-01T12:00:00Z")
+            try ledger.append([Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: apr1)])
+            #expect(try anchors(ledger, of: "u") == [apr1: 9])
+            try ledger.append([Make.renewal("u", at: apr1, txn: "t2", original: "t1", expires: may1)])
+            #expect(try anchors(ledger, of: "u") == [may1: 9])
+            #expect(try lines(ledger.due(from: days(350, after: may1), to: days(351, after: may1))) == [#"u 2027-04-16T12:00:00.000Z retentionEmail {"day":350}"#])
+            #expect(try lines(ledger.due(from: days(31, after: may1), to: days(32, after: may1))) == [
+                #"u 2026-06-01T12:00:00.000Z retentionEmail {"day":31}"#,
+                #"u 2026-06-01T12:00:00.000Z tierChanged {"tier":"browseOnly"}"#,
+            ])
+            #expect(try lines(ledger.due(from: days(31, after: may1).adding(milliseconds: 1), to: days(60, after: may1))) == [])
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
     /// Items are predictions until their time: a refund reported late removes the trial's
     /// reminder, an extension moves it; `verify` finds the index equal to a fresh build.
     @Test func aLateFactMovesOrRemovesAnItem() throws {

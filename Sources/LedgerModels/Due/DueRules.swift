@@ -58,7 +58,7 @@ package enum DueRules {
             for n in notifications.retentionEmailDays {
                 let at = zero.adding(days: n)
                 guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
-                items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)]))
+                items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)], anchor: zero))
             }
         }
         var entered: Set<Timestamp> = []
@@ -69,7 +69,7 @@ package enum DueRules {
                 let then = RetentionRules.place(subject, at: at, policy: policy)
                 guard then.dayZero == zero, then.tier == tier, then.since == at else { continue }
                 entered.insert(at)
-                items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)]))
+                items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)], anchor: zero))
             }
         }
         return items

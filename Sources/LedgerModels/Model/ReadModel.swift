@@ -122,11 +122,18 @@ public struct IndexEntry: Sendable, Hashable {
     public var kind: String
     /// The entry's details as JSON text (`JSON.serialized()`), an object.
     public var detail: String
+    /// The time the entry follows from, which the index files it under (default: `at`): the
+    /// entries of one key with one anchor are stored together, so a fact that moves the
+    /// anchor — a renewal moving a predicted lapse, with every e-mail and tier change counted
+    /// from it — rewrites one stored entry, not one per entry. Keep the distances from
+    /// `anchor` to `at` few (days of a policy): a range read looks up each distance in use.
+    public var anchor: Timestamp
 
-    public init(at: Timestamp, kind: String, detail: JSON = .object(JSONObject())) {
+    public init(at: Timestamp, kind: String, detail: JSON = .object(JSONObject()), anchor: Timestamp? = nil) {
         self.at = at
         self.kind = kind
         self.detail = detail.serialized()
+        self.anchor = anchor ?? at
     }
 }
 

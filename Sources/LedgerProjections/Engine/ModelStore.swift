@@ -55,9 +55,11 @@ struct Generation: StateRecord, Equatable, Sendable {
 /// - `models`: generation (u32 BE) ‖ key length (u16 BE) ‖ key (UTF-8) ‖ tag → the fold's
 ///   encoded state of that key. A subject's states of every fold are neighbours: a status
 ///   query reads them with one seek, and an append's loads find them on one page.
-/// - `modelIndex`: the indexed models' time-ordered entries, `e` ‖ generation ‖ tag ‖ at
-///   (u64 BE, sign bit flipped) ‖ key length ‖ key ‖ kind ‖ 0 ‖ detail hash → detail; and per
-///   key the entries it has, `k` ‖ generation ‖ tag ‖ key length ‖ key → their keys.
+/// - `modelIndex`: the indexed models' time-ordered entries, filed by anchor
+///   (`IndexEntry.anchor`): `e` ‖ generation ‖ tag ‖ anchor (u64 BE, sign bit flipped) ‖ key
+///   length ‖ key → the key's entries under that anchor (`AnchoredEntries`: each its distance
+///   from the anchor, kind and detail); per key its anchors, `k` ‖ generation ‖ tag ‖ key
+///   length ‖ key → 8 bytes each; and per model the distances in use, `o` ‖ generation ‖ tag.
 /// - `modelItems`: the items of the models that keep some (`ReadModel.Item`), generation ‖
 ///   key length ‖ key ‖ tag ‖ item → the item's encoded state. The item is its UTF-8 bytes,
 ///   or beyond 200 bytes 0xFF ‖ their SHA-256 (LMDB keys are at most 511 bytes).
@@ -68,10 +70,10 @@ enum ModelSchema {
     static let index = "modelIndex"
     static let items = "modelItems"
     static let generations = "generations"
-    /// The layout this code writes (3: models keep items apart; 2: one generation for every
+    /// The layout this code writes (4: index entries filed by anchor; 3: models keep items apart; 2: one generation for every
     /// fold, the facts folded once; the first layout had a generation per model, each with its
     /// own copy of the facts).
-    static let layout: UInt8 = 3
+    static let layout: UInt8 = 4
     static let layoutKey = Array("layout".utf8)
     static let servedKey = Array("served".utf8)
     static let shadowKey = Array("shadow".utf8)
@@ -140,24 +142,55 @@ enum ModelSchema {
 
     static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "e")] + prefix(generation) + [tag] }
 
-    static func entryKey(_ generation: UInt32, tag: UInt8, key: String, _ entry: IndexEntry) -> [UInt8] {
-        entryPrefix(generation, tag: tag) + indexTime(entry.at) + keyBytes(key)
-            + Array(entry.kind.utf8) + [0] + withUnsafeBytes(of: fnv1a(entry.detail).bigEndian) { Array($0) }
+    /// Where the entries one key files under one anchor are kept.
+    static func anchorKey(_ generation: UInt32, tag: UInt8, key: String, anchor: Timestamp) -> [UInt8] {
+        entryPrefix(generation, tag: tag) + indexTime(anchor) + keyBytes(key)
     }
 
     static func keyEntriesKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] {
         [UInt8(ascii: "k")] + prefix(generation) + [tag] + keyBytes(key)
     }
 
-    /// A 64-bit FNV-1a hash: entry keys are unique by (at, key, kind, detail) without the
-    /// detail itself in the key (LMDB keys are at most 511 bytes).
-    static func fnv1a(_ text: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
+    /// Where the distances a model's entries lie from their anchors are listed.
+    static func offsetsKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "o")] + prefix(generation) + [tag] }
+}
+
+/// The entries one key files under one anchor, each as its distance from the anchor, sorted:
+/// the value of an anchor's index entry. The same entries always encode to the same bytes.
+struct AnchoredEntries: StateRecord, Equatable {
+    struct Item: StateRecord, Equatable {
+        var offset: Int64 = 0
+        var kind = ""
+        var detail = ""
+
+        init() {}
+        init(offset: Int64, kind: String, detail: String) { (self.offset, self.kind, self.detail) = (offset, kind, detail) }
+        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+            try coder.code(&offset)
+            try coder.code(&kind)
+            try coder.code(&detail)
         }
-        return hash
+
+        func precedes(_ other: Item) -> Bool {
+            if offset != other.offset { return offset < other.offset }
+            if kind != other.kind { return kind.utf8.lexicographicallyPrecedes(other.kind.utf8) }
+            return detail.utf8.lexicographicallyPrecedes(other.detail.utf8)
+        }
+    }
+
+    var items: [Item] = []
+
+    init() {}
+    init(_ items: [Item]) { self.items = items.sorted { $0.precedes($1) } }
+    mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&items) }
+
+    /// `entries` grouped by their anchor, anchors in time order.
+    static func grouped(_ entries: [IndexEntry]) -> [(anchor: Timestamp, entries: AnchoredEntries)] {
+        var groups: [Timestamp: [Item]] = [:]
+        for entry in entries {
+            groups[entry.anchor, default: []].append(Item(offset: entry.at.milliseconds &- entry.anchor.milliseconds, kind: entry.kind, detail: entry.detail))
+        }
+        return groups.keys.sorted().map { ($0, AnchoredEntries(groups[$0] ?? [])) }
     }
 }
 
@@ -319,7 +352,7 @@ struct ModelStore: Sendable {
                 }
             }
         }
-        for marker in [UInt8(ascii: "e"), UInt8(ascii: "k")] {
+        for marker in [UInt8(ascii: "e"), UInt8(ascii: "k"), UInt8(ascii: "o")] {
             try txn.withCursor(index) { cursor in
                 var entry = try cursor.seek(atLeast: [marker])
                 while let current = entry, current.key.first == marker, current.key.count >= 5,
@@ -338,7 +371,8 @@ struct ModelStore: Sendable {
         var deleted = 0
         for (database, prefix) in [(states, ModelSchema.prefix(generation)), (items, ModelSchema.prefix(generation)),
                                    (index, [UInt8(ascii: "e")] + ModelSchema.prefix(generation)),
-                                   (index, [UInt8(ascii: "k")] + ModelSchema.prefix(generation))] {
+                                   (index, [UInt8(ascii: "k")] + ModelSchema.prefix(generation)),
+                                   (index, [UInt8(ascii: "o")] + ModelSchema.prefix(generation))] {
             try txn.withCursor(database) { cursor in
                 var entry = try cursor.seek(atLeast: prefix)
                 while deleted < limit, let current = entry, current.key.begins(with: prefix) {
@@ -354,68 +388,135 @@ struct ModelStore: Sendable {
 
     // MARK: Index
 
-    /// Replaces `key`'s entries in the index of the model tagged `tag` with `entries`.
+    /// Replaces `key`'s entries in the index of the model tagged `tag` with `entries`. They
+    /// are kept by anchor (`IndexEntry.anchor`): one stored entry per anchor of the key,
+    /// holding each of its entries as a distance from it, so that a fact that moves an anchor
+    /// (a renewal moving a predicted lapse) moves one stored entry however many entries follow
+    /// from it. The distances in use are listed once per model (`offsetsKey`), for range reads.
     func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
         let listKey = ModelSchema.keyEntriesKey(generation, tag: tag, key: key)
-        let stored = entries.map { ModelSchema.entryKey(generation, tag: tag, key: key, $0) }
+        let groups = AnchoredEntries.grouped(entries)
         var list: [UInt8] = []
-        for entryKey in stored { list += [UInt8(entryKey.count >> 8), UInt8(truncatingIfNeeded: entryKey.count)] + entryKey }
-        let old = try txn.get(index, key: listKey).map { Array($0) }
-        // The same entries (an entry key holds its detail's hash): nothing to write.
-        if old == list || (old == nil && entries.isEmpty) { return }
-        // Only what changed: a renewal moves a lapse's predicted items, not the trial's reminder.
-        let before = Set(old.map(Self.entryKeys) ?? [])
-        let after = Set(stored)
-        for entryKey in before where !after.contains(entryKey) { _ = try txn.delete(index, key: entryKey) }
-        guard !entries.isEmpty else {
-            _ = try txn.delete(index, key: listKey)
+        list.reserveCapacity(groups.count * 8)
+        for group in groups { list += ModelSchema.indexTime(group.anchor) }
+        let old = try txn.get(index, key: listKey).map { Self.anchors(in: $0) } ?? []
+        for anchor in old where !groups.contains(where: { $0.anchor == anchor }) {
+            _ = try txn.delete(index, key: ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: anchor))
+        }
+        guard !groups.isEmpty else {
+            if !old.isEmpty { _ = try txn.delete(index, key: listKey) }
             return
         }
-        for (entryKey, entry) in zip(stored, entries) where !before.contains(entryKey) {
-            try txn.put(index, key: entryKey, value: Array(entry.detail.utf8))
+        var offsets: Set<Int64>?
+        for group in groups {
+            let entryKey = ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: group.anchor)
+            let value = group.entries.encoded
+            if old.contains(group.anchor), let stored = try txn.get(index, key: entryKey), stored.hasSameBytes(as: value) { continue }
+            try txn.put(index, key: entryKey, value: value)
+            var known = try offsets ?? Set(self.offsets(generation: generation, tag: tag, txn))
+            let before = known.count
+            for item in group.entries.items { known.insert(item.offset) }
+            if known.count != before {
+                try txn.put(index, key: ModelSchema.offsetsKey(generation, tag: tag), value: known.sorted().flatMap(ModelSchema.offsetBytes))
+            }
+            offsets = known
         }
-        try txn.put(index, key: listKey, value: list)
+        if old != groups.map(\.anchor) { try txn.put(index, key: listKey, value: list) }
     }
 
-    /// The entry keys of a key's list: each its length (u16 BE) and its bytes.
-    static func entryKeys(_ list: [UInt8]) -> [[UInt8]] {
-        var keys: [[UInt8]] = []
-        var offset = 0
-        while offset + 2 <= list.count {
-            let length = Int(list[offset]) << 8 | Int(list[offset + 1])
-            guard offset + 2 + length <= list.count else { break }
-            keys.append(Array(list[(offset + 2) ..< (offset + 2 + length)]))
-            offset += 2 + length
-        }
-        return keys
+    /// The anchors of a key's list, each 8 bytes (`ModelSchema.indexTime`).
+    static func anchors(in list: UnsafeRawBufferPointer) -> [Timestamp] {
+        stride(from: 0, to: list.count - list.count % 8, by: 8).map { ModelSchema.indexTime(list[$0 ..< $0 + 8]) }
     }
 
-    /// The index entries of the model tagged `tag` with from ≤ at < to, in time order.
+    /// The distances from their anchors at which the model tagged `tag` has filed entries, in
+    /// order (0 among them once any entry is filed).
+    func offsets(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws -> [Int64] {
+        guard let bytes = try txn.get(index, key: ModelSchema.offsetsKey(generation, tag: tag)) else { return [] }
+        return stride(from: 0, to: bytes.count - bytes.count % 8, by: 8).map { ModelSchema.indexTime(bytes[$0 ..< $0 + 8]).milliseconds }
+    }
+
+    /// The index entries of the model tagged `tag` with from ≤ at < to, in no order: for each
+    /// distance in use, the anchors from `from` − it to `to` − it, and of each the entries at
+    /// that distance.
     func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
                  _ body: (_ key: String, _ entry: IndexEntry, _ detail: JSON) throws -> Void) throws {
+        for offset in try offsets(generation: generation, tag: tag, txn) {
+            let low = from.milliseconds.subtractingClamped(offset), high = to.milliseconds.subtractingClamped(offset)
+            guard low < high else { continue }
+            try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), txn) { key, anchor, entries in
+                for item in entries.items where item.offset == offset {
+                    let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
+                    guard from <= at && at < to else { continue }
+                    try body(key, IndexEntry(stored: item, at: at, anchor: anchor), try Self.parsedDetail(item, of: key, at: at))
+                }
+            }
+        }
+    }
+
+    /// Every index entry of the model tagged `tag`, in no order.
+    func allEntries(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
+        try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: .min), to: nil, txn) { key, anchor, entries in
+            for item in entries.items {
+                try body(key, IndexEntry(stored: item, at: Timestamp(milliseconds: anchor.milliseconds &+ item.offset), anchor: anchor))
+            }
+        }
+    }
+
+    /// The stored anchors of the model tagged `tag` with from ≤ anchor < to (`nil`: no end),
+    /// with their key and entries, in anchor order.
+    private func anchors(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp?, _ txn: borrowing Transaction,
+                         _ body: (_ key: String, _ anchor: Timestamp, _ entries: AnchoredEntries) throws -> Void) throws {
         let prefix = ModelSchema.entryPrefix(generation, tag: tag)
-        let end = prefix + ModelSchema.indexTime(to)
+        let end = to.map { prefix + ModelSchema.indexTime($0) }
         try txn.withCursor(index) { cursor in
             var entry = try cursor.seek(atLeast: prefix + ModelSchema.indexTime(from))
-            while let current = entry, current.key.begins(with: prefix), current.key.lexicographicallyPrecedes(end) {
+            while let current = entry, current.key.begins(with: prefix), end.map({ current.key.lexicographicallyPrecedes($0) }) ?? true {
                 let rest = UnsafeRawBufferPointer(rebasing: current.key[prefix.count...])
-                guard rest.count >= 10 else { throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`") }
-                let at = ModelSchema.indexTime(rest[0 ..< 8])
-                let length = Int(rest[8]) << 8 | Int(rest[9])
-                guard rest.count >= 10 + length + 9 else { throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`") }
-                let key = String(decoding: UnsafeRawBufferPointer(rebasing: rest[10 ..< 10 + length]), as: UTF8.self)
-                let kind = String(decoding: UnsafeRawBufferPointer(rebasing: rest[(10 + length) ..< (rest.count - 9)]), as: UTF8.self)
-                let detail = String(decoding: current.value, as: UTF8.self)
-                guard let parsed = try? JSONParser.parse(detail) else {
-                    throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
+                guard rest.count >= 10, rest.count == 10 + (Int(rest[8]) << 8 | Int(rest[9])) else {
+                    throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`")
                 }
-                // The stored text is the detail as written (`IndexEntry.detail`): kept, not written again.
-                var found = IndexEntry(at: at, kind: kind)
-                found.detail = detail
-                try body(key, found, parsed)
+                let anchor = ModelSchema.indexTime(rest[0 ..< 8])
+                let key = String(decoding: UnsafeRawBufferPointer(rebasing: rest[10...]), as: UTF8.self)
+                let entries: AnchoredEntries
+                do {
+                    entries = try AnchoredEntries.decode(current.value)
+                } catch {
+                    throw LedgerError(.corruptRecord, "the index entries of \(key) at \(anchor) are damaged (\(error)); run `ledger rebuild`")
+                }
+                try body(key, anchor, entries)
                 entry = try cursor.next()
             }
         }
+    }
+
+    private static func parsedDetail(_ item: AnchoredEntries.Item, of key: String, at: Timestamp) throws -> JSON {
+        guard let parsed = try? JSONParser.parse(item.detail) else {
+            throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
+        }
+        return parsed
+    }
+}
+
+extension IndexEntry {
+    /// An entry as stored under `anchor` (its detail kept as written, not written again).
+    init(stored item: AnchoredEntries.Item, at: Timestamp, anchor: Timestamp) {
+        self.init(at: at, kind: item.kind, anchor: anchor)
+        detail = item.detail
+    }
+}
+
+extension ModelSchema {
+    /// A distance as 8 bytes that sort as the distances do.
+    static func offsetBytes(_ offset: Int64) -> [UInt8] { indexTime(Timestamp(milliseconds: offset)) }
+}
+
+extension Int64 {
+    /// `self − other`, held at the bounds instead of overflowing.
+    func subtractingClamped(_ other: Int64) -> Int64 {
+        let (result, overflow) = subtractingReportingOverflow(other)
+        guard overflow else { return result }
+        return other > 0 ? .min : .max
     }
 }
 

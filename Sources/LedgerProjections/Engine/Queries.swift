@@ -453,7 +453,7 @@ extension ProjectionEngine {
             for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var stored: Set<String> = []
-        try store.entries(generation: served.number, tag: record.tagByte, from: Timestamp(milliseconds: .min), to: Timestamp(milliseconds: .max), txn) { key, entry, _ in
+        try store.allEntries(generation: served.number, tag: record.tagByte, txn) { key, entry in
             if part.contains(key) { stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var problems: [ModelProblem] = []
