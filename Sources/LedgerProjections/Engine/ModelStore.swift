@@ -136,8 +136,10 @@ enum ModelSchema {
         withUnsafeBytes(of: (UInt64(bitPattern: t.milliseconds) ^ (1 << 63)).bigEndian) { Array($0) }
     }
 
+    /// The time of an index time's 8 bytes (`bytes` holds at least 8; the first 8 are read).
     static func indexTime(_ bytes: UnsafeRawBufferPointer.SubSequence) -> Timestamp {
-        Timestamp(milliseconds: Int64(bitPattern: bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } ^ (1 << 63)))
+        let raw = UInt64(bigEndian: UnsafeRawBufferPointer(rebasing: bytes).loadUnaligned(as: UInt64.self))
+        return Timestamp(milliseconds: Int64(bitPattern: raw ^ (1 << 63)))
     }
 
     static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "e")] + prefix(generation) + [tag] }
@@ -156,20 +158,15 @@ enum ModelSchema {
 }
 
 /// The entries one key files under one anchor, each as its distance from the anchor, sorted:
-/// the value of an anchor's index entry. The same entries always encode to the same bytes.
-struct AnchoredEntries: StateRecord, Equatable {
-    struct Item: StateRecord, Equatable {
-        var offset: Int64 = 0
-        var kind = ""
-        var detail = ""
-
-        init() {}
-        init(offset: Int64, kind: String, detail: String) { (self.offset, self.kind, self.detail) = (offset, kind, detail) }
-        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-            try coder.code(&offset)
-            try coder.code(&kind)
-            try coder.code(&detail)
-        }
+/// the value of an anchor's index entry. Each is its distance (8 bytes that sort as the
+/// distances do), then its kind and its detail, each its length (LEB128) and UTF-8 bytes, so
+/// that a range read passes over the entries at other distances without decoding them. The
+/// same entries always encode to the same bytes.
+struct AnchoredEntries: Equatable {
+    struct Item: Equatable {
+        var offset: Int64
+        var kind: String
+        var detail: String
 
         func precedes(_ other: Item) -> Bool {
             if offset != other.offset { return offset < other.offset }
@@ -178,11 +175,59 @@ struct AnchoredEntries: StateRecord, Equatable {
         }
     }
 
-    var items: [Item] = []
+    var items: [Item]
 
-    init() {}
     init(_ items: [Item]) { self.items = items.sorted { $0.precedes($1) } }
-    mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&items) }
+
+    var encoded: [UInt8] {
+        var bytes: [UInt8] = []
+        for item in items {
+            bytes += ModelSchema.offsetBytes(item.offset)
+            for text in [item.kind, item.detail] {
+                var length = UInt64(text.utf8.count)
+                while length >= 0x80 {
+                    bytes.append(UInt8(truncatingIfNeeded: length) | 0x80)
+                    length >>= 7
+                }
+                bytes.append(UInt8(length))
+                bytes += text.utf8
+            }
+        }
+        return bytes
+    }
+
+    /// Calls `body` with the kind and detail of each entry in `bytes` at distance `offset`
+    /// (`nil`: every entry, with its distance); throws on bytes that do not parse.
+    static func forEach(in bytes: UnsafeRawBufferPointer, at offset: Int64?, _ body: (_ offset: Int64, _ kind: String, _ detail: String) throws -> Void) throws {
+        var i = 0
+        func text() throws -> Range<Int> {
+            var length = 0, shift = 0
+            while true {
+                guard i < bytes.count, shift < 63 else { throw AnchoredEntries.damaged }
+                let byte = bytes[i]
+                i += 1
+                length |= Int(byte & 0x7F) << shift
+                if byte < 0x80 { break }
+                shift += 7
+            }
+            guard length <= bytes.count - i else { throw AnchoredEntries.damaged }
+            defer { i += length }
+            return i ..< i + length
+        }
+        while i < bytes.count {
+            guard bytes.count - i >= 8 else { throw damaged }
+            let distance = ModelSchema.indexTime(bytes[i ..< i + 8]).milliseconds
+            // In order of distance: past the one asked for, none is left.
+            if let offset, distance > offset { return }
+            i += 8
+            let kind = try text(), detail = try text()
+            guard offset == nil || offset == distance else { continue }
+            try body(distance, String(decoding: UnsafeRawBufferPointer(rebasing: bytes[kind]), as: UTF8.self),
+                     String(decoding: UnsafeRawBufferPointer(rebasing: bytes[detail]), as: UTF8.self))
+        }
+    }
+
+    static let damaged = LedgerError(.corruptRecord, "an index entry's value is damaged; run `ledger rebuild`")
 
     /// `entries` grouped by their anchor, anchors in time order.
     static func grouped(_ entries: [IndexEntry]) -> [(anchor: Timestamp, entries: AnchoredEntries)] {
@@ -444,29 +489,29 @@ struct ModelStore: Sendable {
         for offset in try offsets(generation: generation, tag: tag, txn) {
             let low = from.milliseconds.subtractingClamped(offset), high = to.milliseconds.subtractingClamped(offset)
             guard low < high else { continue }
-            try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), txn) { key, anchor, entries in
-                for item in entries.items where item.offset == offset {
-                    let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
-                    guard from <= at && at < to else { continue }
-                    try body(key, IndexEntry(stored: item, at: at, anchor: anchor), try Self.parsedDetail(item, of: key, at: at))
+            try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), at: offset, txn) { key, anchor, _, kind, detail in
+                let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
+                guard from <= at && at < to else { return }
+                guard let parsed = try? JSONParser.parse(detail) else {
+                    throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
                 }
+                try body(key, IndexEntry(stored: kind, detail: detail, at: at, anchor: anchor), parsed)
             }
         }
     }
 
     /// Every index entry of the model tagged `tag`, in no order.
     func allEntries(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
-        try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: .min), to: nil, txn) { key, anchor, entries in
-            for item in entries.items {
-                try body(key, IndexEntry(stored: item, at: Timestamp(milliseconds: anchor.milliseconds &+ item.offset), anchor: anchor))
-            }
+        try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: .min), to: nil, at: nil, txn) { key, anchor, offset, kind, detail in
+            try body(key, IndexEntry(stored: kind, detail: detail, at: Timestamp(milliseconds: anchor.milliseconds &+ offset), anchor: anchor))
         }
     }
 
-    /// The stored anchors of the model tagged `tag` with from ≤ anchor < to (`nil`: no end),
-    /// with their key and entries, in anchor order.
-    private func anchors(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp?, _ txn: borrowing Transaction,
-                         _ body: (_ key: String, _ anchor: Timestamp, _ entries: AnchoredEntries) throws -> Void) throws {
+    /// The entries at distance `offset` (`nil`: all) of the stored anchors of the model tagged
+    /// `tag` with from ≤ anchor < to (`nil`: no end), in anchor order, each with its key,
+    /// anchor, distance, kind and detail.
+    private func anchors(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp?, at offset: Int64?, _ txn: borrowing Transaction,
+                         _ body: (_ key: String, _ anchor: Timestamp, _ offset: Int64, _ kind: String, _ detail: String) throws -> Void) throws {
         let prefix = ModelSchema.entryPrefix(generation, tag: tag)
         let end = to.map { prefix + ModelSchema.indexTime($0) }
         try txn.withCursor(index) { cursor in
@@ -477,32 +522,23 @@ struct ModelStore: Sendable {
                     throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`")
                 }
                 let anchor = ModelSchema.indexTime(rest[0 ..< 8])
-                let key = String(decoding: UnsafeRawBufferPointer(rebasing: rest[10...]), as: UTF8.self)
-                let entries: AnchoredEntries
-                do {
-                    entries = try AnchoredEntries.decode(current.value)
-                } catch {
-                    throw LedgerError(.corruptRecord, "the index entries of \(key) at \(anchor) are damaged (\(error)); run `ledger rebuild`")
+                var key: String?
+                try AnchoredEntries.forEach(in: current.value, at: offset) { offset, kind, detail in
+                    let owner = key ?? String(decoding: UnsafeRawBufferPointer(rebasing: rest[10...]), as: UTF8.self)
+                    key = owner
+                    try body(owner, anchor, offset, kind, detail)
                 }
-                try body(key, anchor, entries)
                 entry = try cursor.next()
             }
         }
-    }
-
-    private static func parsedDetail(_ item: AnchoredEntries.Item, of key: String, at: Timestamp) throws -> JSON {
-        guard let parsed = try? JSONParser.parse(item.detail) else {
-            throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
-        }
-        return parsed
     }
 }
 
 extension IndexEntry {
     /// An entry as stored under `anchor` (its detail kept as written, not written again).
-    init(stored item: AnchoredEntries.Item, at: Timestamp, anchor: Timestamp) {
-        self.init(at: at, kind: item.kind, anchor: anchor)
-        detail = item.detail
+    init(stored kind: String, detail: String, at: Timestamp, anchor: Timestamp) {
+        self.init(at: at, kind: kind, anchor: anchor)
+        self.detail = detail
     }
 }
 
