@@ -244,7 +244,7 @@ import Testing
         let t = mar1.adding(seconds: 600)
         let arrived = try Folded(late)
         #expect(!arrived.state(AccessModel.self).disordered)
-        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self)) == t)
+        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self), facts: arrived.facts()) == t)
         #expect(try view(late, at: t) == view(events, at: t))
         #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-02T00:00:00.000Z")))
     }
@@ -259,7 +259,7 @@ import Testing
         let t = days(3, after: mar1).adding(seconds: 600)
         let arrived = try Folded(late)
         #expect(arrived.state(AccessModel.self).disordered)
-        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self)) == Timestamp(milliseconds: .max))
+        #expect(AccessModel.answersFrom(arrived.state(AccessModel.self), facts: arrived.facts()) == Timestamp(milliseconds: .max))
         #expect(try view(late, at: t) == view(events, at: t))
         #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-05T00:00:00.000Z")))
     }

@@ -34,17 +34,25 @@ import Testing
         #expect(events.count == EventCatalog.typeNames.count)
         let busy = try Self.busyHistory()
         for model in ReadModels.all { try check(model, events, busy) }
-        // The facts every view reads, likewise.
+        // The plan's facts every view reads, likewise; the facts' activity reads every type
+        // (any event may be the subject's first).
+        func plan(_ history: Folded) -> SubjectFacts {
+            var facts = history.facts()
+            facts.activity = SubjectActivity()
+            return facts
+        }
+        #expect(SubjectFacts.reads == Set(EventCatalog.typeNames))
         for (type, samples) in events {
             var acted = false
             for event in samples {
                 var history = busy
                 try history.append(event)
-                let changed = history.facts() != busy.facts()
-                if !SubjectFacts.reads.contains(type) { #expect(!changed, "the facts act on \(type), which they do not read") }
+                let changed = plan(history) != plan(busy)
+                if !SubjectFacts.planReads.contains(type) { #expect(!changed, "the plan's facts act on \(type), which they do not read") }
                 acted = acted || changed
+                #expect(try Folded([event]).facts().activity != SubjectActivity(), "the activity does not note \(type)")
             }
-            if SubjectFacts.reads.contains(type) { #expect(acted, "the facts read \(type) but never act on it") }
+            if SubjectFacts.planReads.contains(type) { #expect(acted, "the plan's facts read \(type) but never act on it") }
         }
     }
 

@@ -30,7 +30,7 @@ import Testing
             var subjects: [String: SubjectFacts] = [:]
             for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
                 let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-                subjects[event.subject, default: SubjectFacts()].apply(RecordedEvent(stored, data: event.data))
+                subjects[event.subject, default: SubjectFacts()].apply(RecordedEvent(stored, data: event.data), policy: .reference)
             }
             let facts = subjects.mapValues(\.subscription)
             for (subject, facts) in facts {
@@ -55,7 +55,7 @@ import Testing
             for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
                 let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
                 let recorded = RecordedEvent(stored, data: event.data)
-                facts[recorded.subject, default: SubjectFacts()].apply(recorded)
+                facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
                 if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
             }
             #expect(!facts.isEmpty)

@@ -21,8 +21,8 @@ import Testing
 
         func facts(through t: Timestamp? = nil) -> SubjectFacts {
             var facts = SubjectFacts()
-            for event in events where SubjectFacts.reads.contains(event.type) && t.map({ event.occurredAt <= $0 }) ?? true {
-                facts.apply(event)
+            for event in events where t.map({ event.occurredAt <= $0 }) ?? true {
+                facts.apply(event, policy: .reference)
             }
             return facts
         }
@@ -31,7 +31,7 @@ import Testing
         /// that happened by `t` for a state that does not answer at `t`).
         func view<M: ReadModel>(_ model: M.Type, at t: Timestamp, through cut: Timestamp? = nil) -> M.View? {
             var cut = cut
-            if cut == nil, let from = M.answersFrom(state(model)), from > t { cut = t }
+            if cut == nil, let from = M.answersFrom(state(model), facts: facts()), from > t { cut = t }
             return M.view(of: state(model, through: cut), facts: facts(through: cut), at: t, policy: .reference)
         }
     }

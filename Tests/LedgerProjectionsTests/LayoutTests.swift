@@ -80,8 +80,9 @@ import Testing
                 // length first: t0 and t1 before the subjects, pass-1 after them).
                 for original in ["t0", "t1"] { keys += [prefix + Array(original.utf8) + [holders], prefix + Array(original.utf8) + [transactions]] }
                 for subject in ["u1", "u2"] {
-                    // The deletion model reads none of these events: it has no state of them.
-                    for tag in 0 ... UInt8(ReadModels.all.count) where tag != 6 && tag != holders && tag != transactions {
+                    // The limits and deletion models read none of these events: they have no
+                    // state of them.
+                    for tag in 0 ... UInt8(ReadModels.all.count) where tag != 5 && tag != 6 && tag != holders && tag != transactions {
                         keys.append(prefix + Array(subject.utf8) + [tag])
                     }
                 }

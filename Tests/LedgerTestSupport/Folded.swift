@@ -22,10 +22,10 @@ public struct Folded {
         events.append(RecordedEvent(stored, data: event.data))
     }
 
-    /// The subject's facts, folded.
-    public func facts(of subject: String = "u") -> SubjectFacts {
+    /// The subject's facts, folded under `policy`.
+    public func facts(of subject: String = "u", policy: Policy = .reference) -> SubjectFacts {
         var facts = SubjectFacts()
-        for event in events where event.subject == subject && SubjectFacts.reads.contains(event.type) { facts.apply(event) }
+        for event in events where event.subject == subject { facts.apply(event, policy: policy) }
         return facts
     }
 
@@ -42,8 +42,9 @@ public struct Folded {
     /// answer at `t` (`ReadModel.answersFrom`), from the events that happened by `t`.
     public func view<M: ReadModel>(_ model: M.Type, of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> M.View? {
         let state = state(model, of: subject, policy: policy)
-        if let from = M.answersFrom(state), from > t { return Replay.view(model, of: subject, from: events, at: t, policy: policy) }
-        return M.view(of: state, facts: facts(of: subject), at: t, policy: policy)
+        let facts = facts(of: subject, policy: policy)
+        if let from = M.answersFrom(state, facts: facts), from > t { return Replay.view(model, of: subject, from: events, at: t, policy: policy) }
+        return M.view(of: state, facts: facts, at: t, policy: policy)
     }
 
     /// The audit of `subject` at `t` from every event, under `policy`.

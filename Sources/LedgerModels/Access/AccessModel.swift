@@ -16,7 +16,7 @@
 /// latest fact on; an earlier time is replayed too (`ReadModel.answersFrom`).
 public enum AccessModel: ReadModel {
     public static let name = "access"
-    public static let version: UInt32 = 2
+    public static let version: UInt32 = 3
 
     /// What one session event did, on its device.
     public enum SessionAction: UInt8, StateValue, Equatable, Sendable {
@@ -179,10 +179,6 @@ public enum AccessModel: ReadModel {
         public var present = Sessions()
         /// A session or usage fact arrived after a settled one: every view is replayed.
         public var disordered = false
-        /// Events that occurred more than maxClockSkewSeconds after they were recorded, and the
-        /// latest such occurredAt.
-        public var tampering: Int64 = 0
-        public var latestTampering: Timestamp?
         /// Subscription purchases, and `auto_renew_changed(false)` by original transaction id:
         /// a handful, kept with their times.
         public var purchases: [Dated<Purchase>] = []
@@ -194,15 +190,18 @@ public enum AccessModel: ReadModel {
             try coder.code(&recent)
             try coder.code(&present)
             try coder.code(&disordered)
-            try coder.code(&tampering)
-            try coder.code(&latestTampering)
             try coder.code(&purchases)
             try coder.code(&cancellations)
         }
     }
 
-    /// Every type: any event recorded before it occurred is a clock-tampering signal.
-    public static let reads = Set(EventCatalog.typeNames)
+    /// The session and usage events, and the purchases and cancellations of the
+    /// subscribe-cancel signal. The clock-tampering signal, which any event may raise, is the
+    /// facts' (`SubjectActivity`).
+    public static let reads: Set<String> = [
+        SessionStarted.type, SessionBackgrounded.type, SessionForegrounded.type, SessionEnded.type, UsageRecorded.type,
+        SubscriptionPurchased.type, SubscriptionAutoRenewChanged.type,
+    ]
 
     /// Without the policy no session can be built: the model folds only under one.
     public static func apply(_ event: RecordedEvent, to state: inout State) {}
@@ -210,10 +209,6 @@ public enum AccessModel: ReadModel {
     public static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) {
         guard let access = policy.access else { return }
         let at = event.occurredAt
-        if at > event.recordedAt.adding(seconds: access.maxClockSkewSeconds) {
-            state.tampering += 1
-            state.latestTampering = max(state.latestTampering ?? at, at)
-        }
         var fact = Fact()
         switch event.data {
         case .sessionStarted(let e): (fact.action, fact.device, fact.zone) = (.started, e.deviceId, e.timeZone)
@@ -267,9 +262,9 @@ public enum AccessModel: ReadModel {
         state.recent.removeFirst(settled)
     }
 
-    public static func answersFrom(_ state: State) -> Timestamp? {
+    public static func answersFrom(_ state: State, facts: SubjectFacts) -> Timestamp? {
         if state.disordered { return Timestamp(milliseconds: .max) }
-        return [state.present.latest, state.latestTampering].compactMap { $0 }.max()
+        return [state.present.latest, facts.activity.latestTampering].compactMap { $0 }.max()
     }
 
     /// `nil` under a policy without an `access` section: it has no daily limit (SPEC §4).
@@ -285,12 +280,11 @@ public enum AccessModel: ReadModel {
 }
 
 extension AccessModel.State {
-    /// A disordered state: it keeps what needs no order (purchases, cancellations, the
-    /// tampering count) and drops the sessions, which every view now replays.
+    /// A disordered state: it keeps what needs no order (purchases, cancellations) and drops
+    /// the sessions, which every view now replays.
     init(disorderedFrom state: Self) {
         self.init()
         disordered = true
-        (tampering, latestTampering) = (state.tampering, state.latestTampering)
         (purchases, cancellations) = (state.purchases, state.cancellations)
     }
 }

@@ -255,7 +255,7 @@ package enum AccessRules {
             }
         }
         let signals = AccessView.Signals(shortSessions: shortSessions, bulkUsage: state.bulkUsage, subscribeCancelCycles: Int64(cycles),
-                                         clockTampering: stored.tampering)
+                                         clockTampering: facts.activity.tampering)
         return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
     }
 

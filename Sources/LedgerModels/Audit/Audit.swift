@@ -215,10 +215,10 @@ package enum Audit {
         var last: Timestamp?
         for event in timeline {
             if let last { timeEntries(after: last, before: event.occurredAt) }
-            if SubjectFacts.reads.contains(event.type) {
-                facts.apply(event)
-                factsChanged = true
-            }
+            // Every event folds into the facts' activity, seldom changing what a view reads.
+            let activity = facts.activity
+            facts.apply(event, policy: policy)
+            if SubjectFacts.planReads.contains(event.type) || !facts.activity.answersAlike(activity) { factsChanged = true }
             for fold in folds { fold.apply(event) }
             entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
                                       source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))

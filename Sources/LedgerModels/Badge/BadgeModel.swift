@@ -2,14 +2,14 @@
 
 /// Badge (SPEC §4, seed 004 CH27 L229): the app icon's count and what makes it up. The state
 /// keeps the count of unread messages (each message, by id, is an item: delivered, read), the
-/// maintenance tasks with their local due dates, the latest session start's time zone and the
-/// security flags; the billing issue is the subject's facts' (the one rule the entitlement
-/// shares). The count and the latest zone answer for the present: the state answers from its
-/// latest inbox or session fact on (`answersFrom`), and the engine replays the events for an
-/// earlier time.
+/// maintenance tasks with their local due dates and the security flags; the billing issue and
+/// the latest session start's time zone are the subject's facts' (`SubjectActivity`). The
+/// count and the latest zone answer for the present: the state answers from its latest inbox
+/// fact and the facts from their latest session start on (`answersFrom`), and the engine
+/// replays the events for an earlier time.
 public enum BadgeModel: ReadModel {
     public static let name = "badge"
-    public static let version: UInt32 = 5
+    public static let version: UInt32 = 6
 
     /// A maintenance task due on a local date.
     public struct Task: StateRecord, Equatable {
@@ -37,10 +37,8 @@ public enum BadgeModel: ReadModel {
         public var unread: Int64 = 0
         public var scheduled: [Dated<Task>] = []
         public var completed: [Dated<String>] = []
-        /// The time zone of the latest `session.started`, by (occurredAt, position).
-        public var zone: Dated<String>?
         public var flags: [Dated<Flag>] = []
-        /// The latest occurredAt of the inbox and session events folded.
+        /// The latest occurredAt of the inbox events folded.
         public var latest: Timestamp?
 
         public init() {}
@@ -48,7 +46,6 @@ public enum BadgeModel: ReadModel {
             try coder.code(&unread)
             try coder.code(&scheduled)
             try coder.code(&completed)
-            try coder.code(&zone)
             try coder.code(&flags)
             try coder.code(&latest)
         }
@@ -69,7 +66,7 @@ public enum BadgeModel: ReadModel {
 
     public static let reads: Set<String> = [
         InboxMessageDelivered.type, InboxMessageRead.type, MaintenanceScheduled.type, MaintenanceCompleted.type,
-        SessionStarted.type, SecurityFlagRaised.type, SecurityFlagCleared.type,
+        SecurityFlagRaised.type, SecurityFlagCleared.type,
     ]
 
     public static func item(for event: RecordedEvent) -> String? {
@@ -94,7 +91,9 @@ public enum BadgeModel: ReadModel {
         state.latest = max(state.latest ?? event.occurredAt, event.occurredAt)
     }
 
-    public static func answersFrom(_ state: State) -> Timestamp? { state.latest }
+    public static func answersFrom(_ state: State, facts: SubjectFacts) -> Timestamp? {
+        [state.latest, facts.activity.zone?.at].compactMap { $0 }.max()
+    }
 
     public static func apply(_ event: RecordedEvent, to state: inout State) {
         let at = event.occurredAt, position = event.position
@@ -108,10 +107,6 @@ public enum BadgeModel: ReadModel {
             state.scheduled.insertDated(Dated(at: at, position: position, value: Task(id: m.taskId, dueDay: day)))
         case .maintenanceCompleted(let m):
             state.completed.insertDated(Dated(at: at, position: position, value: m.taskId))
-        case .sessionStarted(let s):
-            if let zone = state.zone, (zone.at, zone.position) > (at, position) { break }
-            state.zone = Dated(at: at, position: position, value: s.timeZone)
-            state.latest = max(state.latest ?? at, at)
         case .securityFlagRaised(let f):
             state.flags.insertDated(Dated(at: at, position: position, value: Flag(name: f.flag, raised: true)))
         case .securityFlagCleared(let f):
@@ -124,7 +119,7 @@ public enum BadgeModel: ReadModel {
              .accountCreated, .accountSignedIn, .accountSignedOut, .accountDeletionRequested, .accountDeletionCancelled,
              .accountDeletionStepCompleted, .accountDeletionStepFailed, .accountDeleted, .accountExportRequested, .accountExportCompleted,
              .supportEntitlementGranted, .supportNoteAdded, .familyOrganizerCancelled,
-             .sessionBackgrounded, .sessionForegrounded, .sessionEnded, .usageRecorded, .resourceCreated, .resourceDeleted,
+             .sessionStarted, .sessionBackgrounded, .sessionForegrounded, .sessionEnded, .usageRecorded, .resourceCreated, .resourceDeleted,
              .notificationPreferencesChanged, .notificationSent:
             break
         }

@@ -34,7 +34,7 @@ public struct BadgeView: ModelView, Hashable {
 /// The badge formula of 004 CH27 L229 and its components, as pure functions.
 package enum BadgeRules {
     static func view(of state: BadgeModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> BadgeView {
-        BadgeView(unreadInbox: unreadInbox(state, at: t), maintenanceDueToday: maintenanceDueToday(state, at: t),
+        BadgeView(unreadInbox: unreadInbox(state, at: t), maintenanceDueToday: maintenanceDueToday(state, zone: facts.activity.zone(at: t) ?? "UTC", at: t),
                   billingIssue: facts.subscription.billingIssue(at: t, policy: policy.subscription),
                   securityFlag: securityFlag(state, at: t))
     }
@@ -43,29 +43,20 @@ package enum BadgeRules {
     /// counts (the state's count, which answers from its latest inbox fact on).
     static func unreadInbox(_ state: BadgeModel.State, at t: Timestamp) -> Int64 { state.unread }
 
-    /// The zone of the latest session start at or before `t` (UTC with none).
-    static func zone(_ state: BadgeModel.State, at t: Timestamp) -> String {
-        sessionZone(state, at: t) ?? "UTC"
-    }
-
     /// The zone of the latest session start at or before `t` among `events`, `nil` with none:
     /// the badge's own rule for "today", folded from the events alone (how the audit and the
     /// command line show a subject's times locally).
     package static func sessionZone(in events: [RecordedEvent], at t: Timestamp) -> String? {
-        var state = BadgeModel.State()
-        for event in events where event.type == SessionStarted.type && event.occurredAt <= t { BadgeModel.apply(event, to: &state) }
-        return sessionZone(state, at: t)
-    }
-
-    static func sessionZone(_ state: BadgeModel.State, at t: Timestamp) -> String? {
-        state.zone.flatMap { $0.at <= t ? $0.value : nil }
+        var activity = SubjectActivity()
+        for event in events where event.type == SessionStarted.type && event.occurredAt <= t { activity.apply(event, policy: .reference) }
+        return activity.zone(at: t)
     }
 
     /// A scheduled, not completed task whose due date is the subject's local date at `t`.
-    static func maintenanceDueToday(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
+    static func maintenanceDueToday(_ state: BadgeModel.State, zone: String, at t: Timestamp) -> Bool {
         let scheduled = state.scheduled.known(at: t)
         guard !scheduled.isEmpty else { return false }
-        let today = LocalTime.day(at: t, in: LocalTime.zone(zone(state, at: t)))
+        let today = LocalTime.day(at: t, in: LocalTime.zone(zone))
         let done = Set(state.completed.known(at: t).map(\.value))
         // A rescheduled task is due on its latest date.
         var due: [String: Int64] = [:]
@@ -85,7 +76,7 @@ package enum BadgeRules {
     /// own, `Plan.changeTimes`).
     static func changeTimes(of state: BadgeModel.State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
         var times = state.completed.map(\.at) + state.flags.map(\.at)
-        let zones = Set([state.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
+        let zones = Set([facts.activity.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
         for task in state.scheduled {
             times.append(task.at)
             for zone in zones {

@@ -33,6 +33,9 @@ public struct SubjectFacts: StateRecord, Equatable {
         }
     }
 
+    /// What every event tells (the first event, the latest session's zone, clocks ahead):
+    /// stored first, the plan's facts after it as a part of their own.
+    public var activity = SubjectActivity()
     public var subscription = SubscriptionFacts()
     /// Support grants, with their end.
     public var grants: [Dated<Timestamp>] = []
@@ -49,6 +52,12 @@ public struct SubjectFacts: StateRecord, Equatable {
     public init() {}
 
     public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
+        try coder.code(&activity)
+        try coder.nested { coder throws(StateDecoder.Damaged) in try codePlan(&coder) }
+    }
+
+    /// The plan's facts, the part an event of a type outside `planReads` leaves as it is.
+    mutating func codePlan(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
         try coder.code(&subscription)
         try coder.code(&grants)
         try coder.code(&snapshots)
@@ -57,8 +66,18 @@ public struct SubjectFacts: StateRecord, Equatable {
         try coder.code(&bound)
     }
 
-    /// The event types `apply` reads.
-    public static let reads: Set<String> = [
+    /// The event types `apply` reads: every type (`activity`).
+    public static let reads = Set(EventCatalog.typeNames)
+
+    /// Folds one event under `policy`: into the activity, and into the plan's facts when it
+    /// is of one of `planReads`.
+    public mutating func apply(_ event: RecordedEvent, policy: Policy) {
+        activity.apply(event, policy: policy)
+        if Self.planReads.contains(event.type) { applyPlan(event) }
+    }
+
+    /// The event types that change the plan's facts (all but `activity`).
+    public static let planReads: Set<String> = [
         SubscriptionPurchased.type, SubscriptionRenewed.type, SubscriptionProductChanged.type, SubscriptionRenewalExtended.type,
         SubscriptionRefunded.type, SubscriptionRefundReversed.type, SubscriptionRevoked.type, SubscriptionRenewalFailed.type,
         SubscriptionExpired.type, SubscriptionGraceExpired.type, SubscriptionAutoRenewChanged.type,
@@ -66,8 +85,8 @@ public struct SubjectFacts: StateRecord, Equatable {
         AccountCreated.type, AccountSignedIn.type, AccountSignedOut.type, AccountDeleted.type, AppStoreSubjectBound.type,
     ]
 
-    /// Folds one event.
-    public mutating func apply(_ event: RecordedEvent) {
+    /// Folds one event of `planReads` into the plan's facts.
+    mutating func applyPlan(_ event: RecordedEvent) {
         let at = event.occurredAt, position = event.position
         typealias Transaction = SubscriptionFacts.Transaction
         switch event.data {

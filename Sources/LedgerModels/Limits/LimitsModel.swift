@@ -2,12 +2,12 @@
 
 /// Limits (SPEC §4, seed 001): how many resources of each kind the free tier allows, and where
 /// the subject stands. Each resource (kind, resourceId) is an item holding its latest creation
-/// or deletion; the state keeps the count per kind, and when the subject's first
-/// `account.created` and first event occurred (whether it is an existing user). The counts
-/// answer from the latest resource event on; an earlier time is replayed.
+/// or deletion; the state keeps the count per kind. Whether the subject is an existing user
+/// (its first `account.created`, or first event) is the facts' (`SubjectActivity`). The
+/// counts answer from the latest resource event on; an earlier time is replayed.
 public enum LimitsModel: ReadModel {
     public static let name = "limits"
-    public static let version: UInt32 = 1
+    public static let version: UInt32 = 2
 
     /// The count of one kind's resources that exist.
     public struct Count: StateRecord, Equatable {
@@ -26,17 +26,12 @@ public enum LimitsModel: ReadModel {
         /// By kind (its UTF-8 bytes), in byte order; only kinds with resources: the same
         /// resources give the same bytes whatever order their events came in.
         public var counts: [Count] = []
-        /// The earliest `account.created`, and the earliest event of any type.
-        public var firstCreated: Timestamp?
-        public var firstEvent: Timestamp?
         /// The latest occurredAt of the resource events folded.
         public var latest: Timestamp?
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try coder.code(&counts)
-            try coder.code(&firstCreated)
-            try coder.code(&firstEvent)
             try coder.code(&latest)
         }
 
@@ -63,8 +58,7 @@ public enum LimitsModel: ReadModel {
     }
     public typealias Item = Resource
 
-    /// Every type: the first event of any type may decide whether the subject is an existing user.
-    public static let reads = Set(EventCatalog.typeNames)
+    public static let reads: Set<String> = [ResourceCreated.type, ResourceDeleted.type]
 
     public static func item(for event: RecordedEvent) -> String? {
         switch event.data {
@@ -75,7 +69,6 @@ public enum LimitsModel: ReadModel {
     }
 
     public static func apply(_ event: RecordedEvent, to state: inout State, item resource: inout Resource) {
-        apply(event, to: &state)
         let kind: String, created: Bool
         switch event.data {
         case .resourceCreated(let r): (kind, created) = (r.kind, true)
@@ -89,13 +82,10 @@ public enum LimitsModel: ReadModel {
         state.latest = max(state.latest ?? event.occurredAt, event.occurredAt)
     }
 
-    public static func apply(_ event: RecordedEvent, to state: inout State) {
-        let at = event.occurredAt
-        state.firstEvent = min(state.firstEvent ?? at, at)
-        if case .accountCreated = event.data { state.firstCreated = min(state.firstCreated ?? at, at) }
-    }
+    /// Every event it reads names a resource (`apply(_:to:item:)`).
+    public static func apply(_ event: RecordedEvent, to state: inout State) {}
 
-    public static func answersFrom(_ state: State) -> Timestamp? { state.latest }
+    public static func answersFrom(_ state: State, facts: SubjectFacts) -> Timestamp? { state.latest }
 
     public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> LimitsView? {
         guard let limits = policy.limits else { return nil }

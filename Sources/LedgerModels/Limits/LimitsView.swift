@@ -116,8 +116,7 @@ package enum LimitsRules {
         let paid = plan == .trial || plan == .pro || plan == .proGrace
         let graceEnds = limits.effectiveAt.adding(days: limits.existingUserGraceDays)
         // The first account.created by t, or with none, the first event by t.
-        let first = state.firstCreated.flatMap { $0 <= t ? $0 : nil } ?? state.firstEvent.flatMap { $0 <= t ? $0 : nil }
-        let inGrace = first.map { $0 < limits.effectiveAt } == true && t < graceEnds
+        let inGrace = facts.activity.first(at: t).map { $0 < limits.effectiveAt } == true && t < graceEnds
         let unlimited: LimitsView.Unlimited? = paid ? .planState : inGrace ? .existingUserGrace : nil
         let kinds = limits.free.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { kind -> (kind: String, entry: LimitsView.Entry) in
             let count = state.count(of: kind)

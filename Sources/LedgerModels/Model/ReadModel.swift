@@ -46,12 +46,14 @@ public protocol ReadModel: Sendable {
     static func item(for event: RecordedEvent) -> String?
     /// Folds an event that names an item into its key's state and that item's.
     static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
-    /// The earliest time the state answers for, `nil` for any time. A state that keeps only
-    /// what the present and the future need (a count, the latest of something) answers at t at
-    /// or after the latest fact it folded; for an earlier t — `status --at` the past — the
-    /// engine replays the key's events that happened by t through the same reducers (a model
-    /// that says so keys its states by subject, the default `key(for:)`). Default: `nil`.
-    static func answersFrom(_ state: State) -> Timestamp?
+    /// The earliest time the state and the facts it reads answer for, `nil` for any time. A
+    /// state that keeps only what the present and the future need (a count, the latest of
+    /// something) answers at t at or after the latest fact it folded, and so do the facts'
+    /// activity's latest session zone and clock-tampering count (`SubjectActivity`); for an
+    /// earlier t — `status --at` the past — the engine replays the key's events that happened
+    /// by t through the same reducers (a model that says so keys its states by subject, the
+    /// default `key(for:)`). Default: `nil`.
+    static func answersFrom(_ state: State, facts: SubjectFacts) -> Timestamp?
     /// The answer at `t`, from the state, the key's subject facts and the policy; `nil` when the
     /// policy has no such model (it lacks the section the model reads: SPEC §4).
     static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> View?
@@ -86,7 +88,7 @@ extension ReadModel {
     public static func item(for event: RecordedEvent) -> String? { nil }
     public static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item) { apply(event, to: &state) }
     public static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) { apply(event, to: &state) }
-    public static func answersFrom(_ state: State) -> Timestamp? { nil }
+    public static func answersFrom(_ state: State, facts: SubjectFacts) -> Timestamp? { nil }
 
     /// Folds `event` into `state`, and into the item it names in `items` (by the item's UTF-8
     /// bytes, as the store keys it: two spellings of one character are two items), under

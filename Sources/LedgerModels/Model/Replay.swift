@@ -11,19 +11,19 @@ package enum Replay {
     package static func views(of subject: String, from events: [RecordedEvent], at t: Timestamp, models: [any ReadModel.Type],
                              policy: Policy) -> [(model: String, view: (any ModelView)?)] {
         let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
-        let facts = self.facts(of: happened)
+        let facts = self.facts(of: happened, policy: policy)
         return models.map { model in (model.name, view(model, of: subject, happened, facts: facts, at: t, policy: policy)) }
     }
 
     /// One model's view of `subject` at `t` from its events (in any order).
     package static func view<M: ReadModel>(_ model: M.Type, of subject: String, from events: [RecordedEvent], at t: Timestamp, policy: Policy) -> M.View? {
         let happened = events.filter { $0.subject == subject && $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
-        return typedView(model, of: subject, happened, facts: facts(of: happened), at: t, policy: policy)
+        return typedView(model, of: subject, happened, facts: facts(of: happened, policy: policy), at: t, policy: policy)
     }
 
-    private static func facts(of events: [RecordedEvent]) -> SubjectFacts {
+    private static func facts(of events: [RecordedEvent], policy: Policy) -> SubjectFacts {
         var facts = SubjectFacts()
-        for event in events where SubjectFacts.reads.contains(event.type) { facts.apply(event) }
+        for event in events { facts.apply(event, policy: policy) }
         return facts
     }
 

@@ -77,6 +77,55 @@ public struct StateCoder {
         }
     }
 
+    /// Codes the fields `body` names as a part of its own: its length, then its bytes, encoded
+    /// afresh (no string or time written before it shortens what it writes), so that its bytes
+    /// can be kept as they are and written back unread (`nested(unread:_:)`).
+    package mutating func nested(_ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        if var decoding = decoder {
+            decoder = nil
+            defer { decoder = decoding }
+            var inner = StateCoder(decoding: StateDecoder(try decoding.part()))
+            try body(&inner)
+            guard inner.decoder?.isAtEnd == true else { throw StateDecoder.Damaged(what: "trailing bytes in a nested part") }
+        } else if var encoding = encoder {
+            encoder = nil
+            defer { encoder = encoding }
+            var inner = StateCoder(encoding: StateEncoder())
+            try? body(&inner)   // encoding never throws
+            encoding.writePart(inner.finishEncoding().bytes)
+        }
+    }
+
+    /// A nested part (`nested(_:)`) left unread: decoding keeps its bytes in `unread`; encoding
+    /// writes `unread` when there are some, else what `body` encodes.
+    package mutating func nested(unread: inout [UInt8]?, _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        if var decoding = decoder {
+            decoder = nil
+            defer { decoder = decoding }
+            unread = Array(try decoding.part())
+        } else if let bytes = unread, var encoding = encoder {
+            encoder = nil
+            defer { encoder = encoding }
+            encoding.writePart(bytes)
+        } else {
+            try nested(body)
+        }
+    }
+
+    /// Decodes a nested part's bytes (kept by `nested(unread:_:)`) into the fields `body` names.
+    package static func decodeNested(_ bytes: [UInt8], _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        let result = bytes.withUnsafeBytes { buffer -> Result<Void, StateDecoder.Damaged> in
+            var inner = StateCoder(decoding: StateDecoder(buffer))
+            do throws(StateDecoder.Damaged) {
+                try body(&inner)
+            } catch {
+                return .failure(error)
+            }
+            return inner.decoder?.isAtEnd == true ? .success(()) : .failure(StateDecoder.Damaged(what: "trailing bytes in a nested part"))
+        }
+        try result.get()
+    }
+
     fileprivate consuming func finishEncoding() -> StateEncoder { encoder ?? StateEncoder() }
     fileprivate consuming func finishDecoding() -> StateDecoder { decoder ?? StateDecoder(UnsafeRawBufferPointer(start: nil, count: 0)) }
 }
@@ -133,6 +182,12 @@ public struct StateEncoder: Sendable {
     public mutating func write(_ value: Timestamp) {
         write(value.milliseconds &- lastTime)
         lastTime = value.milliseconds
+    }
+
+    /// A nested part's bytes, after their length.
+    mutating func writePart(_ part: [UInt8]) {
+        write(UInt64(part.count))
+        bytes.append(contentsOf: part)
     }
 
     public mutating func write(_ value: String) {
@@ -219,6 +274,14 @@ public struct StateDecoder {
         if recent.count == StateEncoder.window { recent.removeLast() }
         recent.insert(text, at: 0)
         return text
+    }
+
+    /// A nested part's bytes (its length first), left undecoded.
+    mutating func part() throws(Damaged) -> UnsafeRawBufferPointer {
+        let length = try uint()
+        guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated nested part at byte \(offset)") }
+        defer { offset += Int(length) }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
     }
 
     /// A count of elements still to come, checked against the bytes left (each takes one at least).

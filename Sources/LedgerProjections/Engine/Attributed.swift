@@ -57,7 +57,7 @@ struct Attributed {
                     guard event.subject == holding else { return }
                     var attributed = event
                     attributed.event.subject = key
-                    if SubjectFacts.reads.contains(attributed.type) { facts.apply(attributed) }
+                    facts.apply(attributed, policy: policy)
                     if M.reads.contains(attributed.type), M.key(for: attributed) == key { M.fold(attributed, into: &state, items: &items, policy: policy) }
                 }
             }

@@ -14,7 +14,7 @@ struct Fold: Sendable {
 
     static let factsName = "facts"
     /// Bumped when `SubjectFacts.apply` or its fields change meaning.
-    static let factsVersion: UInt32 = 2
+    static let factsVersion: UInt32 = 3
 
     static func all(_ models: [any ReadModel.Type]) -> [Fold] {
         [Fold(name: factsName, version: factsVersion, reads: SubjectFacts.reads, model: nil)]
@@ -37,15 +37,20 @@ protocol Folding {
     associatedtype Item: StateRecord & Equatable
     static func key(for event: RecordedEvent) -> String?
     static func item(for event: RecordedEvent) -> String?
-    static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy)
+    /// Throws when a part of the stored state it reads only now is damaged (`FoldedFacts`).
+    static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) throws(StateDecoder.Damaged)
     static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
 }
 
+/// The facts, folded with the plan's facts left unread by the events that do not change them.
 enum FactsFolding: Folding {
     static func key(for event: RecordedEvent) -> String? { event.subject }
     static func item(for event: RecordedEvent) -> String? { nil }
-    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts, policy: Policy) { state.apply(event) }
-    static func apply(_ event: RecordedEvent, to state: inout SubjectFacts, item: inout NoItem) { state.apply(event) }
+    static func apply(_ event: RecordedEvent, to state: inout FoldedFacts, policy: Policy) throws(StateDecoder.Damaged) {
+        try state.apply(event, policy: policy)
+    }
+    /// Never called: the facts name no items.
+    static func apply(_ event: RecordedEvent, to state: inout FoldedFacts, item: inout NoItem) {}
 }
 
 enum ModelFolding<M: ReadModel>: Folding {
@@ -106,6 +111,9 @@ protocol StateFold: AnyObject {
     var keys: [String] { get }
     /// Every held item with its encoded state, in no order.
     func encodedItems() -> [(key: ItemKey, state: [UInt8])]
+    /// Whether `key`'s state was read whole: false for facts whose events so far left the
+    /// plan's facts unread (`FoldedFacts`), true for any other state.
+    func readPlan(of key: String) -> Bool
 }
 
 final class States<F: Folding>: StateFold {
@@ -133,7 +141,7 @@ final class States<F: Folding>: StateFold {
             states[key] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
         }
         guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
-            F.apply(event, to: &states[key, default: F.State()], policy: policy)
+            try F.apply(event, to: &states[key, default: F.State()], policy: policy)
             return
         }
         if items[item] == nil {
@@ -149,7 +157,8 @@ final class States<F: Folding>: StateFold {
         if let item = F.item(for: event) {
             F.apply(event, to: &states[key, default: F.State()], item: &items[ItemKey(key: key, item: item), default: F.Item()])
         } else {
-            F.apply(event, to: &states[key, default: F.State()], policy: policy)
+            // From scratch every part of a state is read: there is nothing stored to be damaged.
+            try? F.apply(event, to: &states[key, default: F.State()], policy: policy)
         }
     }
 
@@ -168,4 +177,6 @@ final class States<F: Folding>: StateFold {
     }
 
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+
+    func readPlan(of key: String) -> Bool { (states[key] as? FoldedFacts)?.planRead ?? true }
 }

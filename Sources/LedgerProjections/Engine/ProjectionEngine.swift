@@ -124,7 +124,7 @@ final class ProjectionEngine: CommitObserver {
         let indexed = index != 0 && indexInputs.contains(index)
         var factsTouched: Set<String> = []
         try store.log.forEachEvent(after: record.checkpoint, through: head, types: indexed ? fold.reads.union(SubjectFacts.reads) : fold.reads, txn) { event in
-            if indexed, SubjectFacts.reads.contains(event.type) { factsTouched.insert(event.subject) }
+            if indexed, SubjectFacts.planReads.contains(event.type) { factsTouched.insert(event.subject) }
             guard !indexed || fold.reads.contains(event.type) else { return }
             try states.apply(event, load: { key in try store.state(id, tag: tag, key, txn) },
                              loadItem: { item in try store.item(id, tag: tag, item, txn) })
@@ -283,9 +283,10 @@ final class InlineSession: CommitSession {
             guard let entry else { continue }
             for (key, state) in entry.states.encoded() {
                 try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
-                // An index entry is worked out from the key's facts and its model's own state:
-                // a write to any other fold's state leaves it as it is.
-                if engine.indexInputs.contains(index) { touched.insert(key) }
+                // An index entry is worked out from the key's plan facts and its model's own
+                // state: a write to any other fold's state, or to the facts' activity alone,
+                // leaves it as it is.
+                if engine.indexInputs.contains(index) && (index != 0 || entry.states.readPlan(of: key)) { touched.insert(key) }
             }
             for (item, state) in entry.states.encodedItems() { try engine.store.putItem(generation.number, tag: entry.tag, item, state, txn) }
             if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {

@@ -439,7 +439,7 @@ extension ProjectionEngine {
                                    at t: Timestamp, policy: Policy) throws -> M.View? {
         if M.keyedBySubject, !facts.bound.isEmpty { throw NeedsReplay() }
         let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
-        if let from = M.answersFrom(state), from > t { throw NeedsReplay() }
+        if let from = M.answersFrom(state, facts: facts), from > t { throw NeedsReplay() }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
 

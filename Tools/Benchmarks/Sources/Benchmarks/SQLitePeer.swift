@@ -210,7 +210,7 @@ private final class FactsPeerFold: PeerFold {
         if states[event.subject] == nil {
             states[event.subject] = try load(event.subject).map { bytes in try bytes.withUnsafeBytes { try SubjectFacts.decode($0) } } ?? SubjectFacts()
         }
-        states[event.subject, default: SubjectFacts()].apply(event)
+        states[event.subject, default: SubjectFacts()].apply(event, policy: .reference)
     }
 
     override func forEachState(_ body: (String, [UInt8]) throws -> Void) throws {
