@@ -29,4 +29,12 @@ package struct FoldedFacts: StateRecord, Equatable {
 
     /// Whether the plan's facts were read (and so may have changed).
     package var planRead: Bool { plan == nil }
+
+    /// The facts whole, the plan's read if they were not.
+    package func whole() throws(StateDecoder.Damaged) -> SubjectFacts {
+        guard let plan else { return facts }
+        var whole = facts
+        try StateCoder.decodeNested(plan) { coder throws(StateDecoder.Damaged) in try whole.codePlan(&coder) }
+        return whole
+    }
 }

@@ -21,6 +21,12 @@ struct Fold: Sendable {
             + models.map { Fold(name: $0.name, version: $0.version, reads: $0.reads, model: $0) }
     }
 
+    /// The key whose state `event` changes in this fold (`nil`: none).
+    func key(for event: RecordedEvent) -> String? { model.map { $0.key(for: event) } ?? event.subject }
+
+    /// The item `event` names in this fold, if any.
+    func item(for event: RecordedEvent) -> String? { model?.item(for: event) }
+
     /// Empty states of this fold, to fold events into under `policy` (the store's, or the one
     /// a rebuild builds under).
     func makeStates(policy: Policy) -> any StateFold {
@@ -40,6 +46,10 @@ protocol Folding {
     /// Throws when a part of the stored state it reads only now is damaged (`FoldedFacts`).
     static func apply(_ event: RecordedEvent, to state: inout State, policy: Policy) throws(StateDecoder.Damaged)
     static func apply(_ event: RecordedEvent, to state: inout State, item: inout Item)
+    /// The subject's facts a state holds: the facts' whole, `nil` for a model's.
+    static func facts(of state: State) throws(StateDecoder.Damaged) -> SubjectFacts?
+    /// A model's index entries of a state (`ReadModel.indexEntries`); none for the facts.
+    static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry]
 }
 
 /// The facts, folded with the plan's facts left unread by the events that do not change them.
@@ -51,6 +61,8 @@ enum FactsFolding: Folding {
     }
     /// Never called: the facts name no items.
     static func apply(_ event: RecordedEvent, to state: inout FoldedFacts, item: inout NoItem) {}
+    static func facts(of state: FoldedFacts) throws(StateDecoder.Damaged) -> SubjectFacts? { try state.whole() }
+    static func indexEntries(of state: FoldedFacts, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
 }
 
 enum ModelFolding<M: ReadModel>: Folding {
@@ -58,6 +70,10 @@ enum ModelFolding<M: ReadModel>: Folding {
     static func item(for event: RecordedEvent) -> String? { M.item(for: event) }
     static func apply(_ event: RecordedEvent, to state: inout M.State, policy: Policy) { M.apply(event, to: &state, policy: policy) }
     static func apply(_ event: RecordedEvent, to state: inout M.State, item: inout M.Item) { M.apply(event, to: &state, item: &item) }
+    static func facts(of state: M.State) -> SubjectFacts? { nil }
+    static func indexEntries(of state: M.State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
+        M.indexEntries(of: state, facts: facts, policy: policy)
+    }
 }
 
 /// A key and one of its items. The item is compared by its UTF-8 bytes, as the store keys it
@@ -114,6 +130,12 @@ protocol StateFold: AnyObject {
     /// Whether `key`'s state was read whole: false for facts whose events so far left the
     /// plan's facts unread (`FoldedFacts`), true for any other state.
     func readPlan(of key: String) -> Bool
+    /// The subject's facts of `key`, from the state held or else from `stored` (the facts' fold
+    /// alone; `nil` for a model's).
+    func facts(of key: String, stored: [UInt8]?) throws -> SubjectFacts?
+    /// The index entries of `key` (`ReadModel.indexEntries`), from the state held or else from
+    /// `stored`, with its facts.
+    func indexEntries(of key: String, stored: [UInt8]?, facts: SubjectFacts, policy: Policy) throws -> [IndexEntry]
 }
 
 final class States<F: Folding>: StateFold {
@@ -179,4 +201,18 @@ final class States<F: Folding>: StateFold {
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
 
     func readPlan(of key: String) -> Bool { (states[key] as? FoldedFacts)?.planRead ?? true }
+
+    func facts(of key: String, stored: [UInt8]?) throws -> SubjectFacts? {
+        try F.facts(of: try state(of: key, stored: stored))
+    }
+
+    func indexEntries(of key: String, stored: [UInt8]?, facts: SubjectFacts, policy: Policy) throws -> [IndexEntry] {
+        F.indexEntries(of: try state(of: key, stored: stored), facts: facts, policy: policy)
+    }
+
+    /// The state held for `key`, else `stored` decoded, else an empty one.
+    private func state(of key: String, stored: [UInt8]?) throws -> F.State {
+        if let state = states[key] { return state }
+        return try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
+    }
 }

@@ -96,9 +96,9 @@ final class ProjectionEngine: CommitObserver {
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order. Built by another version: its states
             // may not even decode; it stays stale until a rebuild.
-            if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte, states: fold.makeStates(policy: policy)) }
+            if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte) }
         }
-        return InlineSession(engine: self, generation: served, active: active)
+        return InlineSession(engine: self, generation: served, active: active, policy: policy)
     }
 
     func committed(head: UInt64) {
@@ -225,77 +225,6 @@ final class ProjectionEngine: CommitObserver {
     }
 
     private static let referenceHash = Policy.reference.hash
-}
-
-/// The states one append's transaction touches, per fold that is up to date.
-final class InlineSession: CommitSession {
-    struct Entry {
-        let tag: UInt8
-        let states: any StateFold
-    }
-
-    let engine: ProjectionEngine
-    let generation: Generation
-    /// By fold index: the folds this transaction advances (`nil`: left as it is).
-    let active: [Entry?]
-    var last: UInt64?
-    /// The holders' states, when the holders model is registered and up to date: what the
-    /// bindings are derived from (`HoldersModel.binding(after:holders:)`).
-    let holders: States<ModelFolding<HoldersModel>>?
-    /// What the event just written calls for (`CommitSession.derived`).
-    private var pending: [EventDraft] = []
-
-    init(engine: ProjectionEngine, generation: Generation, active: [Entry?]) {
-        self.engine = engine
-        self.generation = generation
-        self.active = active
-        let index = engine.folds.firstIndex { $0.name == HoldersModel.name }
-        holders = index.flatMap { active[$0]?.states as? States<ModelFolding<HoldersModel>> }
-    }
-
-    func written(_ event: StoredEvent, data: EventData, _ txn: borrowing Transaction) throws {
-        last = event.position
-        let readers = engine.readers[data.ordinal]
-        guard !readers.isEmpty else { return }
-        let recorded = RecordedEvent(event, data: data)
-        let id = generation.number
-        for index in readers {
-            guard let entry = active[index] else { continue }
-            try entry.states.apply(recorded, load: { key in try engine.store.state(id, tag: entry.tag, key, txn) },
-                                   loadItem: { item in try engine.store.item(id, tag: entry.tag, item, txn) })
-        }
-        if let holders, let key = HoldersModel.key(for: recorded), let state = holders.states[key],
-           let binding = HoldersModel.binding(after: recorded, holders: state) {
-            pending.append(try binding.draft())
-        }
-    }
-
-    func derived() -> [EventDraft] {
-        defer { pending.removeAll() }
-        return pending
-    }
-
-    func finish(_ txn: borrowing Transaction) throws {
-        guard let last else { return }
-        var advanced = generation
-        var touched: Set<String> = []
-        for (index, entry) in active.enumerated() {
-            guard let entry else { continue }
-            for (key, state) in entry.states.encoded() {
-                try engine.store.put(generation.number, tag: entry.tag, key, state, txn)
-                // An index entry is worked out from the key's plan facts and its model's own
-                // state: a write to any other fold's state, or to the facts' activity alone,
-                // leaves it as it is.
-                if engine.indexInputs.contains(index) && (index != 0 || entry.states.readPlan(of: key)) { touched.insert(key) }
-            }
-            for (item, state) in entry.states.encodedItems() { try engine.store.putItem(generation.number, tag: entry.tag, item, state, txn) }
-            if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) {
-                advanced.folds[position].checkpoint = last
-            }
-        }
-        try engine.store.setServed(advanced, txn)
-        if !touched.isEmpty { try engine.refreshIndexes(of: touched, in: advanced, policy: engine.policy(txn), txn) }
-    }
 }
 
 extension LedgerError {

@@ -45,6 +45,9 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Under callgrind: dump the instruction count of the --case's measured phase alone (Tools/bench --callgrind).")
     var callgrind = false
 
+    @Flag(help: "Also append the events once per read model, with the facts and that model alone (append.model.NAME): what each model costs.")
+    var eachModel = false
+
     /// The import.heapMiB cases' child: appends FILE to a new store at --import-store with
     /// --import-every, and prints its peak heap (KiB).
     @Option(help: .hidden) var importChild: String?
@@ -59,7 +62,7 @@ struct BenchCommand: ParsableCommand {
         }
     }
 
-    static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.sqlite", "append.sqliteModels", "append.groupCommit",
+    static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.factsOnly", "append.sqlite", "append.sqliteModels", "append.groupCommit",
                         "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
                         "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
                         "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms",
@@ -67,6 +70,11 @@ struct BenchCommand: ParsableCommand {
                         "cluster.append1", "cluster.append2", "cluster.append3",
                         "cluster.visibleP50ms1", "cluster.visibleP50ms2", "cluster.visibleP50ms3",
                         "cluster.visibleP99ms1", "cluster.visibleP99ms2", "cluster.visibleP99ms3"]
+        + modelCases
+
+    /// `append.model.NAME` for each read model: the facts and that model alone (run with
+    /// `--each-model`, or one with `--case`).
+    static let modelCases = ReadModels.all.map { "append.model.\($0.name)" }
 
     /// The cluster cases, which also run `append.ledger` (their peer) in the same run.
     static let clusterCases = cases.filter { $0.hasPrefix("cluster.") }
@@ -84,7 +92,7 @@ struct BenchCommand: ParsableCommand {
         defer { progress.clear() }
 
         progress.update("drafting", done: 0, total: customers, unit: "customers")
-        var bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, progress: progress)
+        var bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, eachModel: eachModel, progress: progress)
         // 100,000 events whatever the run's size, but on the tiny runs of the benchmark's own tests.
         bench.longEvents = customers >= 1_000 ? 100_000 : customers * 10
         let figures = try bench.run(singles: quick ? 300 : 1_000, perThread: quick ? 20 : 60)
@@ -138,17 +146,20 @@ struct Bench {
     let only: String?
     /// Mark `only`'s measured phase for callgrind.
     let callgrind: Bool
+    /// Run the `append.model.NAME` cases too.
+    let eachModel: Bool
     let progress: Progress
     /// The long-history cases' long customer's events.
     var longEvents = 100_000
     /// The mean size of an event's record in the log, hash included (over the first 10,000).
     let meanRecordBytes: Double
 
-    init(root: URL, events: [EventDraft], only: String?, callgrind: Bool, progress: Progress) {
+    init(root: URL, events: [EventDraft], only: String?, callgrind: Bool, eachModel: Bool, progress: Progress) {
         self.root = root
         self.events = events
         self.only = only
         self.callgrind = callgrind
+        self.eachModel = eachModel
         self.progress = progress
         let sample = events.prefix(10_000)
         let bytes = sample.reduce(0) { $0 + EventRecord.encode($1, version: 1, recordedAt: Bench.present).count + EventRecord.hashSize }
@@ -213,6 +224,15 @@ struct Bench {
                 results["import.heapMiB"] = try ImportPeak.measure(file: file, store: path("import-whole"), every: 0)
                 results["import.heapMiBEvery"] = try ImportPeak.measure(file: file, store: path("import-every"), every: ImportPeak.every)
             }
+        }
+        if wanted("append.factsOnly") {
+            (results["append.factsOnly"], results.writtenPerEvent["append.factsOnly"]) = try appendBatches("append.factsOnly", models: [],
+                                                                                                            "append, the facts alone")
+        }
+        for model in ReadModels.all {
+            let name = "append.model.\(model.name)"
+            guard only == name || (eachModel && only == nil) else { continue }
+            (results[name], results.writtenPerEvent[name]) = try appendBatches(name, models: [model], "append, the facts and \(model.name) alone")
         }
         if wanted("append.rawLayout") {
             (results["append.rawLayout"], results.writtenPerEvent["append.rawLayout"]) = try rawLayout(stateBytes: stateBytes)
@@ -344,6 +364,22 @@ struct Bench {
             results["audit.longHistoryGrowth"] = long.auditLongSeconds / long.auditMediumSeconds
         }
         return results
+    }
+
+    /// Every event appended in batches of `Bench.batch` to a new store folding only `models`
+    /// (and the facts): events per second and bytes written per event.
+    private func appendBatches(_ name: String, models: [any ReadModel.Type], _ phase: String) throws -> (Double, Double?) {
+        let ledger = try Ledger(path: path(name), models: models)
+        defer { ledger.close() }
+        let batches = self.batches
+        return try counting(events.count) {
+            try measure(name, events.count, phase) { done in
+                for (index, batch) in batches.enumerated() {
+                    try ledger.log.append(batch)
+                    done(index * Bench.batch)
+                }
+            }
+        }
     }
 
     /// One-event durable appends per second to a store of `Bench.readLoadEvents` events, alone,

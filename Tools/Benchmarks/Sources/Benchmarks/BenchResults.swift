@@ -52,6 +52,10 @@ struct BenchResults {
         ratio("ledger append / SQLite append", "append.ledger", "append.sqlite", atLeast: 1.5)
         ratio("ledger append / SQLite append with read models", "append.ledger", "append.sqliteModels", atLeast: 3)
         ratio("ledger append / its raw layout (shown)", "append.ledger", "append.rawLayout", atLeast: 0)
+        ratio("ledger append / the facts alone", "append.ledger", "append.factsOnly", atLeast: 0.6)
+        for model in BenchCommand.modelCases {
+            ratio("the facts and \(model.dropFirst("append.model.".count)) alone / the facts alone (shown)", model, "append.factsOnly", atLeast: 0)
+        }
         ratio("ledger rebuild / SQLite-fed rebuild", "rebuild.ledger", "rebuild.sqlite", atLeast: 3)
         figure("status p50", "status.p50us", 10, atLeast: false, unit: " µs")
         figure("status p99", "status.p99us", 50, atLeast: false, unit: " µs")
