@@ -122,7 +122,10 @@
     /// stepped over, not decoded: no read model reads them (the rebuild's and catch-up's path,
     /// once per event of the log).
     /// - Throws: `LedgerError.corruptRecord` (or `.unsupportedFormat`) naming `position`.
-    public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: TypeFilter) throws(LedgerError) -> RecordedEvent? {
+    /// `keep`, when given, is asked with the type's index in the catalog (`nil`: a type it
+    /// does not know) and the subject: `false` reads no further, as for a type not in `types`.
+    public static func decodeForFolding(_ record: UnsafeRawBufferPointer, position: UInt64, types: TypeFilter,
+                                        keep: ((_ known: Int?, _ subject: String) -> Bool)? = nil) throws(LedgerError) -> RecordedEvent? {
         var reader = RecordReader(bytes: record, position: position)
         let header = try reader.header()
         let type = try reader.lengthPrefixed("type")
@@ -133,6 +136,7 @@
             guard types.others.contains(try reader.text(type, "type")) else { return nil }
         }
         let subject = try reader.string("subject")
+        if let keep, !keep(known, subject) { return nil }
         for _ in 0..<(try reader.metaCount()) {
             try reader.lengthPrefixed("meta key")
             try reader.lengthPrefixed("meta value")

@@ -305,6 +305,10 @@ public final class Ledger: Sendable {
 
     // MARK: Models
 
+    /// Folds of the whole log (rebuild, verify) on `threads` threads, each a part of the keys;
+    /// 0 (the default): one per core. For measuring a rebuild on one core against all.
+    @_spi(Storage) public func setFoldThreads(_ threads: Int) { engine.foldThreads.store(max(0, threads), ordering: .relaxed) }
+
     /// Rebuilds every read model from scratch into a new generation and swaps it in (unless
     /// `dryRun`), reporting what changes in `models` (all when empty) at `at`: see
     /// `RebuildReport`. With `policy`, the rebuild uses it and it becomes the store's.

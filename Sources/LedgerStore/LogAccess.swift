@@ -26,11 +26,12 @@ package struct LogAccess: Sendable {
 
     /// The events after `after` through `through`, in position order: `body` gets each one
     /// whose type is in `types`, its payload decoded (the others are skipped on their type
-    /// alone); `tick` gets the position every 65,536 events, for progress reports.
+    /// alone), and that `keep` keeps (given the type's catalog index and the subject);
+    /// `tick` gets the position every 65,536 events, for progress reports.
     /// - Throws: `LedgerError.corruptRecord` for a record that does not decode, or a position
     ///   missing from the log (positions are gap-free), naming the position.
-    package func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, _ txn: borrowing Transaction,
-                             tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
+    package func forEachEvent(after: UInt64, through: UInt64, types: Set<String>, keep: ((_ known: Int?, _ subject: String) -> Bool)? = nil,
+                             _ txn: borrowing Transaction, tick: (UInt64) -> Void = { _ in }, _ body: (RecordedEvent) throws -> Void) throws {
         guard through > after else { return }
         let filter = EventRecord.TypeFilter(types)
         try txn.withCursor(events) { cursor in
@@ -40,7 +41,7 @@ package struct LogAccess: Sendable {
                 guard let current = entry, LogSchema.integer(current.key) == expected else {
                     throw LedgerError(.corruptRecord, "position \(expected) is missing from the log; run `ledger verify`", position: expected)
                 }
-                if let event = try EventRecord.decodeForFolding(current.value, position: expected, types: filter) { try body(event) }
+                if let event = try EventRecord.decodeForFolding(current.value, position: expected, types: filter, keep: keep) { try body(event) }
                 if expected & 0xFFFF == 0 { tick(expected) }
                 expected += 1
                 entry = expected <= through ? try cursor.next() : nil

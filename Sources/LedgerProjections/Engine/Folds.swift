@@ -127,6 +127,8 @@ protocol StateFold: AnyObject {
     var keys: [String] { get }
     /// Every held item with its encoded state, in no order.
     func encodedItems() -> [(key: ItemKey, state: [UInt8])]
+    /// Takes in `other`'s states and items, which are of other keys (another part's).
+    func absorb(_ other: any StateFold)
     /// Whether `key`'s state was read whole: false for facts whose events so far left the
     /// plan's facts unread (`FoldedFacts`), true for any other state.
     func readPlan(of key: String) -> Bool
@@ -201,6 +203,14 @@ final class States<F: Folding>: StateFold {
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
 
     func readPlan(of key: String) -> Bool { (states[key] as? FoldedFacts)?.planRead ?? true }
+
+    func absorb(_ other: any StateFold) {
+        guard let other = other as? States<F> else { return }
+        states.merge(other.states) { mine, _ in mine }
+        items.merge(other.items) { mine, _ in mine }
+        loadedStates.merge(other.loadedStates) { mine, _ in mine }
+        loadedItems.merge(other.loadedItems) { mine, _ in mine }
+    }
 
     func facts(of key: String, stored: [UInt8]?) throws -> SubjectFacts? {
         try F.facts(of: try state(of: key, stored: stored))

@@ -469,6 +469,33 @@ struct ModelStore: Sendable {
         if old != groups.map(\.anchor) { try txn.put(index, key: listKey, value: list) }
     }
 
+    /// The stored form of every key's entries for a generation that has none yet (a
+    /// rebuild's): each anchor's entry, each key's list of anchors and the distances in use,
+    /// as (database key, value) in key order, to put in batches (`putFresh`).
+    static func freshEntries(_ entries: [(key: String, entries: [IndexEntry])], generation: UInt32, tag: UInt8) -> [(key: [UInt8], value: [UInt8])] {
+        var records: [(key: [UInt8], value: [UInt8])] = []
+        var offsets: Set<Int64> = []
+        for (key, keyEntries) in entries {
+            let groups = AnchoredEntries.grouped(keyEntries)
+            guard !groups.isEmpty else { continue }
+            var list: [UInt8] = []
+            for group in groups {
+                records.append((ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: group.anchor), group.entries.encoded))
+                list += ModelSchema.indexTime(group.anchor)
+                for item in group.entries.items { offsets.insert(item.offset) }
+            }
+            records.append((ModelSchema.keyEntriesKey(generation, tag: tag, key: key), list))
+        }
+        if !offsets.isEmpty { records.append((ModelSchema.offsetsKey(generation, tag: tag), offsets.sorted().flatMap(ModelSchema.offsetBytes))) }
+        records.sort { $0.key.precedesInByteOrder($1.key) }
+        return records
+    }
+
+    /// Puts records `freshEntries` made.
+    func putFresh(_ records: ArraySlice<(key: [UInt8], value: [UInt8])>, _ txn: borrowing Transaction) throws {
+        for record in records { try txn.put(index, key: record.key, value: record.value) }
+    }
+
     /// The anchors of a key's list, each 8 bytes (`ModelSchema.indexTime`).
     static func anchors(in list: UnsafeRawBufferPointer) -> [Timestamp] {
         stride(from: 0, to: list.count - list.count % 8, by: 8).map { ModelSchema.indexTime(list[$0 ..< $0 + 8]) }

@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
 import LedgerModels
@@ -35,6 +36,15 @@ final class ProjectionEngine: CommitObserver {
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
     let rebuildLock = Mutex(false)
+    /// The threads a fold of the whole log (rebuild, verify) folds on, each a part of the
+    /// keys; 0: one per core. For measuring (`Tools/bench` shows a rebuild on one and on all).
+    let foldThreads = Atomic<Int>(0)
+
+    /// The threads a fold of the whole log folds on.
+    var foldCores: Int {
+        let set = foldThreads.load(ordering: .relaxed)
+        return set > 0 ? set : max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }
 
     init(env: Environment, models: [any ReadModel.Type]) throws {
         store = try ModelStore(env: env)

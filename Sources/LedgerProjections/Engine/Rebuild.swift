@@ -237,17 +237,17 @@ extension ProjectionEngine {
     }
 
     /// Every fold over the whole log through its head, in memory (the keys of `part` only);
-    /// returns the states and the head. With two cores or more the folds are split in two groups — the facts, and the
-    /// models — each folded on a core of its own, scanning the log in a read transaction of
-    /// its own through the head (the events up to it never change) and decoding only the
-    /// events its folds read: the groups share nothing while they fold. The caller holds no
-    /// transaction meanwhile, so that neither thread waits for it (a read that finds the map
-    /// grown by another process waits for every read of this one to end). Reports `.folding`
-    /// progress (of the facts' group).
+    /// returns the states and the head. The keys are split again into one part per core
+    /// (`foldCores`), each folded by a thread of its own, scanning the log in a read
+    /// transaction of its own through the head (the events up to it never change) and
+    /// decoding only its own subjects' events — and, on the first, every event a fold keyed
+    /// otherwise than by subject reads (the holders of a subscription, by its id). The parts
+    /// share nothing while they fold; their states are then joined. The caller holds no
+    /// transaction meanwhile, so that no thread waits for it (a read that finds the map grown
+    /// by another process waits for every read of this one to end). Reports `.folding`
+    /// progress (of the first part).
     func foldLog(policy: Policy, part: Partition = .whole, progress: (RebuildProgress) -> Void) throws -> (states: [any StateFold], head: UInt64) {
         let head = try store.env.read { txn in try store.log.head(txn) }
-        let states = folds.map { $0.makeStates(policy: policy) }
-        for state in states { state.restrict(to: part) }
         let clock = ContinuousClock()
         let start = clock.now
         func report(_ done: UInt64) {
@@ -255,34 +255,75 @@ extension ProjectionEngine {
             progress(RebuildProgress(phase: .folding, done: done, total: head, perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
         report(0)
-        let groups = ProcessInfo.processInfo.activeProcessorCount > 1 && folds.count > 1 ? [[0], Array(1 ..< folds.count)] : [Array(folds.indices)]
-        if groups.count == 1 {
-            try store.env.read { txn in try foldEvents(groups[0], into: states, after: 0, through: head, txn, tick: report) }
+        let cores = foldCores
+        // Part j of `part` split in `cores`: the keys whose hash is part.index + part.count × j
+        // modulo part.count × cores (all of them in `part`).
+        let parts = (0 ..< cores).map { j in Partition(count: part.count * cores, index: part.index + part.count * j) }
+        let threads = FoldThreads(parts.map { sub in
+            folds.map { fold in
+                let states = fold.makeStates(policy: policy)
+                states.restrict(to: fold.keyedBySubject ? sub : part)
+                return states
+            }
+        })
+        // The types every part decodes whatever the subject: those a fold keyed otherwise reads
+        // (folded by the first part alone), and those a model registered here reads — its key
+        // may be no subject, whatever it says; this package's own models are keyed by
+        // subject when they say so.
+        let own = Set(ReadModels.all.filter { $0.keyedBySubject }.map { $0.name })
+        let others = folds.filter { !$0.keyedBySubject }.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
+        let anyKey = folds.filter { $0.model != nil && $0.keyedBySubject && !own.contains($0.name) }.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
+        let anyKeyKnown = EventCatalog.known.map { anyKey.contains($0.name) }
+        let firstKnown = EventCatalog.known.map { others.contains($0.name) || anyKey.contains($0.name) }
+        let types = folds.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
+        if cores == 1 {
+            try foldPart(0, of: parts, into: threads, through: head, types: types, others: firstKnown, tick: report)
         } else {
-            // The second group on another thread, in its own read transaction.
-            let others = Others(states)
-            let env = store.env
-            let done = DispatchSemaphore(value: 0)
-            let group = groups[1]
-            Thread.detachNewThread {
-                defer { done.signal() }
-                do {
-                    try env.read { txn in try self.foldEvents(group, into: others.states, after: 0, through: head, txn) }
-                } catch {
-                    others.failure = error
+            let done = DispatchGroup()
+            for j in 1 ..< cores {
+                done.enter()
+                Thread.detachNewThread {
+                    defer { done.leave() }
+                    do {
+                        try self.foldPart(j, of: parts, into: threads, through: head, types: types, others: anyKeyKnown)
+                    } catch {
+                        threads.fail(error)
+                    }
                 }
             }
-            var failure: (any Error)?
             do {
-                try store.env.read { txn in try foldEvents(groups[0], into: states, after: 0, through: head, txn, tick: report) }
+                try foldPart(0, of: parts, into: threads, through: head, types: types, others: firstKnown, tick: report)
             } catch {
-                failure = error
+                threads.fail(error)
             }
             done.wait()
-            if let error = failure ?? others.failure { throw error }
+            if let error = threads.failure { throw error }
         }
+        let states = threads.states[0]
+        for others in threads.states.dropFirst() {
+            for (index, fold) in others.enumerated() { states[index].absorb(fold) }
+        }
+        // Events appended since the head fold into the joined states, for any key of `part`.
+        for fold in states { fold.restrict(to: part) }
         report(head)
         return (states, head)
+    }
+
+    /// Folds part `j` of `parts` (`foldLog`): the events through `head` of `types` its
+    /// subjects have, and those of the types it must read whatever the subject (`others`, by
+    /// catalog index), in its own read transaction.
+    private func foldPart(_ j: Int, of parts: [Partition], into threads: FoldThreads, through head: UInt64, types: Set<String>, others: [Bool],
+                          tick: (UInt64) -> Void = { _ in }) throws {
+        let part = parts[j], states = threads.states[j]
+        // Only the first part folds the folds keyed otherwise.
+        let readers = self.readers.map { indices in indices.filter { j == 0 || folds[$0].keyedBySubject } }
+        try store.env.read { txn in
+            try store.log.forEachEvent(after: 0, through: head, types: types,
+                                       keep: { known, subject in part.contains(subject) || known.map { others[$0] } ?? true },
+                                       txn, tick: tick) { event in
+                for index in readers[event.data.ordinal] { states[index].apply(event) }
+            }
+        }
     }
 
     /// Folds the events after `after` through `head` that the folds of `group` read into
@@ -481,19 +522,57 @@ extension ProjectionEngine {
             }
         }
         if hasIndex {
-            var keys: [String] = []
-            var last: [UInt8]?
-            for index in run.entries.indices where run.key(at: index) != last {
-                last = run.key(at: index)
-                keys.append(String(decoding: run.key(at: index).dropFirst(2), as: UTF8.self))
+            // Worked out from the states in memory, on every core; those that read the log
+            // (a subject bound to a holding subject, a holding subject) from the states written.
+            let (entries, deferred) = try indexEntries(of: run.folded, policy: policy)
+            // The new generation has no entries yet: each model's are put in key order.
+            for index in Set(entries.map(\.index)).sorted() {
+                let records = ModelStore.freshEntries(entries.filter { $0.index == index }.map { ($0.key, $0.entries) }, generation: shadow.number, tag: UInt8(index))
+                for first in stride(from: 0, to: records.count, by: batch) {
+                    try store.env.write { txn in try store.putFresh(records[first ..< min(first + batch, records.count)], txn) }
+                }
             }
-            for first in stride(from: 0, to: keys.count, by: batch) {
+            for first in stride(from: 0, to: deferred.count, by: batch) {
                 try store.env.write { txn in
-                    try refreshIndexes(of: Set(keys[first ..< min(first + batch, keys.count)]), in: shadow, policy: policy, txn)
+                    try refreshIndexes(of: Set(deferred[first ..< min(first + batch, deferred.count)]), in: shadow, policy: policy, txn)
                 }
             }
         }
         return shadow
+    }
+
+    /// The index entries of every subject of `folded` (every fold's states, by fold index), by
+    /// indexed model, worked out from the states in memory on every core; and the subjects
+    /// whose entries read the log instead (`Attributed`: a subject bound to a holding subject,
+    /// and a holding subject), left to `refreshIndexes`.
+    func indexEntries(of folded: [any StateFold], policy: Policy) throws -> (entries: [(index: Int, key: String, entries: [IndexEntry])], deferred: [String]) {
+        let indexed = folds.indices.filter { $0 != 0 && indexInputs.contains($0) && folded.indices.contains($0) }
+        guard let facts = folded.first, !indexed.isEmpty else { return ([], []) }
+        let keys = facts.keys
+        let cores = max(1, min(foldCores, keys.count / 1_000))
+        let slots = EntrySlots(count: cores)
+        let work = FoldedStates(folded)
+        DispatchQueue.concurrentPerform(iterations: cores) { part in
+            let size = (keys.count + cores - 1) / cores
+            var found: [(index: Int, key: String, entries: [IndexEntry])] = [], deferred: [String] = []
+            do {
+                for key in keys[min(part * size, keys.count) ..< min((part + 1) * size, keys.count)] {
+                    guard !key.hasPrefix(AppStoreSubjectBound.holdingPrefix), let subjectFacts = try work.folded[0].facts(of: key, stored: nil),
+                          subjectFacts.bound.isEmpty else {
+                        deferred.append(key)
+                        continue
+                    }
+                    for index in indexed {
+                        found.append((index, key, try work.folded[index].indexEntries(of: key, stored: nil, facts: subjectFacts, policy: policy)))
+                    }
+                }
+            } catch {
+                slots.fail(error)
+            }
+            slots.set(part, found, deferred)
+        }
+        if let failure = slots.failure { throw failure }
+        return slots.joined
     }
 
     /// Applies the events appended since the snapshot to the new generation, and swaps it in
@@ -681,12 +760,45 @@ private final class Parts: @unchecked Sendable {
     var joined: [(stored: [UInt8], state: [UInt8])] { Array(slots.map(\.run).joined()) }
 }
 
-/// The second group's states and failure, handed to its thread (`ProjectionEngine.foldLog`).
-private final class Others: @unchecked Sendable {
-    // @unchecked: the folding thread alone touches its group's states and `failure` until it
-    // signals; the caller reads them only after waiting for that.
-    let states: [any StateFold]
-    var failure: (any Error)?
+/// The folds' states, read by every core while the index entries are worked out
+/// (`ProjectionEngine.indexEntries(of:policy:)`).
+private final class FoldedStates: @unchecked Sendable {
+    // @unchecked: nothing changes the states while the entries are worked out; each thread
+    // only reads them (a dictionary read from several threads at once is safe).
+    let folded: [any StateFold]
+    init(_ folded: [any StateFold]) { self.folded = folded }
+}
 
-    init(_ states: [any StateFold]) { self.states = states }
+/// The index entries each core worked out, and the first failure.
+private final class EntrySlots: @unchecked Sendable {
+    // @unchecked: guarded by the lock.
+    private let lock = NSLock()
+    private var slots: [(entries: [(index: Int, key: String, entries: [IndexEntry])], deferred: [String])]
+    private var first: (any Error)?
+
+    init(count: Int) { slots = Array(repeating: ([], []), count: count) }
+
+    func set(_ part: Int, _ entries: [(index: Int, key: String, entries: [IndexEntry])], _ deferred: [String]) {
+        lock.withLock { slots[part] = (entries, deferred) }
+    }
+    func fail(_ error: any Error) { lock.withLock { if first == nil { first = error } } }
+    var failure: (any Error)? { lock.withLock { first } }
+    var joined: (entries: [(index: Int, key: String, entries: [IndexEntry])], deferred: [String]) {
+        lock.withLock { (Array(slots.map(\.entries).joined()), Array(slots.map(\.deferred).joined())) }
+    }
+}
+
+/// Each part's states, handed to its thread (`ProjectionEngine.foldLog`), and the first
+/// failure.
+final class FoldThreads: @unchecked Sendable {
+    // @unchecked: each thread alone touches its part's states until the caller has waited for
+    // every thread; `failure` is kept under the lock.
+    let states: [[any StateFold]]
+    private let lock = NSLock()
+    private var first: (any Error)?
+
+    init(_ states: [[any StateFold]]) { self.states = states }
+
+    func fail(_ error: any Error) { lock.withLock { if first == nil { first = error } } }
+    var failure: (any Error)? { lock.withLock { first } }
 }

@@ -63,7 +63,7 @@ struct BenchCommand: ParsableCommand {
     }
 
     static let cases = ["append.raw", "append.rawLayout", "append.ledger", "append.factsOnly", "append.sqlite", "append.sqliteModels", "append.groupCommit",
-                        "append.singleCommit", "scan.raw", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
+                        "append.singleCommit", "scan.raw", "rebuild.ledger1", "rebuild.ledger", "rebuild.sqlite", "status.p50us", "status.p99us",
                         "storage.bytesPerEvent", "payload.bytesPerEvent", "append.longHistory", "status.longHistory", "audit.longHistory", "due.windowUs",
                         "import.heapMiB", "import.heapMiBEvery", "append.plain", "append.personal", "erase.ms",
                         "append.alone", "append.underReadLoad",
@@ -184,7 +184,7 @@ struct Bench {
             results["scan.raw"] = raw.scan
             results["payload.bytesPerEvent"] = raw.bytesPerEvent
         }
-        if wanted("append.ledger", "append.rawLayout", "cluster.append1", "cluster.append2", "cluster.append3", "rebuild.ledger", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
+        if wanted("append.ledger", "append.rawLayout", "cluster.append1", "cluster.append2", "cluster.append3", "rebuild.ledger", "rebuild.ledger1", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
                   "import.heapMiB", "import.heapMiBEvery") {
             let ledger = try Ledger(path: path("ledger"))
             defer { ledger.close() }
@@ -203,8 +203,15 @@ struct Bench {
                 let states = try ledger.servedStates(of: fold.name)
                 return states.isEmpty ? 0 : states.reduce(0) { $0 + $1.state.count } / states.count
             }
+            if wanted("rebuild.ledger1") {
+                ledger.setFoldThreads(1)
+                results["rebuild.ledger1"] = try measure("rebuild.ledger1", events.count, "ledger rebuild on one thread") { _ in
+                    try ledger.rebuild()
+                }
+                ledger.setFoldThreads(0)
+            }
             if wanted("rebuild.ledger") {
-                results["rebuild.ledger"] = try measure("rebuild.ledger", events.count, "ledger rebuild") { _ in
+                results["rebuild.ledger"] = try measure("rebuild.ledger", events.count, "ledger rebuild on every core") { _ in
                     try ledger.rebuild()
                 }
             }

@@ -57,6 +57,7 @@ struct BenchResults {
             ratio("the facts and \(model.dropFirst("append.model.".count)) alone / the facts alone (shown)", model, "append.factsOnly", atLeast: 0)
         }
         ratio("ledger rebuild / SQLite-fed rebuild", "rebuild.ledger", "rebuild.sqlite", atLeast: 3)
+        ratio("ledger rebuild on every core / on one thread (shown)", "rebuild.ledger", "rebuild.ledger1", atLeast: 0)
         figure("status p50", "status.p50us", 10, atLeast: false, unit: " µs")
         figure("status p99", "status.p99us", 50, atLeast: false, unit: " µs")
         ratio("group commit / one event per commit", "append.groupCommit", "append.singleCommit", atLeast: 10)
