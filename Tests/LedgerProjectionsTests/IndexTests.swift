@@ -41,6 +41,44 @@ import Testing
         }
     }
 
+    /// An anchor's entries read back as written, all or at one distance; a kind repeated is
+    /// written once (an empty kind is a kind); bytes cut short or changed are damage, never a
+    /// crash.
+    @Test func anAnchorsEntriesReadBackAsWritten() throws {
+        let items = [AnchoredEntries.Item(offset: 7, kind: "", detail: "{}"), AnchoredEntries.Item(offset: 0, kind: "a", detail: #"{"x":1}"#),
+                     AnchoredEntries.Item(offset: 0, kind: "a", detail: "{}"), AnchoredEntries.Item(offset: 7, kind: "b", detail: "{}"),
+                     AnchoredEntries.Item(offset: -3, kind: "b", detail: "{}")]
+        let bytes = AnchoredEntries(items).encoded
+        func read(_ bytes: [UInt8], at offset: Int64?) throws -> [String] {
+            var found: [String] = []
+            try bytes.withUnsafeBytes { buffer in
+                try AnchoredEntries.forEach(in: buffer, at: offset) { offset, kind, detail in found.append("\(offset) \(kind) \(detail)") }
+            }
+            return found
+        }
+        let all = ["-3 b {}", #"0 a {"x":1}"#, "0 a {}", "7  {}", "7 b {}"]
+        #expect(try read(bytes, at: nil) == all)
+        #expect(try read(bytes, at: 7) == ["7  {}", "7 b {}"])
+        #expect(try read(bytes, at: 1) == [])
+        // "b" repeated after the first one is a single byte: the whole is shorter than each written out.
+        #expect(bytes.count < items.reduce(0) { $0 + 10 + $1.kind.utf8.count + $1.detail.utf8.count })
+        // Cut anywhere, the bytes read as the entries before the cut (cut between two) or are
+        // damage (cut inside one).
+        var whole = 0
+        for cut in 1 ..< bytes.count {
+            do {
+                let found = try read(Array(bytes.prefix(cut)), at: nil)
+                #expect(found == Array(all.prefix(found.count)) && found.count < all.count, "cut at \(cut)")
+                whole += 1
+            } catch {
+                #expect(error is LedgerError)
+            }
+        }
+        #expect(whole == all.count - 1)
+        // A first entry saying "the kind before" has none to refer to.
+        #expect(throws: LedgerError.self) { try read(ModelSchema.offsetBytes(0) + [1, 0], at: nil) }
+    }
+
     /// A range read gives the entries with from ≤ at < to, sorted by (at, key, kind, detail).
     @Test func aRangeIsHalfOpenAndSorted() throws {
         try withStorePath { path in

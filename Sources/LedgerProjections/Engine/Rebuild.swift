@@ -479,7 +479,9 @@ extension ProjectionEngine {
     static func view<M: ReadModel>(_ model: M.Type, stateBytes: UnsafeRawBufferPointer?, facts: SubjectFacts,
                                    at t: Timestamp, policy: Policy) throws -> M.View? {
         if M.keyedBySubject, !facts.bound.isEmpty { throw NeedsReplay() }
-        let state = try stateBytes.map { bytes throws(StateDecoder.Damaged) in try M.State.decode(bytes) } ?? M.State()
+        // No optional of the state: each generic optional asks the runtime for its type.
+        let state: M.State
+        if let stateBytes { state = try M.State.decode(stateBytes) } else { state = M.State() }
         if let from = M.answersFrom(state, facts: facts), from > t { throw NeedsReplay() }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
