@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import HTTPTypes
 import Hummingbird
 import LedgerAppStore
@@ -182,28 +181,10 @@ struct Routes: Sendable {
         return Reply.text(try server.metrics.exposition(ledger), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
     }
 
-    /// `body` (requests over NATS, which may wait seconds while a partition changes hands)
-    /// on a thread of its own, not on one of the few the tasks share; at most
-    /// `offloadLimit` at once, beyond which a request is told to retry (`503`).
+    /// `body` on a thread of its own, through the routes' shared `Offloader`.
     static func offload<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
-        let admitted = offloaded.withLock { count in
-            guard count < offloadLimit else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else { throw LedgerError(.unavailable, "the node has \(offloadLimit) requests waiting on the cluster; retry") }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LedgerError>, Never>) in
-            Thread.detachNewThread {
-                defer { offloaded.withLock { $0 -= 1 } }
-                do throws(LedgerError) { continuation.resume(returning: .success(try body())) } catch { continuation.resume(returning: .failure(error)) }
-            }
-        }
-        return try result.get()
+        try await Offloader.shared.run(body)
     }
-
-    /// How many requests may wait on the cluster at once.
-    static let offloadLimit = 64
-    private static let offloaded = Mutex<Int>(0)
 
     // MARK: Parameters
 
