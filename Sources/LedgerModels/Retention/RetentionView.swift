@@ -305,16 +305,10 @@ enum RetentionRules {
     /// each over the facts known at `t`.
     static func activeRun(_ state: RetentionSubject, at t: Timestamp, plan: Plan.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
-        // Sorted, then each time once, in place (cheaper than hashing every time into a set,
-        // and no second array).
-        var times = Plan.changeTimes(of: state.access, policy: policy.subscription)
-        times.sort()
-        var kept = 0
-        for i in times.indices where kept == 0 || times[i] != times[kept - 1] {
-            times[kept] = times[i]
-            kept += 1
-        }
-        times.removeLast(times.count - kept)
+        // The subject's change times in order, each once.
+        var times: [Timestamp] = []
+        times.reserveCapacity(state.descendingTimes.count)
+        for c in state.descendingTimes.reversed() where times.last != c { times.append(c) }
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
         for c in times[..<now].reversed() {
