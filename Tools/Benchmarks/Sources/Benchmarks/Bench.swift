@@ -45,7 +45,7 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Under callgrind: dump the instruction count of the --case's measured phase alone (Tools/bench --callgrind).")
     var callgrind = false
 
-    @Flag(help: "Also append the events once per read model, with the facts and that model alone (append.model.NAME): what each model costs.")
+    @Flag(help: "Also append the events with the facts alone, and once per read model with the facts and that model alone (append.factsOnly, append.model.NAME): what each model costs. With --case, beside that case.")
     var eachModel = false
 
     /// The import.heapMiB cases' child: appends FILE to a new store at --import-store with
@@ -232,13 +232,13 @@ struct Bench {
                 results["import.heapMiBEvery"] = try ImportPeak.measure(file: file, store: path("import-every"), every: ImportPeak.every)
             }
         }
-        if wanted("append.factsOnly") {
+        if wanted("append.factsOnly") || eachModel {
             (results["append.factsOnly"], results.writtenPerEvent["append.factsOnly"]) = try appendBatches("append.factsOnly", models: [],
                                                                                                             "append, the facts alone")
         }
         for model in ReadModels.all {
             let name = "append.model.\(model.name)"
-            guard only == name || (eachModel && only == nil) else { continue }
+            guard only == name || eachModel else { continue }
             (results[name], results.writtenPerEvent[name]) = try appendBatches(name, models: [model], "append, the facts and \(model.name) alone")
         }
         if wanted("append.rawLayout") {
