@@ -52,6 +52,9 @@ struct BenchResults {
         ratio("ledger append / SQLite append", "append.ledger", "append.sqlite", atLeast: 1.5)
         ratio("ledger append / SQLite append with read models", "append.ledger", "append.sqliteModels", atLeast: 3)
         ratio("ledger append / its raw layout (shown)", "append.ledger", "append.rawLayout", atLeast: 0)
+        if let x = writtenPerEvent["append.ledger"], let y = writtenPerEvent["append.rawLayout"], y > 0 {
+            targets.append(Target(what: "bytes the ledger writes per event / its raw layout's", value: x / y, bound: 1, atLeast: false, unit: "×"))
+        }
         ratio("ledger append / the facts alone", "append.ledger", "append.factsOnly", atLeast: 0.6)
         for model in BenchCommand.modelCases {
             ratio("the facts and \(model.dropFirst("append.model.".count)) alone / the facts alone (shown)", model, "append.factsOnly", atLeast: 0)
@@ -61,6 +64,7 @@ struct BenchResults {
         figure("status p50", "status.p50us", 10, atLeast: false, unit: " µs")
         figure("status p99", "status.p99us", 50, atLeast: false, unit: " µs")
         ratio("group commit / one event per commit", "append.groupCommit", "append.singleCommit", atLeast: 10)
+        figure("due list of a one-day window", "due.windowUs", 2_000, atLeast: false, unit: " µs")
         figure("append to a 100,000-event customer / to a 10-event one", "append.longHistory", 1.5, atLeast: false, unit: "×")
         figure("status of a 100,000-event customer / of a 10-event one", "status.longHistory", 2, atLeast: false, unit: "×")
         figure("audit of a 100,000-event customer", "audit.longHistory", 3, atLeast: false, unit: " s")
