@@ -5,27 +5,26 @@ import HTTPTypes
 @testable import LedgerServer
 import Testing
 
-/// A cluster node's server waits on the cluster on threads of its own, at most
-/// `limit` at once; beyond, a request is told to retry. The test has an offloader of its
-/// own: the routes' shared one serves other suites' servers running beside it.
+/// A cluster node's server waits on the cluster on threads of its own, at most `limit` at
+/// once; beyond, a request is told to retry. The slots are taken with `start`, from threads
+/// alone: tasks may wait minutes for one of the shared threads while other suites run.
 @Suite struct OffloadTests {
     @Test func beyondTheLimitARequestIsToldToRetry() async throws {
         let offloader = Offloader(limit: Offloader.shared.limit)
-        let release = DispatchSemaphore(value: 0)
-        let entered = Entered()
-        let waiting = (0..<offloader.limit).map { _ in
-            Task {
-                try await offloader.run { () throws(LedgerError) -> Int in
-                    entered.count.withLock { $0 += 1 }
-                    release.wait()
-                    return 1
-                }
-            }
+        let (entered, release, finished) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let returned = Mutex(0)
+        for _ in 0 ..< offloader.limit {
+            try offloader.start({ () throws(LedgerError) -> Int in
+                entered.signal()
+                release.wait()
+                return 1
+            }, completion: { result in
+                returned.withLock { $0 += (try? result.get()) ?? 0 }
+                finished.signal()
+            })
         }
-        // Every slot taken (the tasks may start late on a busy machine)…
-        let deadline = Date().addingTimeInterval(120)
-        while entered.count.withLock { $0 } < offloader.limit && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(entered.count.withLock { $0 } == offloader.limit)
+        // Every slot taken, each body running on its own thread…
+        for _ in 0 ..< offloader.limit { #expect(entered.wait(timeout: .now() + 60) == .success) }
         // …one more is refused rather than queued.
         var refused: LedgerError?
         do throws(LedgerError) { _ = try await offloader.run { () throws(LedgerError) in 0 } } catch { refused = error }
@@ -33,16 +32,10 @@ import Testing
         let reply = Reply.from(refused ?? LedgerError(.storage, "none"))
         #expect(reply.status == .serviceUnavailable)
         #expect(reply.headers[.retryAfter] == "1")
-        for _ in waiting { release.signal() }
-        var done = 0
-        for task in waiting { done += try await task.value }
-        #expect(done == offloader.limit)
-        // The slots are free again.
+        for _ in 0 ..< offloader.limit { release.signal() }
+        for _ in 0 ..< offloader.limit { #expect(finished.wait(timeout: .now() + 60) == .success) }
+        #expect(returned.withLock { $0 } == offloader.limit)
+        // The slots are free again, and a body's result comes back.
         #expect(try await offloader.run { () throws(LedgerError) in 7 } == 7)
     }
-}
-
-/// How many offloaded bodies have begun.
-private final class Entered: Sendable {
-    let count = Mutex(0)
 }
