@@ -5,51 +5,6 @@ import LedgerModels
 @_spi(Storage) import LedgerStore
 import Synchronization
 
-/// One build of every fold (the facts and each model): which generation of `models` holds
-/// its states, the policy it was built under, and per fold its tag (the byte after each key
-/// that marks the fold's states), the version that built it and its checkpoint (the last
-/// position its states hold; positions are gap-free, so that alone says which events they
-/// hold). All folds are built together, so one subject's states are neighbours.
-struct Generation: StateRecord, Equatable, Sendable {
-    struct FoldRecord: StateRecord, Equatable, Sendable {
-        var name = ""
-        var tag: UInt64 = 0
-        var version: UInt64 = 0
-        var checkpoint: UInt64 = 0
-
-        init() {}
-        init(name: String, tag: UInt8, version: UInt32, checkpoint: UInt64) {
-            (self.name, self.tag, self.version, self.checkpoint) = (name, UInt64(tag), UInt64(version), checkpoint)
-        }
-        mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-            try coder.code(&name)
-            try coder.code(&tag)
-            try coder.code(&version)
-            try coder.code(&checkpoint)
-            guard tag <= UInt64(UInt8.max) else { throw StateDecoder.Damaged(what: "fold \(name)'s tag \(tag) is not a byte") }
-        }
-
-        /// The byte after each key that marks this fold's states (checked when decoded).
-        var tagByte: UInt8 { UInt8(truncatingIfNeeded: tag) }
-    }
-
-    var id: UInt64 = 0
-    var policyHash = ""
-    var folds: [FoldRecord] = []
-
-    init() {}
-    mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-        try coder.code(&id)
-        try coder.code(&policyHash)
-        try coder.code(&folds)
-    }
-
-    var number: UInt32 { UInt32(truncatingIfNeeded: id) }
-
-    func record(_ name: String) -> FoldRecord? { folds.first { $0.name == name } }
-
-}
-
 /// Where the folds live in the store, next to the log.
 ///
 /// - `models`: generation (u32 BE) ‖ key length (u16 BE) ‖ key (UTF-8) ‖ tag → the fold's
@@ -155,107 +110,6 @@ enum ModelSchema {
 
     /// Where the distances a model's entries lie from their anchors are listed.
     static func offsetsKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "o")] + prefix(generation) + [tag] }
-}
-
-/// The entries one key files under one anchor, each as its distance from the anchor, sorted:
-/// the value of an anchor's index entry. Each is its distance (8 bytes that sort as the
-/// distances do), then its kind and its detail, each its length (LEB128, doubled) and UTF-8
-/// bytes — or, for a kind the same as the entry before's, 1 alone — so that a range read
-/// passes over the entries at other distances without decoding them. The same entries always
-/// encode to the same bytes.
-struct AnchoredEntries: Equatable {
-    struct Item: Equatable {
-        var offset: Int64
-        var kind: String
-        var detail: String
-
-        func precedes(_ other: Item) -> Bool {
-            if offset != other.offset { return offset < other.offset }
-            if kind != other.kind { return kind.utf8.lexicographicallyPrecedes(other.kind.utf8) }
-            return detail.utf8.lexicographicallyPrecedes(other.detail.utf8)
-        }
-    }
-
-    var items: [Item]
-
-    init(_ items: [Item]) { self.items = items.sorted { $0.precedes($1) } }
-
-    var encoded: [UInt8] {
-        var bytes: [UInt8] = []
-        func write(_ value: UInt64) {
-            var value = value
-            while value >= 0x80 {
-                bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-                value >>= 7
-            }
-            bytes.append(UInt8(value))
-        }
-        var previous: String?
-        for item in items {
-            bytes += ModelSchema.offsetBytes(item.offset)
-            if item.kind == previous {
-                write(1)
-            } else {
-                write(UInt64(item.kind.utf8.count) << 1)
-                bytes += item.kind.utf8
-            }
-            previous = item.kind
-            write(UInt64(item.detail.utf8.count) << 1)
-            bytes += item.detail.utf8
-        }
-        return bytes
-    }
-
-    /// Calls `body` with the kind and detail of each entry in `bytes` at distance `offset`
-    /// (`nil`: every entry, with its distance); throws on bytes that do not parse.
-    static func forEach(in bytes: UnsafeRawBufferPointer, at offset: Int64?, _ body: (_ offset: Int64, _ kind: String, _ detail: String) throws -> Void) throws {
-        var i = 0
-        /// A text's bytes, or `nil` for "the same kind as the entry before's".
-        func text() throws -> Range<Int>? {
-            var header = 0, shift = 0
-            while true {
-                guard i < bytes.count, shift < 63 else { throw AnchoredEntries.damaged }
-                let byte = bytes[i]
-                i += 1
-                header |= Int(byte & 0x7F) << shift
-                if byte < 0x80 { break }
-                shift += 7
-            }
-            if header & 1 == 1 { return nil }
-            let length = header >> 1
-            guard length <= bytes.count - i else { throw AnchoredEntries.damaged }
-            defer { i += length }
-            return i ..< i + length
-        }
-        var kind: Range<Int>?
-        while i < bytes.count {
-            guard bytes.count - i >= 8 else { throw damaged }
-            let distance = ModelSchema.indexTime(bytes[i ..< i + 8]).milliseconds
-            // In order of distance: past the one asked for, none is left.
-            if let offset, distance > offset { return }
-            i += 8
-            if let own = try text() {
-                kind = own
-            } else if kind == nil {
-                throw damaged
-            }
-            guard let kind, let detail = try text() else { throw damaged }
-            guard offset == nil || offset == distance else { continue }
-            try body(distance, String(decoding: UnsafeRawBufferPointer(rebasing: bytes[kind]), as: UTF8.self),
-                     String(decoding: UnsafeRawBufferPointer(rebasing: bytes[detail]), as: UTF8.self))
-        }
-    }
-
-    static let damaged = LedgerError(.corruptRecord, "an index entry's value is damaged; run `ledger rebuild`")
-
-    /// `entries` grouped by their anchor, anchors in time order.
-    static func grouped(_ entries: [IndexEntry]) -> [(anchor: Timestamp, entries: AnchoredEntries)] {
-        var groups: [Timestamp: [Item]] = [:]
-        for entry in entries {
-            groups[entry.anchor, default: []].append(Item(offset: entry.at.milliseconds &- entry.anchor.milliseconds, kind: entry.kind, detail: entry.detail))
-        }
-        return groups.keys.sorted().map { ($0, AnchoredEntries(groups[$0] ?? [])) }
-    }
 }
 
 /// The engine's databases and the reads and writes every path shares.
@@ -586,11 +440,6 @@ extension IndexEntry {
         self.init(at: at, kind: kind, anchor: anchor)
         self.detail = detail
     }
-}
-
-extension ModelSchema {
-    /// A distance as 8 bytes that sort as the distances do.
-    static func offsetBytes(_ offset: Int64) -> [UInt8] { indexTime(Timestamp(milliseconds: offset)) }
 }
 
 extension Int64 {
