@@ -129,9 +129,10 @@ import Testing
             #expect(after.map { $0.map(\.state) } == before.map { $0.map(\.state) })
             #expect(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id } != generation)
             // Purchases are facts and the access model's (subscribe-cancel cycles): two states
-            // per subject; each store subscription (50) has its holders and each transaction
-            // (50) its own; and the old generation's are gone.
-            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 14 + 50 + 50)
+            // per subject, and beside them the anchors of its due list; each store subscription
+            // (50) has its holders and each transaction (50) its own; and the old generation's
+            // are gone.
+            #expect(try ledger.engine.store.env.read { txn in try txn.count(ledger.engine.store.states) } == 7 * 3 + 50 + 50)
         }
     }
 

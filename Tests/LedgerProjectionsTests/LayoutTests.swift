@@ -73,6 +73,8 @@ import Testing
             try ledger.append(events(["u2", "u1"]))
             let holders = UInt8(try #require(ReadModels.all.firstIndex { $0 == HoldersModel.self })) + 1
             let transactions = UInt8(try #require(ReadModels.all.firstIndex { $0 == TransactionsModel.self })) + 1
+            let badge = UInt8(try #require(ReadModels.all.firstIndex { $0 == BadgeModel.self })) + 1
+            let due = UInt8(try #require(ReadModels.all.firstIndex { $0 == DueModel.self })) + 1
             let expected = { (generation: UInt8) -> [[UInt8]] in
                 let prefix: [UInt8] = [0, 0, 0, generation, 0, 2]
                 var keys: [[UInt8]] = []
@@ -85,6 +87,9 @@ import Testing
                     for tag in 0 ... UInt8(ReadModels.all.count) where tag != 5 && tag != 6 && tag != holders && tag != transactions {
                         keys.append(prefix + Array(subject.utf8) + [tag])
                     }
+                    // Then beside them the badge's item, the message, and the due list's anchors.
+                    keys.append(prefix + Array(subject.utf8) + [ModelSchema.itemMark | badge] + Array("m".utf8))
+                    keys.append(prefix + Array(subject.utf8) + [ModelSchema.anchorsMark | due])
                 }
                 keys.append([0, 0, 0, generation, 0, 6] + Array("pass-1".utf8) + [transactions])
                 return keys
@@ -134,7 +139,7 @@ import Testing
                 var badge = try stored.withUnsafeBytes { bytes throws(StateDecoder.Damaged) in try BadgeModel.State.decode(bytes) }
                 badge.unread += 1
                 try store.put(id, tag: 3, "u2", badge.encoded, txn)
-                #expect(try txn.delete(store.items, key: ModelSchema.itemKey(id, tag: 3, ItemKey(key: "u1", item: "m"))))
+                #expect(try txn.delete(store.states, key: ModelSchema.itemKey(id, tag: 3, ItemKey(key: "u1", item: "m"))))
                 _ = try txn.delete(store.states, key: ModelSchema.stateKey(id, "u1", tag: 1))
                 let retention = try #require(try store.state(id, tag: 2, "u1", txn))
                 try store.put(id, tag: 2, "ghost", retention, txn)
@@ -248,6 +253,31 @@ import Testing
             defer { ledger.close() }
             #expect(try served(ledger).folds.allSatisfy { $0.checkpoint == 8 })
             #expect(try ledger.view(EntitlementModel.self, of: "u2", at: days(1, after: jan1))?.planState == .pro)
+            #expect(try ledger.verifyModels() == [])
+        }
+    }
+
+    /// A store of layout 4, which kept items in a database of their own, is built again when
+    /// opened for writing, and that database is dropped: its items now live beside the states.
+    @Test func aLayout4StoresItemDatabaseIsDroppedAndItsModelsBuiltAgain() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path)
+                try ledger.append(events(["u1", "u2"]))
+                let store = ledger.engine.store
+                try store.env.write { txn in
+                    try txn.put(store.generations, key: ModelSchema.layoutKey, value: [4])
+                    let items = try #require(try txn.openDatabase(ModelSchema.oldItems, flags: [.create]))
+                    try txn.put(items, key: [0, 0, 0, 1, 0, 2] + Array("u1".utf8) + [3, 0x6D], value: [1])
+                }
+                ledger.close()
+            }
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let store = ledger.engine.store
+            #expect(try store.env.write { txn in try txn.openDatabase(ModelSchema.oldItems, flags: []) } == nil)
+            #expect(try store.env.read { txn in try txn.get(store.generations, key: ModelSchema.layoutKey).map { Array($0) } } == [ModelSchema.layout])
+            #expect(try ledger.view(BadgeModel.self, of: "u2", at: jan1)?.unreadInbox == 1)
             #expect(try ledger.verifyModels() == [])
         }
     }

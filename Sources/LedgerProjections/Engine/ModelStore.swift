@@ -7,28 +7,36 @@ import Synchronization
 
 /// Where the folds live in the store, next to the log.
 ///
-/// - `models`: generation (u32 BE) ‖ key length (u16 BE) ‖ key (UTF-8) ‖ tag → the fold's
-///   encoded state of that key. A subject's states of every fold are neighbours: a status
-///   query reads them with one seek, and an append's loads find them on one page.
+/// - `models`: everything of one key, neighbours under generation (u32 BE) ‖ key length (u16
+///   BE) ‖ key (UTF-8), then a mark byte: each fold's encoded state of the key under its tag
+///   (below `itemMark`); the items of the models that keep some (`ReadModel.Item`), under
+///   `itemMark | tag` ‖ item (the item's UTF-8 bytes, or beyond 200 bytes 0xFF ‖ their SHA-256:
+///   LMDB keys are at most 511 bytes); and an indexed model's anchors of the key (8 bytes each,
+///   `modelIndex` below), under `anchorsMark | tag`. A status query reads a subject's states
+///   with one seek, and an append writes what one event changes — states, an item, the anchor
+///   list — on one page.
 /// - `modelIndex`: the indexed models' time-ordered entries, filed by anchor
 ///   (`IndexEntry.anchor`): `e` ‖ generation ‖ tag ‖ anchor (u64 BE, sign bit flipped) ‖ key
 ///   length ‖ key → the key's entries under that anchor (`AnchoredEntries`: each its distance
-///   from the anchor, kind and detail); per key its anchors, `k` ‖ generation ‖ tag ‖ key
-///   length ‖ key → 8 bytes each; and per model the distances in use, `o` ‖ generation ‖ tag.
-/// - `modelItems`: the items of the models that keep some (`ReadModel.Item`), generation ‖
-///   key length ‖ key ‖ tag ‖ item → the item's encoded state. The item is its UTF-8 bytes,
-///   or beyond 200 bytes 0xFF ‖ their SHA-256 (LMDB keys are at most 511 bytes).
+///   from the anchor, kind and detail); and per model the distances in use, `o` ‖ generation ‖
+///   tag.
 /// - `generations`: `served` and `shadow` → a `Generation`; `next` → the next generation
 ///   number; `layout` → this layout's number.
 enum ModelSchema {
     static let states = "models"
     static let index = "modelIndex"
-    static let items = "modelItems"
+    /// Where layouts 3 and 4 kept items: dropped when such a store is opened for writing.
+    static let oldItems = "modelItems"
     static let generations = "generations"
-    /// The layout this code writes (4: index entries filed by anchor; 3: models keep items apart; 2: one generation for every
-    /// fold, the facts folded once; the first layout had a generation per model, each with its
-    /// own copy of the facts).
-    static let layout: UInt8 = 4
+    /// The layout this code writes (5: a key's items and anchors beside its states; 4: index
+    /// entries filed by anchor; 3: models keep items apart; 2: one generation for every fold,
+    /// the facts folded once; the first layout had a generation per model, each with its own
+    /// copy of the facts).
+    static let layout: UInt8 = 5
+    /// The mark byte after a key in `models`: a state's tag is below `itemMark`; an item's
+    /// mark is `itemMark | tag`, an anchor list's `anchorsMark | tag`.
+    static let itemMark: UInt8 = 0x40
+    static let anchorsMark: UInt8 = 0x80
     static let layoutKey = Array("layout".utf8)
     static let servedKey = Array("served".utf8)
     static let shadowKey = Array("shadow".utf8)
@@ -51,13 +59,33 @@ enum ModelSchema {
 
     static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] { keyPrefix(generation, key) + [tag] }
 
-    /// A stored item key for people (`key · item`, a long item as its hash) and its tag.
+    /// Where an indexed model keeps the anchors of `key`'s entries.
+    static func anchorsKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] { keyPrefix(generation, key) + [anchorsMark | tag] }
+
+    /// The mark byte of a stored key of `models` (after generation ‖ key length ‖ key), `nil`
+    /// when the key is too short for its length.
+    static func mark(_ stored: UnsafeRawBufferPointer) -> UInt8? {
+        guard stored.count >= 7 else { return nil }
+        let length = Int(stored[4]) << 8 | Int(stored[5])
+        return stored.count >= 6 + length + 1 ? stored[6 + length] : nil
+    }
+
+    /// Whether a stored key of `models` is a state's (not an item's or an anchor list's).
+    static func isState(_ stored: UnsafeRawBufferPointer) -> Bool {
+        guard let mark = mark(stored) else { return false }
+        return mark < itemMark && stored.count == 6 + (Int(stored[4]) << 8 | Int(stored[5])) + 1
+    }
+
+    /// Whether a stored key of `models` is an item's.
+    static func isItem(_ stored: UnsafeRawBufferPointer) -> Bool { mark(stored).map { $0 & 0xC0 == itemMark } ?? false }
+
+    /// A stored item key for people (`key · item`, a long item as its hash) and its fold's tag.
     static func itemLabel(_ stored: UnsafeRawBufferPointer) -> (label: String, tag: UInt8)? {
-        guard let key = itemOwner(stored) else { return nil }
-        let length = key.utf8.count
+        guard isItem(stored), let key = itemOwner(stored) else { return nil }
+        let length = Int(stored[4]) << 8 | Int(stored[5])
         let item = UnsafeRawBufferPointer(rebasing: stored[(6 + length + 1)...])
         let shown = item.first == 0xFF ? "sha256:" + item.dropFirst().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() : String(decoding: item, as: UTF8.self)
-        return ("\(key) · \(shown)", stored[6 + length])
+        return ("\(key) · \(shown)", stored[6 + length] & ~itemMark)
     }
 
     /// The key (subject) a stored item key belongs to.
@@ -70,14 +98,14 @@ enum ModelSchema {
 
     static func itemKey(_ generation: UInt32, tag: UInt8, _ item: ItemKey) -> [UInt8] {
         let bytes = Array(item.item.utf8)
-        return stateKey(generation, item.key, tag: tag) + (bytes.count <= 200 ? bytes : [0xFF] + Array(SHA256.hash(data: bytes)))
+        return stateKey(generation, item.key, tag: itemMark | tag) + (bytes.count <= 200 ? bytes : [0xFF] + Array(SHA256.hash(data: bytes)))
     }
 
     /// The key and tag of a stored state's key in `generation`, else `nil`.
     static func parse(_ stored: UnsafeRawBufferPointer, in generation: UInt32) -> (key: String, tag: UInt8)? {
         guard stored.count >= 7, ModelSchema.generation(of: stored) == generation else { return nil }
         let length = Int(stored[4]) << 8 | Int(stored[5])
-        guard stored.count == 6 + length + 1 else { return nil }
+        guard stored.count == 6 + length + 1, stored[6 + length] < itemMark else { return nil }
         return (String(decoding: UnsafeRawBufferPointer(rebasing: stored[6 ..< 6 + length]), as: UTF8.self), stored[6 + length])
     }
 
@@ -104,10 +132,6 @@ enum ModelSchema {
         entryPrefix(generation, tag: tag) + indexTime(anchor) + keyBytes(key)
     }
 
-    static func keyEntriesKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] {
-        [UInt8(ascii: "k")] + prefix(generation) + [tag] + keyBytes(key)
-    }
-
     /// Where the distances a model's entries lie from their anchors are listed.
     static func offsetsKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "o")] + prefix(generation) + [tag] }
 }
@@ -118,7 +142,6 @@ struct ModelStore: Sendable {
     let log: LogAccess
     let states: Database
     let index: Database
-    let items: Database
     let generations: Database
     /// The served record last decoded, with its bytes: a query decodes it again only when the
     /// stored bytes differ.
@@ -133,12 +156,11 @@ struct ModelStore: Sendable {
         do {
             states = try env.openDatabase(ModelSchema.states, flags: readOnly ? [] : [.create])
             index = try env.openDatabase(ModelSchema.index, flags: readOnly ? [] : [.create])
-            items = try env.openDatabase(ModelSchema.items, flags: readOnly ? [] : [.create])
             generations = try env.openDatabase(ModelSchema.generations, flags: readOnly ? [] : [.create])
         } catch let error as LMDBError where error.code == .notFound {
             throw LedgerError(.storage, "the store at \(env.path) has no read models of this layout yet; open it once for writing (any `ledger` command but `export`, or the library without `readOnly`) to build them")
         }
-        let states = self.states, index = self.index, items = self.items, generations = self.generations
+        let states = self.states, index = self.index, generations = self.generations
         func check(_ layout: [UInt8]?) throws -> Bool {
             if layout == [ModelSchema.layout] { return true }
             if let layout, layout.count == 1, layout[0] > ModelSchema.layout {
@@ -155,7 +177,7 @@ struct ModelStore: Sendable {
             if try check(try txn.get(generations, key: ModelSchema.layoutKey).map { Array($0) }) { return }
             try txn.removeAll(states)
             try txn.removeAll(index)
-            try txn.removeAll(items)
+            if let items = try txn.openDatabase(ModelSchema.oldItems, flags: []) { try txn.drop(items) }
             try txn.removeAll(generations)
             try txn.put(generations, key: ModelSchema.layoutKey, value: [ModelSchema.layout])
         }
@@ -211,20 +233,20 @@ struct ModelStore: Sendable {
     }
 
     func item(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ txn: borrowing Transaction) throws -> [UInt8]? {
-        try txn.get(items, key: ModelSchema.itemKey(generation, tag: tag, item)).map { Array($0) }
+        try txn.get(states, key: ModelSchema.itemKey(generation, tag: tag, item)).map { Array($0) }
     }
 
     func putItem(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ state: [UInt8], _ txn: borrowing Transaction) throws {
-        try txn.put(items, key: ModelSchema.itemKey(generation, tag: tag, item), value: state)
+        try txn.put(states, key: ModelSchema.itemKey(generation, tag: tag, item), value: state)
     }
 
     /// Calls `body` with each stored item key (generation included) and state of `generation`, in order.
     func forEachItem(in generation: UInt32, _ txn: borrowing Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         let prefix = ModelSchema.prefix(generation)
-        try txn.withCursor(items) { cursor in
+        try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.begins(with: prefix) {
-                try body(current.key, current.value)
+                if ModelSchema.isItem(current.key) { try body(current.key, current.value) }
                 entry = try cursor.next()
             }
         }
@@ -237,7 +259,8 @@ struct ModelStore: Sendable {
         var found: [UInt8: UnsafeRawBufferPointer] = [:]
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
-            while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix) {
+            while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix),
+                  current.key[prefix.count] < ModelSchema.itemMark {
                 found[current.key[prefix.count]] = current.value
                 entry = try cursor.next()
             }
@@ -260,17 +283,15 @@ struct ModelStore: Sendable {
     /// Every generation number that has states, items or index entries, in order.
     func storedGenerations(_ txn: borrowing Transaction) throws -> Set<UInt32> {
         var found: Set<UInt32> = []
-        for database in [states, items] {
-            try txn.withCursor(database) { cursor in
-                var entry = try cursor.first()
-                while let current = entry, let generation = ModelSchema.generation(of: current.key) {
-                    found.insert(generation)
-                    guard generation < UInt32.max else { break }
-                    entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
-                }
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.first()
+            while let current = entry, let generation = ModelSchema.generation(of: current.key) {
+                found.insert(generation)
+                guard generation < UInt32.max else { break }
+                entry = try cursor.seek(atLeast: ModelSchema.prefix(generation + 1))
             }
         }
-        for marker in [UInt8(ascii: "e"), UInt8(ascii: "k"), UInt8(ascii: "o")] {
+        for marker in [UInt8(ascii: "e"), UInt8(ascii: "o")] {
             try txn.withCursor(index) { cursor in
                 var entry = try cursor.seek(atLeast: [marker])
                 while let current = entry, current.key.first == marker, current.key.count >= 5,
@@ -287,9 +308,8 @@ struct ModelStore: Sendable {
     /// Deletes at most `limit` states, items and index entries of `generation`; how many it deleted.
     func delete(_ generation: UInt32, limit: Int, _ txn: borrowing Transaction) throws -> Int {
         var deleted = 0
-        for (database, prefix) in [(states, ModelSchema.prefix(generation)), (items, ModelSchema.prefix(generation)),
+        for (database, prefix) in [(states, ModelSchema.prefix(generation)),
                                    (index, [UInt8(ascii: "e")] + ModelSchema.prefix(generation)),
-                                   (index, [UInt8(ascii: "k")] + ModelSchema.prefix(generation)),
                                    (index, [UInt8(ascii: "o")] + ModelSchema.prefix(generation))] {
             try txn.withCursor(database) { cursor in
                 var entry = try cursor.seek(atLeast: prefix)
@@ -312,17 +332,17 @@ struct ModelStore: Sendable {
     /// (a renewal moving a predicted lapse) moves one stored entry however many entries follow
     /// from it. The distances in use are listed once per model (`offsetsKey`), for range reads.
     func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
-        let listKey = ModelSchema.keyEntriesKey(generation, tag: tag, key: key)
+        let listKey = ModelSchema.anchorsKey(generation, tag: tag, key: key)
         let groups = AnchoredEntries.grouped(entries)
         var list: [UInt8] = []
         list.reserveCapacity(groups.count * 8)
         for group in groups { list += ModelSchema.indexTime(group.anchor) }
-        let old = try txn.get(index, key: listKey).map { Self.anchors(in: $0) } ?? []
+        let old = try txn.get(states, key: listKey).map { Self.anchors(in: $0) } ?? []
         for anchor in old where !groups.contains(where: { $0.anchor == anchor }) {
             _ = try txn.delete(index, key: ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: anchor))
         }
         guard !groups.isEmpty else {
-            if !old.isEmpty { _ = try txn.delete(index, key: listKey) }
+            if !old.isEmpty { _ = try txn.delete(states, key: listKey) }
             return
         }
         var offsets: Set<Int64>?
@@ -339,14 +359,17 @@ struct ModelStore: Sendable {
             }
             offsets = known
         }
-        if old != groups.map(\.anchor) { try txn.put(index, key: listKey, value: list) }
+        if old != groups.map(\.anchor) { try txn.put(states, key: listKey, value: list) }
     }
 
     /// The stored form of every key's entries for a generation that has none yet (a
-    /// rebuild's): each anchor's entry, each key's list of anchors and the distances in use,
-    /// as (database key, value) in key order, to put in batches (`putFresh`).
-    static func freshEntries(_ entries: [(key: String, entries: [IndexEntry])], generation: UInt32, tag: UInt8) -> [(key: [UInt8], value: [UInt8])] {
+    /// rebuild's): for `modelIndex`, each anchor's entry and the distances in use, as (database
+    /// key, value) in key order, to put in batches (`putFresh`); and each key's list of anchors,
+    /// as (key length ‖ key ‖ mark, value) in key order, to put among the states.
+    static func freshEntries(_ entries: [(key: String, entries: [IndexEntry])], generation: UInt32, tag: UInt8)
+        -> (records: [(key: [UInt8], value: [UInt8])], lists: [(stored: [UInt8], state: [UInt8])]) {
         var records: [(key: [UInt8], value: [UInt8])] = []
+        var lists: [(stored: [UInt8], state: [UInt8])] = []
         var offsets: Set<Int64> = []
         for (key, keyEntries) in entries {
             let groups = AnchoredEntries.grouped(keyEntries)
@@ -357,11 +380,12 @@ struct ModelStore: Sendable {
                 list += ModelSchema.indexTime(group.anchor)
                 for item in group.entries.items { offsets.insert(item.offset) }
             }
-            records.append((ModelSchema.keyEntriesKey(generation, tag: tag, key: key), list))
+            lists.append((ModelSchema.keyBytes(key) + [ModelSchema.anchorsMark | tag], list))
         }
         if !offsets.isEmpty { records.append((ModelSchema.offsetsKey(generation, tag: tag), offsets.sorted().flatMap(ModelSchema.offsetBytes))) }
         records.sort { $0.key.precedesInByteOrder($1.key) }
-        return records
+        lists.sort { $0.stored.precedesInByteOrder($1.stored) }
+        return (records, lists)
     }
 
     /// Puts records `freshEntries` made.

@@ -179,6 +179,8 @@ extension ProjectionEngine {
                 var entry = try cursor.seek(atLeast: prefix)
                 var next = 0
                 while true {
+                    // Items and anchor lists are not compared: the views are worked out from states.
+                    while let current = entry, current.key.begins(with: prefix), !ModelSchema.isState(current.key) { entry = try cursor.next() }
                     // The next key, served or new, whichever sorts first.
                     let served = entry.flatMap { current -> [UInt8]? in
                         current.key.begins(with: prefix) && current.key.count > 7 ? Array(current.key[4 ..< current.key.count - 1]) : nil
@@ -187,7 +189,7 @@ extension ProjectionEngine {
                     guard let key = [served, fresh].compactMap({ $0 }).min(by: { $0.precedesInByteOrder($1) }) else { break }
                     var old: [UInt8: UnsafeRawBufferPointer] = [:]
                     while let current = entry, current.key.begins(with: prefix), current.key.count == 4 + key.count + 1,
-                          UnsafeRawBufferPointer(rebasing: current.key[4...]).begins(with: key) {
+                          UnsafeRawBufferPointer(rebasing: current.key[4...]).begins(with: key), ModelSchema.isState(current.key) {
                         old[current.key[current.key.count - 1]] = current.value
                         entry = try cursor.next()
                     }
@@ -259,8 +261,8 @@ extension ProjectionEngine {
     }
 
     /// Writes the run as a new generation, in the store's order (so each put is an append at
-    /// the end), a batch of states per write transaction so that appends keep flowing; then the
-    /// indexed models' entries.
+    /// the end), a batch per write transaction so that appends keep flowing: each key's states,
+    /// items and anchor lists, then the indexed models' entries.
     private func writeShadow(_ run: StateRun, through snapshot: UInt64, policy: Policy,
                              progress: (RebuildProgress) -> Void) throws -> Generation {
         var shadow = Generation()
@@ -270,46 +272,52 @@ extension ProjectionEngine {
             shadow.folds = folds.enumerated().map { .init(name: $1.name, tag: UInt8($0), version: $1.version, checkpoint: snapshot) }
             try store.setShadow(shadow, txn)
         }
+        // Worked out from the states in memory, on every core; those that read the log (a
+        // subject bound to a holding subject, a holding subject) from the states written.
+        let (entries, deferred) = hasIndex ? try indexEntries(of: run.folded, policy: policy) : ([], [])
+        var records: [(key: [UInt8], value: [UInt8])] = []
+        // What is kept beside the states: items and anchor lists, after the generation.
+        var beside = folds.indices.flatMap { tag in
+            run.folded[tag].encodedItems().map { (stored: Array(ModelSchema.itemKey(shadow.number, tag: UInt8(tag), $0.key).dropFirst(4)), state: $0.state) }
+        }
+        for index in Set(entries.map(\.index)).sorted() {
+            let fresh = ModelStore.freshEntries(entries.filter { $0.index == index }.map { ($0.key, $0.entries) }, generation: shadow.number, tag: UInt8(index))
+            records += fresh.records
+            beside += fresh.lists
+        }
+        beside.sort { $0.stored.precedesInByteOrder($1.stored) }
         let prefix = ModelSchema.prefix(shadow.number)
         let batch = 20_000
         let clock = ContinuousClock()
         let start = clock.now
+        let total = run.entries.count + beside.count
         var key: [UInt8] = []
-        for first in stride(from: 0, to: run.entries.count, by: batch) {
+        var (i, j) = (0, 0)
+        while i + j < total {
             try store.env.write { txn in
-                for entry in run.entries[first ..< min(first + batch, run.entries.count)] {
+                let end = min(i + j + batch, total)
+                while i + j < end {
+                    // The next of the two sorted runs.
+                    let state = j == beside.count || (i < run.entries.count && run.entries[i].stored.precedesInByteOrder(beside[j].stored))
+                    let entry = state ? run.entries[i] : beside[j]
+                    if state { i += 1 } else { j += 1 }
                     key.removeAll(keepingCapacity: true)
                     key += prefix
                     key += entry.stored
                     try txn.put(store.states, key: key, value: entry.state, flags: .append)
                 }
             }
-            let done = UInt64(min(first + batch, run.entries.count)), seconds = (clock.now - start).seconds
-            progress(RebuildProgress(phase: .writing, done: done, total: UInt64(run.entries.count), perSecond: seconds > 0 ? Double(done) / seconds : 0))
+            let done = UInt64(i + j), seconds = (clock.now - start).seconds
+            progress(RebuildProgress(phase: .writing, done: done, total: UInt64(total), perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
-        let items = folds.indices.flatMap { tag in
-            run.folded[tag].encodedItems().map { (key: ModelSchema.itemKey(shadow.number, tag: UInt8(tag), $0.key), state: $0.state) }
-        }.sorted { $0.key.precedesInByteOrder($1.key) }
-        for first in stride(from: 0, to: items.count, by: batch) {
+        // The new generation has no entries yet: they are put in key order.
+        records.sort { $0.key.precedesInByteOrder($1.key) }
+        for first in stride(from: 0, to: records.count, by: batch) {
+            try store.env.write { txn in try store.putFresh(records[first ..< min(first + batch, records.count)], txn) }
+        }
+        for first in stride(from: 0, to: deferred.count, by: batch) {
             try store.env.write { txn in
-                for item in items[first ..< min(first + batch, items.count)] { try txn.put(store.items, key: item.key, value: item.state, flags: .append) }
-            }
-        }
-        if hasIndex {
-            // Worked out from the states in memory, on every core; those that read the log
-            // (a subject bound to a holding subject, a holding subject) from the states written.
-            let (entries, deferred) = try indexEntries(of: run.folded, policy: policy)
-            // The new generation has no entries yet: each model's are put in key order.
-            for index in Set(entries.map(\.index)).sorted() {
-                let records = ModelStore.freshEntries(entries.filter { $0.index == index }.map { ($0.key, $0.entries) }, generation: shadow.number, tag: UInt8(index))
-                for first in stride(from: 0, to: records.count, by: batch) {
-                    try store.env.write { txn in try store.putFresh(records[first ..< min(first + batch, records.count)], txn) }
-                }
-            }
-            for first in stride(from: 0, to: deferred.count, by: batch) {
-                try store.env.write { txn in
-                    try refreshIndexes(of: Set(deferred[first ..< min(first + batch, deferred.count)]), in: shadow, policy: policy, txn)
-                }
+                try refreshIndexes(of: Set(deferred[first ..< min(first + batch, deferred.count)]), in: shadow, policy: policy, txn)
             }
         }
         return shadow

@@ -614,14 +614,14 @@ struct Bench {
     /// its own statistics (they are the values of one key), so the index is what remains.
     private func storageByTable(_ env: Environment) throws -> [(table: String, bytesPerEvent: Double)] {
         let page = env.info().pageSize
-        // The engine's own databases by name: `models`, `modelItems` and `modelIndex` (states,
-        // items, index entries), `generations` (records).
-        let tables = try [LogSchema.events, LogSchema.streams, "models", LogSchema.meta, "generations", "modelItems", "modelIndex"]
+        // The engine's own databases by name: `models` (states, items, anchor lists),
+        // `generations` (records) and `modelIndex` (index entries).
+        let tables = try [LogSchema.events, LogSchema.streams, "models", LogSchema.meta, "generations", "modelIndex"]
             .map { try env.openDatabase($0, flags: []) }
         var (sizes, free, bookkeeping) = try env.read { txn in
             (try tables.map { try txn.sizeOnDisk($0) }, try txn.freePages() * page, try txn.bookkeepingPages() * page)
         }
-        sizes[2] += sizes[5] + sizes[6]
+        sizes[2] += sizes[5]
         let other = sizes[3] + sizes[4] + bookkeeping
         let ids = env.info().usedBytes - sizes[0 ..< 3].reduce(0, +) - free - other
         let perEvent = { (bytes: Int) in Double(bytes) / Double(max(events.count, 1)) }
