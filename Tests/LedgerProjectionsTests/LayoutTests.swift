@@ -57,13 +57,37 @@ import Testing
     /// length ‖ key ‖ tag; a rebuild writes the same under the next number.
     /// A fold's tag is one byte of every state key: a generation record whose tag is not a
     /// byte is damage, refused when it is read (never trapped on when used), at 255 and 256.
-    @Test func aGenerationRecordWithATagBeyondAByteIsDamaged() throws {
+    @Test func aGenerationRecordWithATagAtOrPastTheItemsMarkIsDamaged() throws {
         var generation = Generation()
         generation.folds = [.init(name: "facts", tag: 0, version: 1, checkpoint: 0)]
-        generation.folds[0].tag = 255
-        #expect(try generation.encoded.withUnsafeBytes { bytes in try Generation.decode(bytes) }.folds.first?.tagByte == 255)
-        generation.folds[0].tag = 256
+        generation.folds[0].tag = UInt64(ModelSchema.itemMark - 1)
+        #expect(try generation.encoded.withUnsafeBytes { bytes in try Generation.decode(bytes) }.folds.first?.tagByte == ModelSchema.itemMark - 1)
+        generation.folds[0].tag = UInt64(ModelSchema.itemMark)
         #expect(throws: StateDecoder.Damaged.self) { try generation.encoded.withUnsafeBytes { bytes in try Generation.decode(bytes) } }
+    }
+
+    /// Tags stay below the items' mark: with every tag below it taken, a fold that needs one
+    /// is refused by name of the limit, and nothing is written.
+    @Test func aFoldPastTheLastTagIsRefused() throws {
+        try withStorePath { path in
+            do {
+                let ledger = try Ledger(path: path, models: [])
+                try ledger.append(events(["u1"]))
+                let store = ledger.engine.store
+                try store.env.write { txn in
+                    var served = try #require(try store.served(txn))
+                    for tag in 1 ..< ModelSchema.itemMark { served.folds.append(.init(name: "other-\(tag)", tag: tag, version: 1, checkpoint: 4)) }
+                    try store.setServed(served, txn)
+                }
+                ledger.close()
+            }
+            let error = #expect(throws: LedgerError.self) {
+                let ledger = try Ledger(path: path, models: [EntitlementModel.self])
+                defer { ledger.close() }
+                try ledger.append([Make.attempt("u1", at: jan1)])
+            }
+            #expect(error?.message.contains("at most 64 folds") == true)
+        }
     }
 
     @Test func oneSubjectsStatesAreNeighbours() throws {
@@ -153,6 +177,25 @@ import Testing
             #expect(try ledger.verifyModels().map(\.description) == found)
             // Checked a subject or so at a time (bounded memory), the same problems are found.
             #expect(try Set(ledger.verifyModels(keysPerPass: 1).map(\.description)) == Set(found))
+        }
+    }
+
+    /// A key of the models' database that is neither a state's, an item's nor an anchor
+    /// list's — a mark no fold uses, or cut short of its length — is named by `verify`, not
+    /// read as anything.
+    @Test func verifyNamesKeysThatAreNoStateItemOrAnchorList() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append(events(["u1"]))
+            let id = try served(ledger).number
+            let store = ledger.engine.store
+            try store.env.write { txn in
+                try txn.put(store.states, key: ModelSchema.keyPrefix(id, "u1") + [0xC3], value: [1])
+                try txn.put(store.states, key: ModelSchema.prefix(id) + [0, 9, 0x75], value: [1])
+            }
+            #expect(try ledger.verifyModels().map(\.description) == ["models: 2 item keys are damaged; run `ledger rebuild`"])
+            #expect(try ledger.status(of: "u1", at: jan1).answers.count == 6)
         }
     }
 

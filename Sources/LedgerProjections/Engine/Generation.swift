@@ -22,7 +22,9 @@ struct Generation: StateRecord, Equatable, Sendable {
             try coder.code(&tag)
             try coder.code(&version)
             try coder.code(&checkpoint)
-            guard tag <= UInt64(UInt8.max) else { throw StateDecoder.Damaged(what: "fold \(name)'s tag \(tag) is not a byte") }
+            guard tag < UInt64(ModelSchema.itemMark) else {
+                throw StateDecoder.Damaged(what: "fold \(name)'s tag \(tag) is not below \(ModelSchema.itemMark), where items' marks begin")
+            }
         }
 
         /// The byte after each key that marks this fold's states (checked when decoded).

@@ -76,6 +76,12 @@ enum ModelSchema {
         return mark < itemMark && stored.count == 6 + (Int(stored[4]) << 8 | Int(stored[5])) + 1
     }
 
+    /// Whether a stored key of `models` is an anchor list's.
+    static func isAnchorList(_ stored: UnsafeRawBufferPointer) -> Bool {
+        guard let mark = mark(stored) else { return false }
+        return mark & 0xC0 == anchorsMark && stored.count == 6 + (Int(stored[4]) << 8 | Int(stored[5])) + 1
+    }
+
     /// Whether a stored key of `models` is an item's.
     static func isItem(_ stored: UnsafeRawBufferPointer) -> Bool { mark(stored).map { $0 & 0xC0 == itemMark } ?? false }
 
@@ -240,13 +246,15 @@ struct ModelStore: Sendable {
         try txn.put(states, key: ModelSchema.itemKey(generation, tag: tag, item), value: state)
     }
 
-    /// Calls `body` with each stored item key (generation included) and state of `generation`, in order.
+    /// Calls `body` with each stored item key (generation included) and state of `generation`,
+    /// in order, and with each key of the generation that is neither a state's, an item's nor
+    /// an anchor list's (damaged: `ModelSchema.itemLabel` gives it none).
     func forEachItem(in generation: UInt32, _ txn: borrowing Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
         let prefix = ModelSchema.prefix(generation)
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.begins(with: prefix) {
-                if ModelSchema.isItem(current.key) { try body(current.key, current.value) }
+                if !ModelSchema.isState(current.key) && !ModelSchema.isAnchorList(current.key) { try body(current.key, current.value) }
                 entry = try cursor.next()
             }
         }

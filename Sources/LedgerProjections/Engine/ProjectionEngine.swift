@@ -80,8 +80,8 @@ final class ProjectionEngine: CommitObserver {
         }
         for fold in folds where served.record(fold.name) == nil {
             let used = Set(served.folds.map(\.tag))
-            guard let tag = (0 ... 255).first(where: { !used.contains(UInt64($0)) }) else {
-                throw LedgerError(.storage, "a store holds at most 256 read models")
+            guard let tag = (0 ..< ModelSchema.itemMark).first(where: { !used.contains(UInt64($0)) }) else {
+                throw LedgerError(.storage, "a store holds at most \(ModelSchema.itemMark) folds: the subjects' facts and \(ModelSchema.itemMark - 1) read models")
             }
             served.folds.append(.init(name: fold.name, tag: UInt8(tag), version: fold.version, checkpoint: 0))
             changed = true

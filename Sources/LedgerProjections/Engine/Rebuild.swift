@@ -487,7 +487,7 @@ struct NeedsReplay: Error {}
 /// fold's in turn, into a run of its own (the folds are only read meanwhile).
 struct StateRun {
     let entries: [(stored: [UInt8], state: [UInt8])]
-    /// The folds, by tag (their items are written apart).
+    /// The folds, by tag (their items are merged in when the run is written).
     let folded: [any StateFold]
 
     init(_ folded: [any StateFold]) {
