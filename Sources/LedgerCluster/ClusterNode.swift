@@ -85,12 +85,18 @@ package final class ClusterNode: @unchecked Sendable {
     /// The cluster's layout: the partition count recorded when it was created.
     static func layout(_ connection: NATSConnection, partitions: Int, replicas: Int) throws(LedgerError) -> (ClusterLayout, KeyValueBucket) {
         let settings = try KeyValueBucket(connection, name: ClusterLayout.settingsBucket, replicas: replicas)
-        // Right after the servers start, JetStream may not answer yet: retried.
-        let stored = try connection.retrying("recording the partition count") { () throws(LedgerError) -> KeyValueBucket.Entry? in
-            _ = try settings.create("partitions", Array(String(partitions).utf8))
-            return try settings.get("partitions")
+        // Right after the servers start, JetStream may not answer yet: retried. A node that
+        // loses the race to record the count reads it, and a read served by a replica that has
+        // not applied the winner's write yet finds nothing for a moment: retried too.
+        let stored = try connection.retrying("recording the partition count") { () throws(LedgerError) -> [UInt8] in
+            let ours = Array(String(partitions).utf8)
+            if try settings.create("partitions", ours) != nil { return ours }
+            guard let entry = try settings.get("partitions") else {
+                throw LedgerError(.unavailable, "the cluster's partition count (bucket \(ClusterLayout.settingsBucket), key partitions) is being recorded")
+            }
+            return entry.value
         }
-        guard let stored, let count = Int(String(decoding: stored.value, as: UTF8.self)), count > 0 else {
+        guard let count = Int(String(decoding: stored, as: UTF8.self)), count > 0 else {
             throw LedgerError(.corruptRecord, "the cluster's partition count (bucket \(ClusterLayout.settingsBucket), key partitions) is not a number")
         }
         return (ClusterLayout(partitions: count), settings)
