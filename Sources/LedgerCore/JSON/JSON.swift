@@ -31,6 +31,7 @@ public enum JSON: Sendable, Hashable {
     /// every level (the canonical form export and derived ids use).
     public func serialized(sortedKeys: Bool = false) -> String {
         var out: [UInt8] = []
+        out.reserveCapacity(64)
         write(into: &out, sortedKeys: sortedKeys)
         return String(decoding: out, as: UTF8.self)
     }
@@ -65,7 +66,8 @@ public enum JSON: Sendable, Hashable {
     /// Writes a JSON string literal: `"` and `\` escaped, control characters as `\n`, `\t`…
     /// or `\u00XX`, everything else as UTF-8.
     static func writeString(_ s: String, into out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        // A hex digit from arithmetic: a table would be an array allocated per call.
+        func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
             switch byte {
@@ -75,9 +77,9 @@ public enum JSON: Sendable, Hashable {
             case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
             case 0x00..<0x20:
-                out.append(contentsOf: Array("\\u00".utf8))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(hex(byte >> 4))
+                out.append(hex(byte & 0xF))
             default: out.append(byte)
             }
         }
