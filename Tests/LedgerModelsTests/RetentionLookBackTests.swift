@@ -72,4 +72,115 @@ import Testing
             }
         }
     }
+
+    /// The due list places a flow's items on a basis worked out once per stretch between the
+    /// subject's change times (`RetentionSubject.stretch(containing:)`): at the start of every
+    /// stretch, inside it and at its last millisecond, placing on the basis of any other of
+    /// those times gives what placing at the time itself gives.
+    @Test func theBasisOfAnyTimeOfAStretchPlacesEveryTimeOfIt() async {
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            var own: [String: RetentionModel.State] = [:]
+            var facts: [String: SubjectFacts] = [:]
+            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
+                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+                let recorded = RecordedEvent(stored, data: event.data)
+                facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
+                if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
+            }
+            #expect(!facts.isEmpty)
+            for policy in Self.policies {
+                for (subject, facts) in facts {
+                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
+                    let starts = Array(Set(state.descendingTimes + state.organizerCancellations.map(\.at))).sorted()
+                    guard let first = starts.first else { continue }
+                    // Each stretch: from a change time to the millisecond before the next.
+                    var stretches = [(first.adding(days: -3), first.adding(milliseconds: -1))]
+                    for (index, start) in starts.enumerated() {
+                        let end = index + 1 < starts.count ? starts[index + 1].adding(milliseconds: -1) : start.adding(days: 400)
+                        stretches.append((start, end))
+                    }
+                    for (start, end) in stretches {
+                        let times = [start, Timestamp(milliseconds: start.milliseconds + (end.milliseconds - start.milliseconds) / 2), end]
+                        #expect(Set(times.map(state.stretch(containing:))).count == 1, "seed \(seed), \(subject) from \(start)")
+                        for t in times {
+                            let expected = RetentionRules.place(state, at: t, policy: policy)
+                            for other in times {
+                                let placed = RetentionRules.place(RetentionRules.basis(state, at: other, policy: policy), at: t)
+                                #expect(placed.tier == expected.tier && placed.rule == expected.rule && placed.since == expected.since
+                                        && placed.dayZero == expected.dayZero && placed.day == expected.day
+                                        && placed.next?.tier == expected.next?.tier && placed.next?.at == expected.next?.at,
+                                        "seed \(seed), \(subject) at \(t) on the basis of \(other), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The due list's retention items, worked out as SPEC §4 reads: each stretch's end found by
+    /// asking the plan just before and at every change time, each item placed at its own time.
+    static func itemsPlacedOneByOne(_ subject: RetentionSubject, facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
+        func ends(known: Timestamp?) -> [Timestamp] {
+            Array(Set(subject.descendingTimes)).sorted().filter { c in
+                !Plan.decide(facts, at: c, known: known, policy: policy.subscription).isPaid
+                    && Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription).isPaid
+            }
+        }
+        let late = Timestamp(milliseconds: .max)
+        var candidates = ends(known: nil).map { ($0, Timestamp?.none) } + ends(known: late).map { ($0, Optional(late)) }
+        candidates += candidates.map { ($0.0, $0.1 == nil ? Optional(late) : nil) }
+        if retention.startsAt == .cancellation { candidates += facts.subscription.autoRenew.filter { !$0.value.enabled }.flatMap { [($0.at, nil), ($0.at, late)] } }
+        let zeros = Set(candidates.compactMap { RetentionRules.place(subject, at: $0.0, known: $0.1, policy: policy).dayZero })
+        var items: [IndexEntry] = []
+        for zero in zeros {
+            for n in policy.notifications?.retentionEmailDays ?? [] where RetentionRules.place(subject, at: zero.adding(days: n), policy: policy).dayZero == zero {
+                items.append(IndexEntry(at: zero.adding(days: n), kind: DueRules.retentionEmail, detail: ["day": .integer(n)], anchor: zero))
+            }
+            var entered: Set<Timestamp> = []
+            for family in [false, true] {
+                for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
+                    let at = zero.adding(days: from)
+                    let then = RetentionRules.place(subject, at: at, policy: policy)
+                    guard !entered.contains(at), then.dayZero == zero, then.tier == tier, then.since == at else { continue }
+                    entered.insert(at)
+                    items.append(IndexEntry(at: at, kind: DueRules.tierChanged, detail: ["tier": .string(tier.rawValue)], anchor: zero))
+                }
+            }
+        }
+        return items
+    }
+
+    /// The due list places a flow's items on one basis per stretch and finds where stretches of
+    /// access end with one decision per change time: it files exactly the items that placing
+    /// each at its own time files, over random histories, under every flow start.
+    @Test func theDueListsRetentionItemsAreThoseEachPlacedAtItsOwnTime() async {
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            var history = RandomHistory(seed: seed)
+            var own: [String: RetentionModel.State] = [:]
+            var facts: [String: SubjectFacts] = [:]
+            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
+                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+                let recorded = RecordedEvent(stored, data: event.data)
+                facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
+                if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
+            }
+            var filed = 0
+            for policy in Self.policies {
+                guard let retention = policy.retention else { continue }
+                for (subject, facts) in facts {
+                    var state = DueModel.State()
+                    state.retention = own[subject] ?? RetentionModel.State()
+                    let items = DueRules.retentionFlows(state, facts, policy: policy, retention: retention)
+                    let expected = Self.itemsPlacedOneByOne(RetentionSubject(own: state.retention, access: facts, policy: policy.subscription),
+                                                            facts: facts, policy: policy, retention: retention)
+                    #expect(items.count == Set(items).count, "seed \(seed), \(subject): an item filed twice")
+                    #expect(Set(items) == Set(expected), "seed \(seed), \(subject), flow from \(retention.startsAt.rawValue)")
+                    filed += items.count
+                }
+            }
+            #expect(filed > 0, "seed \(seed): no history entered a flow")
+        }
+    }
 }

@@ -40,36 +40,68 @@ package enum DueRules {
         }
         var items: [IndexEntry] = []
         var flows: Set<Timestamp> = []
+        var placer = Placer(subject: subject, policy: policy)
         for candidate in candidates {
             let knowing = reportedLate ? [nil, Timestamp(milliseconds: .max)] : [nil]
             for known in knowing {
-                guard let zero = RetentionRules.place(subject, at: candidate, known: known, policy: policy).dayZero, flows.insert(zero).inserted else { continue }
-                items += flowItems(subject, zero: zero, policy: policy, retention: retention)
+                let placed = known.map { RetentionRules.place(subject, at: candidate, known: $0, policy: policy) } ?? placer.place(at: candidate)
+                guard let zero = placed.dayZero, flows.insert(zero).inserted else { continue }
+                items += flowItems(&placer, zero: zero, retention: retention)
             }
         }
         return items
     }
 
+    /// `RetentionRules.place` at times of one subject, each over the facts known then: the
+    /// rules' basis is worked out once per stretch between the subject's change times, and a
+    /// flow's items mostly fall in one (none comes after a lapse).
+    struct Placer {
+        let subject: RetentionSubject
+        let policy: Policy
+        private var bases: [(stretch: Int, basis: RetentionRules.Basis)] = []
+
+        init(subject: RetentionSubject, policy: Policy) { (self.subject, self.policy) = (subject, policy) }
+
+        mutating func place(at t: Timestamp) -> RetentionRules.Placement {
+            let stretch = subject.stretch(containing: t)
+            if let index = bases.firstIndex(where: { $0.stretch == stretch }) { return RetentionRules.place(bases[index].basis, at: t) }
+            var basis = RetentionRules.basis(subject, at: t, policy: policy)
+            // The entitlement's decision is the view's (its active run); the items read the
+            // tier, and copying the decision's coverage retains its transaction's strings.
+            if case .settled(var placement) = basis, placement.plan != nil {
+                placement.plan = nil
+                basis = .settled(placement)
+            }
+            bases.append((stretch, basis))
+            return RetentionRules.place(basis, at: t)
+        }
+    }
+
+    /// The tier changes' details, by tier (`RetentionTier.allCases` order): the same few for
+    /// every subject.
+    private static let tierDetails = RetentionTier.allCases.map { JSON.object(["tier": .string($0.rawValue)]).serialized() }
+
     /// One flow's e-mails and tier changes, each kept when the retention rules at its time put
     /// the subject in the flow with day 0 `zero`.
-    static func flowItems(_ subject: RetentionSubject, zero: Timestamp, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
+    static func flowItems(_ placer: inout Placer, zero: Timestamp, retention: Policy.Retention) -> [IndexEntry] {
         var items: [IndexEntry] = []
-        if let notifications = policy.notifications {
+        if let notifications = placer.policy.notifications {
             for n in notifications.retentionEmailDays {
                 let at = zero.adding(days: n)
-                guard RetentionRules.place(subject, at: at, policy: policy).dayZero == zero else { continue }
+                guard placer.place(at: at).dayZero == zero else { continue }
                 items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)], anchor: zero))
             }
         }
-        var entered: Set<Timestamp> = []
+        var entered: [Timestamp] = []
         for family in [false, true] {
             for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
                 let at = zero.adding(days: from)
                 guard !entered.contains(at) else { continue }
-                let then = RetentionRules.place(subject, at: at, policy: policy)
+                let then = placer.place(at: at)
                 guard then.dayZero == zero, then.tier == tier, then.since == at else { continue }
-                entered.insert(at)
-                items.append(IndexEntry(at: at, kind: tierChanged, detail: ["tier": .string(tier.rawValue)], anchor: zero))
+                entered.append(at)
+                let detail = RetentionTier.allCases.firstIndex(of: tier).map { tierDetails[$0] } ?? JSON.object(["tier": .string(tier.rawValue)]).serialized()
+                items.append(IndexEntry(at: at, kind: tierChanged, serializedDetail: detail, anchor: zero))
             }
         }
         return items
@@ -81,11 +113,15 @@ package enum DueRules {
         let facts = subject.access
         var ends: [Timestamp] = []
         var previous: Timestamp?
+        // The plan changes only at change times: just before one it is what it was at the one
+        // before (and before the first, what it was then).
+        var paidBefore: Bool?
         for c in subject.descendingTimes.reversed() where c != previous {
             previous = c
-            guard !Plan.decide(facts, at: c, known: known, policy: policy).isPaid,
-                  Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy).isPaid else { continue }
-            ends.append(c)
+            let before = paidBefore ?? Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy).isPaid
+            let paid = Plan.decide(facts, at: c, known: known, policy: policy).isPaid
+            paidBefore = paid
+            if before && !paid { ends.append(c) }
         }
         return ends
     }

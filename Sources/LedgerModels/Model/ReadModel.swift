@@ -137,6 +137,12 @@ public struct IndexEntry: Sendable, Hashable {
         self.detail = detail.serialized()
         self.anchor = anchor ?? at
     }
+
+    /// An entry whose details are already JSON text (`JSON.serialized()` of an object): a
+    /// model that files the same few details for every key serializes them once.
+    init(at: Timestamp, kind: String, serializedDetail: String, anchor: Timestamp) {
+        (self.at, self.kind, self.detail, self.anchor) = (at, kind, serializedDetail, anchor)
+    }
 }
 
 /// What a model answers: its JSON (SPEC §5's shape) comes from `Encodable`, and the audit and

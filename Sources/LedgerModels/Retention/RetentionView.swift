@@ -135,6 +135,19 @@ struct RetentionSubject {
         descendingTimes = times
     }
 
+    /// Which stretch between the subject's change times `t` falls in: the number of the
+    /// plan's change times and organizer cancellations at or before `t`. Two times with the
+    /// same stretch have the same `RetentionRules.basis` over the facts known at each.
+    func stretch(containing t: Timestamp) -> Int {
+        // descendingTimes is latest first: the times at or before t are its tail.
+        var low = 0, high = descendingTimes.count
+        while low < high {
+            let middle = (low + high) / 2
+            if descendingTimes[middle] <= t { high = middle } else { low = middle + 1 }
+        }
+        return descendingTimes.count - low + own.organizerCancellations.count { $0.at <= t }
+    }
+
     var recoveryPasses: [Dated<String>] { own.recoveryPasses }
     var organizerCancellations: [Dated<String>] { own.organizerCancellations }
 }
@@ -200,29 +213,54 @@ enum RetentionRules {
     /// Deleted, active, never paid, or in the flow at a day number: the tier at `t` as the
     /// facts known at `known` (default `t`) describe it.
     static func place(_ state: RetentionSubject, at t: Timestamp, known: Timestamp? = nil, policy: Policy) -> Placement {
+        place(basis(state, at: t, known: known, policy: policy), at: t)
+    }
+
+    /// The tier at `t` on a basis worked out at `t`, or at any time of the same stretch
+    /// between change times (`RetentionSubject.stretch(containing:)`).
+    static func place(_ basis: Basis, at t: Timestamp) -> Placement {
+        switch basis {
+        case .settled(let placement): placement
+        case .flow(let zero, let rule, let family, let retention): inFlow(dayZero: zero, rule: rule, family: family, at: t, retention)
+        }
+    }
+
+    /// What `place` decides before it counts the flow's day: a tier outside any flow, or the
+    /// flow the subject is in. It reads the facts only at their own times and at the plan's
+    /// change times, so it is the same at every time between two of the subject's change times
+    /// (over the facts known then): the due list works it out once for the items of a flow that
+    /// fall in one such stretch.
+    enum Basis {
+        case settled(Placement)
+        /// Day 0, what started the flow, and whether a family member's grace applies.
+        case flow(dayZero: Timestamp, rule: String, family: Bool, Policy.Retention)
+    }
+
+    /// `place`'s basis at `t` over the facts known at `known` (default `t`).
+    static func basis(_ state: RetentionSubject, at t: Timestamp, known: Timestamp? = nil, policy: Policy) -> Basis {
         let known = known ?? t
         let access = state.access
         if let deleted = access.deletions.known(at: min(t, known)).first {
-            return Placement(tier: .deleted, rule: "deleted", since: deleted.at)
+            return .settled(Placement(tier: .deleted, rule: "deleted", since: deleted.at))
         }
         let entitlement = Plan.decide(access, at: t, known: known, policy: policy.subscription)
         guard let retention = policy.retention, hadPaidAccess(state, at: t, known: known) else {
-            return entitlement.isPaid ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid")
+            return .settled(entitlement.isPaid ? Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement) : Placement(tier: .free, rule: "neverPaid"))
         }
         if entitlement.isPaid {
             // With startsAt = cancellation, turning auto-renew off starts the flow while the
             // paid period still runs (000's "Day 0: User cancels").
             if retention.startsAt == .cancellation, let cancelled = cancellationInForce(access.subscription, at: t, known: known) {
-                return inFlow(dayZero: cancelled, rule: "cancellation", family: isFamilyMember(state, at: t, known: known), at: t, retention)
+                return .flow(dayZero: cancelled, rule: "cancellation", family: isFamilyMember(state, at: t, known: known), retention)
             }
-            return Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement)
+            return .settled(Placement(tier: .active, rule: entitlement.reason.rule, plan: entitlement))
         }
-        guard var start = accessEnd(state, at: t, known: known, policy: policy) else { return Placement(tier: .free, rule: "neverPaid") }
+        guard var start = accessEnd(state, at: t, known: known, policy: policy) else { return .settled(Placement(tier: .free, rule: "neverPaid")) }
         if retention.startsAt == .cancellation, let period = start.period,
            let cancelled = cancellation(during: period, facts: access.subscription, known: known) {
             start = (cancelled, "cancellation", period)
         }
-        return inFlow(dayZero: start.at, rule: start.rule, family: isFamilyMember(state, at: t, known: known), at: t, retention)
+        return .flow(dayZero: start.at, rule: start.rule, family: isFamilyMember(state, at: t, known: known), retention)
     }
 
     /// The flow's tier `d` days after day 0, with when it began and what comes next.
@@ -239,16 +277,32 @@ enum RetentionRules {
     /// The flow's tiers with the day number each starts on and the rule that starts it: grace
     /// while d ≤ graceDays, browseOnly while d ≤ browseOnlyUntilDay, archived while d <
     /// pendingDeletionFromDay, then pendingDeletion (a tier a policy leaves no days for is skipped).
-    static func stages(family: Bool, rule: String, _ r: Policy.Retention) -> [(RetentionTier, Int64, String)] {
+    static func stages(family: Bool, rule: String, _ r: Policy.Retention) -> Stages {
         // The day after, saturating: a policy built in code is not bounded by the decoder.
         let afterGrace = (family ? r.familyMemberGraceDays : r.graceDays).addingClamped(1)
         let afterBrowsing = r.browseOnlyUntilDay.addingClamped(1)
-        return [
-            (.grace, 0, rule),
-            (.browseOnly, afterGrace, family ? "familyMemberGraceDays" : "graceDays"),
-            (.archived, max(afterBrowsing, afterGrace), "browseOnlyUntilDay"),
-            (.pendingDeletion, max(r.pendingDeletionFromDay, afterBrowsing, afterGrace), "pendingDeletionFromDay"),
-        ]
+        return Stages(rule: rule, family: family, browseOnly: afterGrace, archived: max(afterBrowsing, afterGrace),
+                      pendingDeletion: max(r.pendingDeletionFromDay, afterBrowsing, afterGrace))
+    }
+
+    /// The four stages of a flow (`stages(family:rule:_:)`), held inline: every placement in
+    /// a flow counts its day against them, and an array would be allocated each time.
+    struct Stages: RandomAccessCollection {
+        let rule: String
+        let family: Bool
+        let browseOnly: Int64, archived: Int64, pendingDeletion: Int64
+
+        var startIndex: Int { 0 }
+        var endIndex: Int { 4 }
+
+        subscript(index: Int) -> (RetentionTier, Int64, String) {
+            switch index {
+            case 0: (.grace, 0, rule)
+            case 1: (.browseOnly, browseOnly, family ? "familyMemberGraceDays" : "graceDays")
+            case 2: (.archived, archived, "browseOnlyUntilDay")
+            default: (.pendingDeletion, pendingDeletion, "pendingDeletionFromDay")
+            }
+        }
     }
 
     /// Day 0 of a flow with startsAt = accessEnd (SPEC §4): the end of the latest stretch of
@@ -383,7 +437,7 @@ enum RetentionRules {
         for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(days: r.recoveryPassDays)] }
         // The tiers' days, and the reactivation's own (free through browseOnlyUntilDay, for the
         // fee until pendingDeletionFromDay), which a long grace can put inside another tier.
-        let boundaries = Set((stages(family: false, rule: "", r) + stages(family: true, rule: "", r)).map(\.1)
+        let boundaries = Set((Array(stages(family: false, rule: "", r)) + stages(family: true, rule: "", r)).map(\.1)
                              + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
         for zero in Set(times) {
             times += boundaries.map { zero.adding(days: $0) }
