@@ -50,6 +50,8 @@ protocol Folding {
     static func facts(of state: State) throws(StateDecoder.Damaged) -> SubjectFacts?
     /// A model's index entries of a state (`ReadModel.indexEntries`); none for the facts.
     static func indexEntries(of state: State, facts: SubjectFacts, policy: Policy) -> [IndexEntry]
+    /// Whether a state was read whole (`StateFold.readPlan(of:)`).
+    static func readPlan(of state: State) -> Bool
 }
 
 /// The facts, folded with the plan's facts left unread by the events that do not change them.
@@ -63,6 +65,7 @@ enum FactsFolding: Folding {
     static func apply(_ event: RecordedEvent, to state: inout FoldedFacts, item: inout NoItem) {}
     static func facts(of state: FoldedFacts) throws(StateDecoder.Damaged) -> SubjectFacts? { try state.whole() }
     static func indexEntries(of state: FoldedFacts, facts: SubjectFacts, policy: Policy) -> [IndexEntry] { [] }
+    static func readPlan(of state: FoldedFacts) -> Bool { state.planRead }
 }
 
 enum ModelFolding<M: ReadModel>: Folding {
@@ -74,6 +77,7 @@ enum ModelFolding<M: ReadModel>: Folding {
     static func indexEntries(of state: M.State, facts: SubjectFacts, policy: Policy) -> [IndexEntry] {
         M.indexEntries(of: state, facts: facts, policy: policy)
     }
+    static func readPlan(of state: M.State) -> Bool { true }
 }
 
 /// A key and one of its items. The item is compared by its UTF-8 bytes, as the store keys it
@@ -159,7 +163,8 @@ final class States<F: Folding>: StateFold {
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
-        if states[key] == nil {
+        // By index: `states[key] == nil` would copy the state out to compare it.
+        if states.index(forKey: key) == nil {
             let stored = try load(key)
             loadedStates[key] = stored
             states[key] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
@@ -168,7 +173,7 @@ final class States<F: Folding>: StateFold {
             try F.apply(event, to: &states[key, default: F.State()], policy: policy)
             return
         }
-        if items[item] == nil {
+        if items.index(forKey: item) == nil {
             let stored = try loadItem(item)
             loadedItems[item] = stored
             items[item] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) } } ?? F.Item()
@@ -202,7 +207,7 @@ final class States<F: Folding>: StateFold {
 
     func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
 
-    func readPlan(of key: String) -> Bool { (states[key] as? FoldedFacts)?.planRead ?? true }
+    func readPlan(of key: String) -> Bool { states.index(forKey: key).map { F.readPlan(of: states.values[$0]) } ?? true }
 
     func absorb(_ other: any StateFold) {
         guard let other = other as? States<F> else { return }
