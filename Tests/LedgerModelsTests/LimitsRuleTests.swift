@@ -122,5 +122,7 @@ import Testing
         #expect(LimitsRules.warningThreshold(limit: 3, ratio: 0.5) == 2)
         #expect(LimitsRules.warningThreshold(limit: 7, ratio: 1) == 7)
         #expect(LimitsRules.warningThreshold(limit: 1_000_000, ratio: 0.00001) == 10)
+        #expect(LimitsRules.warningThreshold(limit: 1_000_000, ratio: 0.000015) == 15)   // "1.5e-05"
+        #expect(LimitsRules.warningThreshold(limit: 999_999, ratio: 0.000015) == 15)
     }
 }

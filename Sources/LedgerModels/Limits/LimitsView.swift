@@ -147,19 +147,21 @@ package enum LimitsRules {
     /// A positive ratio's shortest decimal form as digits × 10^-scale (scale ≤ 30).
     static func decimal(_ value: Double) -> (digits: Int64, scale: Int)? {
         let text = String(value)   // shortest round-tripping: "0.07", "0.8", "1.0", "1e-05"
+        // By UTF-8 byte: every status asks this per kind, and a Character's
+        // `wholeNumberValue` looks up Unicode properties.
         var mantissa = Substring(text), exponent = 0
-        if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+        if let e = text.utf8.firstIndex(where: { $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
             guard let parsed = Int(text[text.index(after: e)...]) else { return nil }
             (mantissa, exponent) = (text[..<e], parsed)
         }
         var digits: Int64 = 0, scale = 0, seenPoint = false
-        for character in mantissa {
-            if character == "." {
+        for byte in mantissa.utf8 {
+            if byte == UInt8(ascii: ".") {
                 seenPoint = true
                 continue
             }
-            guard let digit = character.wholeNumberValue, digits < Int64.max / 10 else { return nil }
-            digits = digits * 10 + Int64(digit)
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < Int64.max / 10 else { return nil }
+            digits = digits * 10 + Int64(byte - UInt8(ascii: "0"))
             if seenPoint { scale += 1 }
         }
         scale -= exponent
