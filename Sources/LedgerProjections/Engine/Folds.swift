@@ -151,6 +151,9 @@ final class States<F: Folding>: StateFold {
     /// written again (a model that reads every type changes seldom).
     private var loadedStates: [String: [UInt8]] = [:]
     private var loadedItems: [ItemKey: [UInt8]] = [:]
+    /// The keys and items looked up in the store (`apply(_:load:loadItem:)`), found or not.
+    private var loaded: Set<String> = []
+    private var loadedItemKeys: Set<ItemKey> = []
 
     var keys: [String] { Array(states.keys) }
     /// The policy folded under.
@@ -163,20 +166,27 @@ final class States<F: Folding>: StateFold {
 
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
-        // By index: `states[key] == nil` would copy the state out to compare it.
-        if states.index(forKey: key) == nil {
+        // Whether the key is held is asked of a set of strings (specialized code): in the
+        // generic dictionary each optional state asks the runtime for its type.
+        if loaded.insert(key).inserted {
             let stored = try load(key)
             loadedStates[key] = stored
-            states[key] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
+            if let stored {
+                let state = try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) }
+                states[key, default: state] = state
+            }
         }
         guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
             try F.apply(event, to: &states[key, default: F.State()], policy: policy)
             return
         }
-        if items.index(forKey: item) == nil {
+        if loadedItemKeys.insert(item).inserted {
             let stored = try loadItem(item)
             loadedItems[item] = stored
-            items[item] = try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) } } ?? F.Item()
+            if let stored {
+                let state = try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) }
+                items[item, default: state] = state
+            }
         }
         F.apply(event, to: &states[key, default: F.State()], item: &items[item, default: F.Item()])
     }
@@ -215,6 +225,8 @@ final class States<F: Folding>: StateFold {
         items.merge(other.items) { mine, _ in mine }
         loadedStates.merge(other.loadedStates) { mine, _ in mine }
         loadedItems.merge(other.loadedItems) { mine, _ in mine }
+        loaded.formUnion(other.loaded)
+        loadedItemKeys.formUnion(other.loadedItemKeys)
     }
 
     func facts(of key: String, stored: [UInt8]?) throws -> SubjectFacts? {
