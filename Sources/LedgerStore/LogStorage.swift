@@ -32,7 +32,9 @@ struct LogStorage: Sendable {
         var hasher = SHA256()
         hasher.update(data: previous)
         hasher.update(bufferPointer: hashed)
-        return Array(hasher.finalize())
+        // Copied as bytes: `Array(digest)` iterates the digest generically, which asks the
+        // runtime for its iterator's optional type at every byte (1 % of an append).
+        return hasher.finalize().withUnsafeBytes { Array($0) }
     }
 
     init(env: Environment, clock: @escaping @Sendable () -> Timestamp, indexTailLimit: Int,
