@@ -24,8 +24,12 @@ struct AnchoredEntries: Equatable {
 
     init(_ items: [Item]) { self.items = items.sorted { $0.precedes($1) } }
 
+    /// Items already in order (`Item.precedes`).
+    private init(sorted items: [Item]) { self.items = items }
+
     var encoded: [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(items.reduce(0) { $0 + 12 + $1.kind.utf8.count + $1.detail.utf8.count })
         func write(_ value: UInt64) {
             var value = value
             while value >= 0x80 {
@@ -36,7 +40,7 @@ struct AnchoredEntries: Equatable {
         }
         var previous: String?
         for item in items {
-            bytes += ModelSchema.offsetBytes(item.offset)
+            withUnsafeBytes(of: ModelSchema.indexTimeBits(Timestamp(milliseconds: item.offset))) { bytes += $0 }
             if item.kind == previous {
                 write(1)
             } else {
@@ -94,11 +98,19 @@ struct AnchoredEntries: Equatable {
 
     /// `entries` grouped by their anchor, anchors in time order.
     static func grouped(_ entries: [IndexEntry]) -> [(anchor: Timestamp, entries: AnchoredEntries)] {
-        var groups: [Timestamp: [Item]] = [:]
-        for entry in entries {
-            groups[entry.anchor, default: []].append(Item(offset: entry.at.milliseconds &- entry.anchor.milliseconds, kind: entry.kind, detail: entry.detail))
+        // One sort by anchor, then by item; each anchor's run is then a group in order.
+        var all = entries.map { (anchor: $0.anchor, item: Item(offset: $0.at.milliseconds &- $0.anchor.milliseconds, kind: $0.kind, detail: $0.detail)) }
+        all.sort { $0.anchor != $1.anchor ? $0.anchor < $1.anchor : $0.item.precedes($1.item) }
+        var groups: [(anchor: Timestamp, entries: AnchoredEntries)] = []
+        var start = all.startIndex
+        while start < all.endIndex {
+            let anchor = all[start].anchor
+            var end = start + 1
+            while end < all.endIndex && all[end].anchor == anchor { end += 1 }
+            groups.append((anchor, AnchoredEntries(sorted: all[start ..< end].map(\.item))))
+            start = end
         }
-        return groups.keys.sorted().map { ($0, AnchoredEntries(groups[$0] ?? [])) }
+        return groups
     }
 }
 

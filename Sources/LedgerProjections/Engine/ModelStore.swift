@@ -122,8 +122,11 @@ enum ModelSchema {
 
     /// An index time as an unsigned big-endian number that sorts as the times do.
     static func indexTime(_ t: Timestamp) -> [UInt8] {
-        withUnsafeBytes(of: (UInt64(bitPattern: t.milliseconds) ^ (1 << 63)).bigEndian) { Array($0) }
+        withUnsafeBytes(of: indexTimeBits(t)) { Array($0) }
     }
+
+    /// `indexTime`'s 8 bytes as an integer in memory order, to append without an array.
+    static func indexTimeBits(_ t: Timestamp) -> UInt64 { (UInt64(bitPattern: t.milliseconds) ^ (1 << 63)).bigEndian }
 
     /// The time of an index time's 8 bytes (`bytes` holds at least 8; the first 8 are read).
     static func indexTime(_ bytes: UnsafeRawBufferPointer.SubSequence) -> Timestamp {
