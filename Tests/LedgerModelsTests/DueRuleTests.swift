@@ -270,4 +270,12 @@ import Testing
             #"2027-02-01T12:00:00.000Z tierChanged {"tier":"pendingDeletion"}"#,
         ])
     }
+
+    /// The e-mails' details are written directly: they are the JSON writer's, for every day a
+    /// policy can name.
+    @Test func anEmailsDetailIsTheJSONOfItsDay() {
+        for n: Int64 in [0, 1, 7, 29, 350, 1_000_000, .max, -1, .min] {
+            #expect(DueRules.emailDetail(n) == JSON.object(["day": .integer(n)]).serialized(), "day \(n)")
+        }
+    }
 }

@@ -40,13 +40,13 @@ package enum DueRules {
         }
         var items: [IndexEntry] = []
         var flows: Set<Timestamp> = []
-        var placer = Placer(subject: subject, policy: policy)
+        var placer = Placer(subject: subject, policy: policy, retention: retention)
         for candidate in candidates {
             let knowing = reportedLate ? [nil, Timestamp(milliseconds: .max)] : [nil]
             for known in knowing {
-                let placed = known.map { RetentionRules.place(subject, at: candidate, known: $0, policy: policy) } ?? placer.place(at: candidate)
-                guard let zero = placed.dayZero, flows.insert(zero).inserted else { continue }
-                items += flowItems(&placer, zero: zero, retention: retention)
+                let zero = known.map { RetentionRules.place(subject, at: candidate, known: $0, policy: policy).dayZero } ?? placer.place(at: candidate).dayZero
+                guard let zero, flows.insert(zero).inserted else { continue }
+                items += flowItems(&placer, zero: zero)
             }
         }
         return items
@@ -58,24 +58,39 @@ package enum DueRules {
     struct Placer {
         let subject: RetentionSubject
         let policy: Policy
-        private var bases: [(stretch: Int, basis: RetentionRules.Basis)] = []
+        let retention: Policy.Retention
+        /// Each stretch's basis, as the items read it: a settled tier, or a flow (`family` set)
+        /// counted from `zero`.
+        private var stretches: [(number: Int, zero: Timestamp?, tier: RetentionTier, since: Timestamp?, family: Bool?)] = []
 
-        init(subject: RetentionSubject, policy: Policy) { (self.subject, self.policy) = (subject, policy) }
+        init(subject: RetentionSubject, policy: Policy, retention: Policy.Retention) {
+            (self.subject, self.policy, self.retention) = (subject, policy, retention)
+        }
 
-        mutating func place(at t: Timestamp) -> RetentionRules.Placement {
-            let stretch = subject.stretch(containing: t)
-            if let index = bases.firstIndex(where: { $0.stretch == stretch }) { return RetentionRules.place(bases[index].basis, at: t) }
-            var basis = RetentionRules.basis(subject, at: t, policy: policy)
-            // The entitlement's decision is the view's (its active run); the items read the
-            // tier, and copying the decision's coverage retains its transaction's strings.
-            if case .settled(var placement) = basis, placement.plan != nil {
-                placement.plan = nil
-                basis = .settled(placement)
+        /// What the items read of the placement at `t`: its flow's day 0, its tier and since when.
+        mutating func place(at t: Timestamp) -> (dayZero: Timestamp?, tier: RetentionTier, since: Timestamp?) {
+            let number = subject.stretch(containing: t)
+            let index: Int
+            if let known = stretches.firstIndex(where: { $0.number == number }) {
+                index = known
+            } else {
+                switch RetentionRules.basis(subject, at: t, policy: policy) {
+                case .settled(let placement): stretches.append((number, placement.dayZero, placement.tier, placement.since, nil))
+                case .flow(let zero, _, let family, _): stretches.append((number, zero, .grace, nil, family))
+                }
+                index = stretches.count - 1
             }
-            bases.append((stretch, basis))
-            return RetentionRules.place(basis, at: t)
+            let stretch = stretches[index]
+            guard let family = stretch.family, let zero = stretch.zero else { return (stretch.zero, stretch.tier, stretch.since) }
+            // The rule that started the flow names only its first tier's reason, which the
+            // items do not read.
+            let placement = RetentionRules.inFlow(dayZero: zero, rule: "", family: family, at: t, retention)
+            return (placement.dayZero, placement.tier, placement.since)
         }
     }
+
+    /// A retention e-mail's detail: the JSON of `{"day": n}`.
+    package static func emailDetail(_ n: Int64) -> String { "{\"day\":\(n)}" }
 
     /// The tier changes' details, by tier (`RetentionTier.allCases` order): the same few for
     /// every subject.
@@ -83,18 +98,16 @@ package enum DueRules {
 
     /// One flow's e-mails and tier changes, each kept when the retention rules at its time put
     /// the subject in the flow with day 0 `zero`.
-    static func flowItems(_ placer: inout Placer, zero: Timestamp, retention: Policy.Retention) -> [IndexEntry] {
+    static func flowItems(_ placer: inout Placer, zero: Timestamp) -> [IndexEntry] {
         var items: [IndexEntry] = []
-        if let notifications = placer.policy.notifications {
-            for n in notifications.retentionEmailDays {
-                let at = zero.adding(days: n)
-                guard placer.place(at: at).dayZero == zero else { continue }
-                items.append(IndexEntry(at: at, kind: retentionEmail, detail: ["day": .integer(n)], anchor: zero))
-            }
+        for n in placer.policy.notifications?.retentionEmailDays ?? [] {
+            let at = zero.adding(days: n)
+            guard placer.place(at: at).dayZero == zero else { continue }
+            items.append(IndexEntry(at: at, kind: retentionEmail, serializedDetail: emailDetail(n), anchor: zero))
         }
         var entered: [Timestamp] = []
         for family in [false, true] {
-            for (tier, from, _) in RetentionRules.stages(family: family, rule: "", retention) where tier != .grace {
+            for (tier, from, _) in RetentionRules.stages(family: family, rule: "", placer.retention) where tier != .grace {
                 let at = zero.adding(days: from)
                 guard !entered.contains(at) else { continue }
                 let then = placer.place(at: at)
