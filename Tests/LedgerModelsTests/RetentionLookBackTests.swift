@@ -20,6 +20,20 @@ import Testing
         return policies
     }()
 
+    /// A random history of four subjects, folded: each subject's retention state and facts.
+    static func folded(seed: UInt64) throws -> (own: [String: RetentionModel.State], facts: [String: SubjectFacts]) {
+        var history = RandomHistory(seed: seed)
+        var own: [String: RetentionModel.State] = [:]
+        var facts: [String: SubjectFacts] = [:]
+        for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
+            let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            let recorded = RecordedEvent(stored, data: event.data)
+            facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
+            if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
+        }
+        return (own, facts)
+    }
+
     /// `SubscriptionFacts.coverage(at:)` and `latestEnd(at:)` pass over a transaction that
     /// `endBound` rules out without working out its end: they still find what SPEC §4's
     /// "covered" and `expiresAt` find over every transaction, at every change time of random
@@ -49,15 +63,7 @@ import Testing
 
     @Test func isActiveAgreesWithPlaceAtEveryChangeTime() async {
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
-            var history = RandomHistory(seed: seed)
-            var own: [String: RetentionModel.State] = [:]
-            var facts: [String: SubjectFacts] = [:]
-            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
-                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-                let recorded = RecordedEvent(stored, data: event.data)
-                facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
-                if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
-            }
+            let (own, facts) = try Self.folded(seed: seed)
             #expect(!facts.isEmpty)
             for policy in Self.policies {
                 for (subject, facts) in facts {
@@ -79,15 +85,7 @@ import Testing
     /// those times gives what placing at the time itself gives.
     @Test func theBasisOfAnyTimeOfAStretchPlacesEveryTimeOfIt() async {
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
-            var history = RandomHistory(seed: seed)
-            var own: [String: RetentionModel.State] = [:]
-            var facts: [String: SubjectFacts] = [:]
-            for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
-                let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-                let recorded = RecordedEvent(stored, data: event.data)
-                facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
-                if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
-            }
+            let (own, facts) = try Self.folded(seed: seed)
             #expect(!facts.isEmpty)
             for policy in Self.policies {
                 for (subject, facts) in facts {
@@ -175,15 +173,7 @@ import Testing
     /// Compares the due list's retention items with `itemsPlacedOneByOne` for every subject of
     /// a random history, under every policy with a flow; returns how many items were filed.
     static func compareRetentionItems(seed: UInt64) throws -> Int {
-        var history = RandomHistory(seed: seed)
-        var own: [String: RetentionModel.State] = [:]
-        var facts: [String: SubjectFacts] = [:]
-        for (position, event) in history.events(subjects: 4, perSubject: 4...24).enumerated() {
-            let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-            let recorded = RecordedEvent(stored, data: event.data)
-            facts[recorded.subject, default: SubjectFacts()].apply(recorded, policy: .reference)
-            if RetentionModel.reads.contains(recorded.type) { RetentionModel.apply(recorded, to: &own[recorded.subject, default: RetentionModel.State()]) }
-        }
+        let (own, facts) = try folded(seed: seed)
         var filed = 0
         for policy in policies {
             guard let retention = policy.retention else { continue }
