@@ -79,6 +79,23 @@ import Testing
         }
     }
 
+    /// `Stages.stage(onDay:)`, which the due list asks for each item, finds the stage the
+    /// flow's own rule finds: the last one starting on or before the day. Any numbers a
+    /// policy may hold (from 0, a grace longer than browsing, a deletion day before either),
+    /// each day from 0 to past the last stage.
+    @Test func aDaysStageIsTheLastStageStartingByThen() async {
+        await checkProperty(count: 300, input: Gen.int64(in: 0...40).array(of: 4...4), Gen.bool) { days, family in
+            var retention = try #require(Policy.reference.retention)
+            (retention.graceDays, retention.familyMemberGraceDays, retention.browseOnlyUntilDay, retention.pendingDeletionFromDay) = (days[0], days[1], days[2], days[3])
+            let stages = RetentionRules.stages(family: family, rule: "", retention)
+            for d in 0 ... 45 as ClosedRange<Int64> {
+                let found = stages.stage(onDay: d)
+                let last = stages[stages.lastIndex { $0.1 <= d } ?? 0]
+                #expect(found.tier == last.0 && found.from == last.1, "\(days), family \(family), day \(d)")
+            }
+        }
+    }
+
     /// The due list places a flow's items on a basis worked out once per stretch between the
     /// subject's change times (`RetentionSubject.stretch(containing:)`): at the start of every
     /// stretch, inside it and at its last millisecond, placing on the basis of any other of

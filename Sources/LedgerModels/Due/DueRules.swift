@@ -59,15 +59,16 @@ package enum DueRules {
         let subject: RetentionSubject
         let policy: Policy
         let retention: Policy.Retention
-        /// Each stretch's basis, as the items read it: a settled tier, or a flow (`family` set)
+        /// Each stretch's basis, as the items read it: a settled tier, or a flow (`stages` set)
         /// counted from `zero`.
-        private var stretches: [(number: Int, zero: Timestamp?, tier: RetentionTier, since: Timestamp?, family: Bool?)] = []
+        private var stretches: [(number: Int, zero: Timestamp?, tier: RetentionTier, since: Timestamp?, stages: RetentionRules.Stages?)] = []
 
         init(subject: RetentionSubject, policy: Policy, retention: Policy.Retention) {
             (self.subject, self.policy, self.retention) = (subject, policy, retention)
         }
 
-        /// What the items read of the placement at `t`: its flow's day 0, its tier and since when.
+        /// What the items read of the placement at `t`: its flow's day 0, its tier and since when
+        /// (as `RetentionRules.place` has them).
         mutating func place(at t: Timestamp) -> (dayZero: Timestamp?, tier: RetentionTier, since: Timestamp?) {
             let number = subject.stretch(containing: t)
             let index: Int
@@ -76,16 +77,18 @@ package enum DueRules {
             } else {
                 switch RetentionRules.basis(subject, at: t, policy: policy) {
                 case .settled(let placement): stretches.append((number, placement.dayZero, placement.tier, placement.since, nil))
-                case .flow(let zero, _, let family, _): stretches.append((number, zero, .grace, nil, family))
+                case .flow(let zero, _, let family, _):
+                    // The rule that started the flow names only its first tier's reason, which
+                    // the items do not read.
+                    stretches.append((number, zero, .grace, nil, RetentionRules.stages(family: family, rule: "", retention)))
                 }
                 index = stretches.count - 1
             }
             let stretch = stretches[index]
-            guard let family = stretch.family, let zero = stretch.zero else { return (stretch.zero, stretch.tier, stretch.since) }
-            // The rule that started the flow names only its first tier's reason, which the
-            // items do not read.
-            let placement = RetentionRules.inFlow(dayZero: zero, rule: "", family: family, at: t, retention)
-            return (placement.dayZero, placement.tier, placement.since)
+            guard let stages = stretch.stages, let zero = stretch.zero else { return (stretch.zero, stretch.tier, stretch.since) }
+            // As `RetentionRules.inFlow` counts the day and finds its stage.
+            let stage = stages.stage(onDay: max(0, t.milliseconds(since: zero) / (RetentionRules.day * 1000)))
+            return (zero, stage.tier, zero.adding(days: stage.from))
         }
     }
 

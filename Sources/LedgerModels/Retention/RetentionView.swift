@@ -295,6 +295,15 @@ enum RetentionRules {
         var startIndex: Int { 0 }
         var endIndex: Int { 4 }
 
+        /// The stage day `d` (≥ 0) falls in: its tier and the day it starts on. The same as
+        /// the last stage starting on or before `d`, without the rules' names.
+        func stage(onDay d: Int64) -> (tier: RetentionTier, from: Int64) {
+            if d >= pendingDeletion { return (.pendingDeletion, pendingDeletion) }
+            if d >= archived { return (.archived, archived) }
+            if d >= browseOnly { return (.browseOnly, browseOnly) }
+            return (.grace, 0)
+        }
+
         subscript(index: Int) -> (RetentionTier, Int64, String) {
             switch index {
             case 0: (.grace, 0, rule)
