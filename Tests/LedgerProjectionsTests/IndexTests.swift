@@ -79,6 +79,20 @@ import Testing
         #expect(throws: LedgerError.self) { try read(ModelSchema.offsetBytes(0) + [1, 0], at: nil) }
     }
 
+    /// The list of distances in use answers whether it holds one: each listed one, negative
+    /// ones among them, and none between, before or after them; an empty list holds none.
+    @Test func theDistancesInUseAreLookedUpInTheirList() {
+        let listed: [Int64] = [-86_400_000, -1, 0, 3, 259_200_000, .max]
+        let bytes = listed.flatMap(ModelSchema.offsetBytes)
+        bytes.withUnsafeBytes { list in
+            for offset in listed { #expect(ModelStore.lists(list, offset), "\(offset)") }
+            for offset: Int64 in [.min, -86_400_001, -2, 1, 2, 4, 259_199_999, 259_200_001, .max - 1] {
+                #expect(!ModelStore.lists(list, offset), "\(offset)")
+            }
+        }
+        [UInt8]().withUnsafeBytes { #expect(!ModelStore.lists($0, 0)) }
+    }
+
     /// A range read gives the entries with from ≤ at < to, sorted by (at, key, kind, detail).
     @Test func aRangeIsHalfOpenAndSorted() throws {
         try withStorePath { path in

@@ -356,19 +356,18 @@ struct ModelStore: Sendable {
             if !old.isEmpty { _ = try txn.delete(states, key: listKey) }
             return
         }
-        var offsets: Set<Int64>?
+        let offsetsKey = ModelSchema.offsetsKey(generation, tag: tag)
         for group in groups {
             let entryKey = ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: group.anchor)
             let value = group.entries.encoded
             if old.contains(group.anchor), let stored = try txn.get(index, key: entryKey), stored.hasSameBytes(as: value) { continue }
             try txn.put(index, key: entryKey, value: value)
-            var known = try offsets ?? Set(self.offsets(generation: generation, tag: tag, txn))
-            let before = known.count
+            // The distances in use rarely grow: looked up in the stored list, rewritten when one is new.
+            let listed = try txn.get(index, key: offsetsKey)
+            guard group.entries.items.contains(where: { item in !(listed.map { Self.lists($0, item.offset) } ?? false) }) else { continue }
+            var known = Set(try offsets(generation: generation, tag: tag, txn))
             for item in group.entries.items { known.insert(item.offset) }
-            if known.count != before {
-                try txn.put(index, key: ModelSchema.offsetsKey(generation, tag: tag), value: known.sorted().flatMap(ModelSchema.offsetBytes))
-            }
-            offsets = known
+            try txn.put(index, key: offsetsKey, value: known.sorted().flatMap(ModelSchema.offsetBytes))
         }
         if old != groups.map(\.anchor) { try txn.put(states, key: listKey, value: list) }
     }
@@ -402,6 +401,19 @@ struct ModelStore: Sendable {
     /// Puts records `freshEntries` made.
     func putFresh(_ records: ArraySlice<(key: [UInt8], value: [UInt8])>, _ txn: borrowing Transaction) throws {
         for record in records { try txn.put(index, key: record.key, value: record.value) }
+    }
+
+    /// Whether a list of distances in use (`offsetsKey`'s value: in order, 8 bytes each) holds
+    /// `offset`.
+    static func lists(_ list: UnsafeRawBufferPointer, _ offset: Int64) -> Bool {
+        var (low, high) = (0, list.count / 8)
+        while low < high {
+            let middle = (low + high) / 2
+            let found = ModelSchema.indexTime(list[middle * 8 ..< middle * 8 + 8]).milliseconds
+            if found == offset { return true }
+            if found < offset { low = middle + 1 } else { high = middle }
+        }
+        return false
     }
 
     /// The anchors of a key's list, each 8 bytes (`ModelSchema.indexTime`).
