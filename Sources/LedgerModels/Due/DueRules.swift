@@ -63,8 +63,12 @@ package enum DueRules {
         /// counted from `zero`.
         private var stretches: [(number: Int, zero: Timestamp?, tier: RetentionTier, since: Timestamp?, stages: RetentionRules.Stages?)] = []
 
+        /// Each retention e-mail's day and detail, written once for every flow of the subject.
+        let emailDetails: [(day: Int64, detail: String)]
+
         init(subject: RetentionSubject, policy: Policy, retention: Policy.Retention) {
             (self.subject, self.policy, self.retention) = (subject, policy, retention)
+            emailDetails = (policy.notifications?.retentionEmailDays ?? []).map { ($0, DueRules.emailDetail($0)) }
         }
 
         /// What the items read of the placement at `t`: its flow's day 0, its tier and since when
@@ -103,10 +107,11 @@ package enum DueRules {
     /// the subject in the flow with day 0 `zero`.
     static func flowItems(_ placer: inout Placer, zero: Timestamp) -> [IndexEntry] {
         var items: [IndexEntry] = []
-        for n in placer.policy.notifications?.retentionEmailDays ?? [] {
+        items.reserveCapacity(placer.emailDetails.count + 6)
+        for (n, detail) in placer.emailDetails {
             let at = zero.adding(days: n)
             guard placer.place(at: at).dayZero == zero else { continue }
-            items.append(IndexEntry(at: at, kind: retentionEmail, serializedDetail: emailDetail(n), anchor: zero))
+            items.append(IndexEntry(at: at, kind: retentionEmail, serializedDetail: detail, anchor: zero))
         }
         var entered: [Timestamp] = []
         for family in [false, true] {
