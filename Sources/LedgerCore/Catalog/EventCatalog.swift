@@ -179,16 +179,25 @@ public enum EventCatalog {
                 if !field.decode(json, &value) {
                     let message = field.problem(json) ?? "expected \(field.expected), got \(EnvelopeDecoder.describe(json))"
                     problems.append(FieldViolation(field: field.name, message: message))
-                } else if let message = field.rule(value) {
+                } else if let rule = field.rule, let message = withUnsafePointer(to: value, { rule(UnsafeRawPointer($0)) }) {
                     problems.append(FieldViolation(field: field.name, message: message))
                 }
             }
             if problems.isEmpty { problems = value.violations() }
             return problems.isEmpty ? .success(value) : .failure(FieldViolations(problems))
         }
+        // The fields with a rule alone, and not the fields themselves: iterating them would
+        // copy each (six closures and four strings) for every event appended.
+        let rules = FieldRules(all: fields.compactMap { field in field.rule.map { (field.name, $0) } })
         checkRules = { erased in
-            guard let value = erased as? T else { return [] }
-            return fields.compactMap { field in field.rule(value).map { FieldViolation(field: field.name, message: $0) } }
+            guard !rules.all.isEmpty, var value = erased as? T else { return [] }
+            return withUnsafePointer(to: &value) { pointer in
+                var violations: [FieldViolation] = []
+                for (name, rule) in rules.all {
+                    if let message = rule(UnsafeRawPointer(pointer)) { violations.append(FieldViolation(field: name, message: message)) }
+                }
+                return violations
+            }
         }
         encodeJSON = { erased in
             guard let value = erased as? T else { return JSONObject() }
@@ -220,6 +229,12 @@ public enum EventCatalog {
             var value = E()
             return read(bytes, readers, into: &value) ? (consume value).intoEventData() : nil
         }
+    }
+
+    /// A layout's fields that have an input rule: each one's name and rule.
+    struct FieldRules: @unchecked Sendable {
+        // @unchecked: as `Field`'s, the closures capture only key paths and codecs.
+        let all: [(name: String, rule: (UnsafeRawPointer) -> String?)]
     }
 
     /// A layout's field readers, in binary order.
@@ -271,23 +286,23 @@ extension EventCatalog {
     /// - Throws: `LedgerError.invalidEvent` naming `/type`, `/schemaVersion` or `/data`.
     @discardableResult
     public static func check(_ draft: EventDraft) throws(LedgerError) -> EventData {
-        guard layouts[draft.type] != nil else {
+        guard let versions = layouts[draft.type] else {
             throw LedgerError(.invalidEvent, "unknown event type \"\(draft.type)\"; the ledger takes the \(typeNames.count) types of its catalog (Schemas/events)",
                               field: "/type", subject: draft.subject)
         }
-        guard layout(of: draft.type, version: draft.schemaVersion) != nil else {
-            let list = versions(of: draft.type).map(String.init).joined(separator: ", ")
+        guard let layout = versions[draft.schemaVersion] else {
+            let list = versions.keys.sorted().map(String.init).joined(separator: ", ")
             throw LedgerError(.invalidEvent, "\(draft.type) has schema version(s) \(list), not \(draft.schemaVersion)",
                               field: "/schemaVersion", subject: draft.subject)
         }
-        guard let data = decode(type: draft.type, version: draft.schemaVersion, payload: draft.payload) else {
+        guard let data = draft.payload.withUnsafeBytes({ decode(layout, payload: $0) }) else {
             throw LedgerError(.invalidEvent, "the payload is not a \(draft.type) version \(draft.schemaVersion) payload; encode data with EventCatalog.encode or LedgerEvent.draft()",
                               field: "/data", subject: draft.subject)
         }
         // The fields' input rules and the rules across fields hold for binary payloads as they
         // do for JSON.
         let payload = data.payload
-        let current = layout(of: draft.type, version: Swift.type(of: payload).schemaVersion)
+        let current = layout.isCurrent ? layout : versions[Swift.type(of: payload).schemaVersion]
         var violations = current?.ruleViolations(payload) ?? []
         if violations.isEmpty { violations = payload.violations() }
         if !violations.isEmpty { throw LedgerError.invalidData(violations, subject: draft.subject) }

@@ -77,9 +77,10 @@ public struct FieldViolations: Error, Sendable, Hashable {
     public let valueSchema: JSONObject
     /// The codec's own message for a value it refuses, when it has one.
     let problem: @Sendable (JSON) -> String?
-    /// The codec's input rule applied to the property (`ValueCodec.rule`): the message when the
-    /// value breaks it, else `nil`.
-    let rule: (Root) -> String?
+    /// The codec's input rule applied to the property of the `Root` the pointer points at
+    /// (`ValueCodec.rule`): the message when the value breaks it, else `nil`. `nil` when the
+    /// codec has no rule. Not generic over `Root`, as `read`.
+    let rule: ((UnsafeRawPointer) -> String?)?
     /// Whether `read` writes at the property's offset (its key path names a stored property)
     /// rather than applying the key path.
     let readsInPlace: Bool
@@ -97,7 +98,7 @@ public struct FieldViolations: Error, Sendable, Hashable {
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
         return Field(name: name, isRequired: true, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, problem: codec.problem,
-              rule: { root in codec.rule(root[keyPath: path]) },
+              rule: codec.rule.map { rule in { root in rule(property.get(from: root)) } },
               readsInPlace: property.offset != nil,
               decode: { json, root in
                   guard let value = codec.fromJSON(json) else { return false }
@@ -118,7 +119,7 @@ public struct FieldViolations: Error, Sendable, Hashable {
                                    personal: Bool = false) -> Field {
         let property = StoredProperty(path)
         return Field(name: name, isRequired: false, isPersonal: personal, expected: codec.expected, valueSchema: codec.schema, problem: codec.problem,
-              rule: { root in root[keyPath: path].flatMap(codec.rule) },
+              rule: codec.rule.map { rule in { root in property.get(from: root).flatMap(rule) } },
               readsInPlace: property.offset != nil,
               decode: { json, root in
                   if case .null = json {
@@ -154,9 +155,9 @@ public struct FieldViolations: Error, Sendable, Hashable {
     }
 }
 
-/// A layout's property, written through its byte offset in the layout when the key path names a
-/// stored property (every layout's fields do): applying a key path costs a runtime call per
-/// write, and the binary decoder writes every field of every event a rebuild reads.
+/// A layout's property, written and read through its byte offset in the layout when the key
+/// path names a stored property (every layout's fields do): applying a key path costs a runtime
+/// call each time, and the binary decoder writes every field of every event a rebuild reads.
 struct StoredProperty<Root, Value> {
     let path: WritableKeyPath<Root, Value>
     /// `nil` for a path that is not a plain stored property: it is then applied as a key path.
@@ -174,5 +175,11 @@ struct StoredProperty<Root, Value> {
             return
         }
         (root + offset).assumingMemoryBound(to: Value.self).pointee = value
+    }
+
+    /// The property of the `Root` at `root`.
+    func get(from root: UnsafeRawPointer) -> Value {
+        guard let offset else { return root.assumingMemoryBound(to: Root.self).pointee[keyPath: path] }
+        return (root + offset).assumingMemoryBound(to: Value.self).pointee
     }
 }

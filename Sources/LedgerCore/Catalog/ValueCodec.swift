@@ -11,8 +11,8 @@
     let problem: @Sendable (JSON) -> String?
     /// A rule every value appended must keep beyond its form (a time within years 0000–9999):
     /// the message when it breaks it, else `nil`. Checked on input, JSON or typed, never on
-    /// read: events already stored are read as they are.
-    let rule: @Sendable (Value) -> String?
+    /// read: events already stored are read as they are. `nil` for a codec with no such rule.
+    let rule: (@Sendable (Value) -> String?)?
     let fromJSON: @Sendable (JSON) -> Value?
     let toJSON: @Sendable (Value) -> JSON
     let write: @Sendable (Value, inout [UInt8]) -> Void
@@ -21,7 +21,7 @@
     init(schema: JSONObject, expected: String, fromJSON: @escaping @Sendable (JSON) -> Value?,
          toJSON: @escaping @Sendable (Value) -> JSON, write: @escaping @Sendable (Value, inout [UInt8]) -> Void,
          read: @escaping @Sendable (inout PayloadReader) -> Value?, problem: @escaping @Sendable (JSON) -> String? = { _ in nil },
-         rule: @escaping @Sendable (Value) -> String? = { _ in nil }) {
+         rule: (@Sendable (Value) -> String?)? = nil) {
         self.problem = problem
         self.rule = rule
         self.schema = schema
@@ -36,7 +36,7 @@
 extension ValueCodec where Value == String {
     /// A string whose value is checked by `isValid`; stored as length-prefixed UTF-8.
     static func string(schema: JSONObject, expected: String, isValid: @escaping @Sendable (String) -> Bool,
-                       rule: @escaping @Sendable (String) -> String? = { _ in nil }) -> Self {
+                       rule: (@Sendable (String) -> String?)? = nil) -> Self {
         Self(schema: schema, expected: expected,
              fromJSON: { json in
                  guard case .string(let s) = json, isValid(s) else { return nil }
