@@ -4,6 +4,7 @@ import LedgerModels
 @_spi(Storage) @testable import LedgerProjections
 @_spi(Storage) import LedgerStore
 @_spi(Storage) import LedgerTestSupport
+import PropertyBased
 import Testing
 
 /// A model's time-ordered index across subjects (`ReadModel.indexEntries`), kept by the engine
@@ -77,6 +78,26 @@ import Testing
         #expect(whole == all.count - 1)
         // A first entry saying "the kind before" has none to refer to.
         #expect(throws: LedgerError.self) { try read(ModelSchema.offsetBytes(0) + [1, 0], at: nil) }
+    }
+
+    /// A key's part is the FNV-1a hash of its UTF-8 bytes modulo the parts, whatever the
+    /// string's storage: the same part in every process and run, and for every index of
+    /// `count` exactly one part holds it.
+    @Test func aKeysPartIsTheHashOfItsBytes() async {
+        await checkProperty(count: 300, input: Gen.character(in: " " ... "\u{2FF}").string(of: 0 ... 40), Gen.int(in: 1 ... 7)) { key, count in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in Array(key.utf8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let holding = (0 ..< count).filter { Partition(count: count, index: $0).contains(key) }
+            #expect(holding == (count == 1 ? [0] : [Int(hash % UInt64(count))]), "\(key.debugDescription) in \(count)")
+        }
+        // Known parts, so that a change of hash shows: the parts of a store's folds and of a
+        // rebuild's threads must not move between versions.
+        #expect(Partition(count: 7, index: 3).contains("customer-42") == (Int(Self.fnv("customer-42") % 7) == 3))
+        #expect(Self.fnv("") == 0xcbf2_9ce4_8422_2325 && Self.fnv("a") == 0xaf63_dc4c_8601_ec8c)
+    }
+
+    static func fnv(_ key: String) -> UInt64 {
+        key.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
     }
 
     /// The list of distances in use answers whether it holds one: each listed one, negative

@@ -48,7 +48,8 @@ public enum PersonalData {
     /// Whether the event holds a personal field (set in its data or its meta): a check on the
     /// type and the meta keys alone, cheap enough for every event read.
     public static func holdsPersonalData(type: String, schemaVersion: UInt16, meta: [String: String]) -> Bool {
-        if !meta.isEmpty, metaKeys.contains(where: { meta[$0] != nil }) { return true }
+        // A meta holds a key or two: compared with the two personal ones, not hashed to look them up.
+        if !meta.isEmpty, meta.keys.contains(where: metaKeys.contains) { return true }
         return personalFields[type]?[schemaVersion] != nil
     }
 
