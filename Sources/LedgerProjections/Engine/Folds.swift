@@ -98,8 +98,6 @@ struct ItemKey: Hashable {
     }
 }
 
-/// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
-/// transaction touches.
 /// One of `count` parts of the keys, by a stable hash of each key: a fold from scratch can hold
 /// one part at a time, so that its memory is a part's.
 struct Partition: Sendable, Hashable {
@@ -153,16 +151,25 @@ protocol StateFold: AnyObject {
     func indexEntries(of key: String, stored: [UInt8]?, facts: SubjectFacts, policy: Policy) throws -> [IndexEntry]
 }
 
+/// A key's state or an item, boxed (`States`).
+private final class Box<Value> {
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// One fold's states in memory, by key: a rebuild's whole model, or the keys one write
+/// transaction touches.
+///
+/// The states and items are boxed and held as objects: a dictionary of `F.State` in this
+/// generic class runs unspecialized, asking the runtime for its type at every access (a sixth
+/// of what applying an event to its state cost), where one of objects is specialized code.
 final class States<F: Folding>: StateFold {
-    private(set) var states: [String: F.State] = [:]
-    private(set) var items: [ItemKey: F.Item] = [:]
+    private var states: [String: AnyObject] = [:]
+    private var items: [ItemKey: AnyObject] = [:]
     /// The stored bytes of the states and items loaded: one an event left as it was is not
     /// written again (a model that reads every type changes seldom).
     private var loadedStates: [String: [UInt8]] = [:]
     private var loadedItems: [ItemKey: [UInt8]] = [:]
-    /// The keys and items looked up in the store (`apply(_:load:loadItem:)`), found or not.
-    private var loaded: Set<String> = []
-    private var loadedItemKeys: Set<ItemKey> = []
 
     var keys: [String] { Array(states.keys) }
     /// The policy folded under.
@@ -173,60 +180,78 @@ final class States<F: Folding>: StateFold {
 
     init(policy: Policy) { self.policy = policy }
 
+    private static func state(_ box: AnyObject) -> Box<F.State> { unsafeDowncast(box, to: Box<F.State>.self) }
+    private static func item(_ box: AnyObject) -> Box<F.Item> { unsafeDowncast(box, to: Box<F.Item>.self) }
+
+    /// The state held for `key`, if any.
+    func held(_ key: String) -> F.State? { states[key].map { Self.state($0).value } }
+
+    /// `key`'s box, made with `make()` when there is none.
+    private func box(_ key: String, _ make: () throws -> F.State) rethrows -> Box<F.State> {
+        if let box = states[key] { return Self.state(box) }
+        let box = Box(try make())
+        states[key] = box
+        return box
+    }
+
+    private func box(_ item: ItemKey, _ make: () throws -> F.Item) rethrows -> Box<F.Item> {
+        if let box = items[item] { return Self.item(box) }
+        let box = Box(try make())
+        items[item] = box
+        return box
+    }
+
     func apply(_ event: RecordedEvent, load: (String) throws -> [UInt8]?, loadItem: (ItemKey) throws -> [UInt8]?) throws {
         guard let key = F.key(for: event) else { return }
-        // Whether the key is held is asked of a set of strings (specialized code): in the
-        // generic dictionary each optional state asks the runtime for its type.
-        if loaded.insert(key).inserted {
+        // A key held was looked up in the store (found or not) when it was first touched.
+        let state = try box(key) {
             let stored = try load(key)
             loadedStates[key] = stored
-            if let stored {
-                let state = try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) }
-                states[key, default: state] = state
-            }
+            // Not `stored?.…`: an optional of a generic state costs a metadata lookup.
+            guard let stored else { return F.State() }
+            return try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) }
         }
-        guard let item = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
-            try F.apply(event, to: &states[key, default: F.State()], policy: policy)
+        guard let itemKey = F.item(for: event).map({ ItemKey(key: key, item: $0) }) else {
+            try F.apply(event, to: &state.value, policy: policy)
             return
         }
-        if loadedItemKeys.insert(item).inserted {
-            let stored = try loadItem(item)
-            loadedItems[item] = stored
-            if let stored {
-                let state = try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) }
-                items[item, default: state] = state
-            }
+        let item = try box(itemKey) {
+            let stored = try loadItem(itemKey)
+            loadedItems[itemKey] = stored
+            guard let stored else { return F.Item() }
+            return try stored.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.Item.decode(buffer) }
         }
-        F.apply(event, to: &states[key, default: F.State()], item: &items[item, default: F.Item()])
+        F.apply(event, to: &state.value, item: &item.value)
     }
 
     func apply(_ event: RecordedEvent) {
         guard let key = F.key(for: event), part.contains(key) else { return }
+        let state = box(key) { F.State() }
         if let item = F.item(for: event) {
-            F.apply(event, to: &states[key, default: F.State()], item: &items[ItemKey(key: key, item: item), default: F.Item()])
+            F.apply(event, to: &state.value, item: &box(ItemKey(key: key, item: item)) { F.Item() }.value)
         } else {
             // From scratch every part of a state is read: there is nothing stored to be damaged.
-            try? F.apply(event, to: &states[key, default: F.State()], policy: policy)
+            try? F.apply(event, to: &state.value, policy: policy)
         }
     }
 
     func encoded() -> [(key: String, state: [UInt8])] {
-        states.compactMap { key, state in
-            let bytes = state.encoded
+        states.compactMap { key, box in
+            let bytes = Self.state(box).value.encoded
             return loadedStates[key] == bytes ? nil : (key, bytes)
         }
     }
 
     func encodedItems() -> [(key: ItemKey, state: [UInt8])] {
-        items.compactMap { key, item in
-            let bytes = item.encoded
+        items.compactMap { key, box in
+            let bytes = Self.item(box).value.encoded
             return loadedItems[key] == bytes ? nil : (key, bytes)
         }
     }
 
-    func encodedState(of key: String) -> [UInt8]? { states[key]?.encoded }
+    func encodedState(of key: String) -> [UInt8]? { held(key)?.encoded }
 
-    func readPlan(of key: String) -> Bool { states.index(forKey: key).map { F.readPlan(of: states.values[$0]) } ?? true }
+    func readPlan(of key: String) -> Bool { held(key).map(F.readPlan(of:)) ?? true }
 
     func absorb(_ other: any StateFold) {
         guard let other = other as? States<F> else { return }
@@ -234,8 +259,6 @@ final class States<F: Folding>: StateFold {
         items.merge(other.items) { mine, _ in mine }
         loadedStates.merge(other.loadedStates) { mine, _ in mine }
         loadedItems.merge(other.loadedItems) { mine, _ in mine }
-        loaded.formUnion(other.loaded)
-        loadedItemKeys.formUnion(other.loadedItemKeys)
     }
 
     func facts(of key: String, stored: [UInt8]?) throws -> SubjectFacts? {
@@ -248,7 +271,7 @@ final class States<F: Folding>: StateFold {
 
     /// The state held for `key`, else `stored` decoded, else an empty one.
     private func state(of key: String, stored: [UInt8]?) throws -> F.State {
-        if let state = states[key] { return state }
+        if let state = held(key) { return state }
         return try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
     }
 }

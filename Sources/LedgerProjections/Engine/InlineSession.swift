@@ -58,7 +58,7 @@ final class InlineSession: CommitSession {
             let id = generation.number, tag = active[index]?.tag ?? 0
             try holders.states.apply(recorded, load: { key in try engine.store.state(id, tag: tag, key, txn) },
                                      loadItem: { item in try engine.store.item(id, tag: tag, item, txn) })
-            if let key = HoldersModel.key(for: recorded), let state = holders.states.states[key],
+            if let key = HoldersModel.key(for: recorded), let state = holders.states.held(key),
                let binding = HoldersModel.binding(after: recorded, holders: state) {
                 pending.append(try binding.draft())
             }
