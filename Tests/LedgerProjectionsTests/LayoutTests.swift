@@ -1,3 +1,4 @@
+import Crypto
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
 import LedgerModels
@@ -352,6 +353,19 @@ import Testing
         generation.folds = [.init(name: "facts", tag: 0, version: 1, checkpoint: 42)]
         #expect(try generation.encoded.withUnsafeBytes { try Generation.decode($0) } == generation)
         #expect(ModelSchema.stateKey(0x0102_0304, "u1", tag: 9) == [1, 2, 3, 4, 0, 2] + Array("u1".utf8) + [9])
+        // Beside the states: a key's anchor list and its items (an item past 200 bytes as its hash).
+        #expect(ModelSchema.anchorsKey(0x0102_0304, tag: 9, key: "u1") == [1, 2, 3, 4, 0, 2] + Array("u1".utf8) + [0x89])
+        #expect(ModelSchema.itemKey(0x0102_0304, tag: 3, ItemKey(key: "u1", item: "m7")) == [1, 2, 3, 4, 0, 2] + Array("u1".utf8) + [0x43] + Array("m7".utf8))
+        let long = String(repeating: "é", count: 101)
+        #expect(ModelSchema.itemKey(1, tag: 3, ItemKey(key: "u1", item: long)) == [0, 0, 0, 1, 0, 2] + Array("u1".utf8) + [0x43, 0xFF] + Array(SHA256.hash(data: Array(long.utf8))))
+        #expect(ModelSchema.itemKey(1, tag: 3, ItemKey(key: "u1", item: String(repeating: "é", count: 100))) == [0, 0, 0, 1, 0, 2] + Array("u1".utf8) + [0x43] + Array(String(repeating: "é", count: 100).utf8))
+        // In the index: "e" ‖ generation ‖ tag ‖ anchor (sign flipped, big-endian) ‖ length ‖ key, and "o" ‖ generation ‖ tag.
+        #expect(ModelSchema.anchorKey(0x0102_0304, tag: 2, key: "u1", anchor: Timestamp(milliseconds: 5))
+                == [0x65, 1, 2, 3, 4, 2, 0x80, 0, 0, 0, 0, 0, 0, 5, 0, 2] + Array("u1".utf8))
+        #expect(ModelSchema.anchorKey(1, tag: 2, key: "", anchor: Timestamp(milliseconds: -1)) == [0x65, 0, 0, 0, 1, 2, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0])
+        #expect(ModelSchema.entryPrefix(0x0102_0304, tag: 2) == [0x65, 1, 2, 3, 4, 2])
+        #expect(ModelSchema.offsetsKey(0x0102_0304, tag: 2) == [0x6F, 1, 2, 3, 4, 2])
+        #expect(ModelSchema.keyPrefix(0x0102_0304, "u1") == [1, 2, 3, 4, 0, 2] + Array("u1".utf8))
         let parsed = [UInt8]([1, 2, 3, 4, 0, 2, 0x75, 0x31, 9]).withUnsafeBytes { ModelSchema.parse($0, in: 0x0102_0304) }
         #expect(parsed?.key == "u1")
         #expect(parsed?.tag == 9)

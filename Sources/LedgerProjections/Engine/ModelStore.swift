@@ -48,19 +48,42 @@ enum ModelSchema {
     static func keyBytes(_ key: String) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(key.utf8.count + 3)
+        appendKey(key, to: &bytes)
+        return bytes
+    }
+
+    private static func appendKey(_ key: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(truncatingIfNeeded: key.utf8.count >> 8))
         bytes.append(UInt8(truncatingIfNeeded: key.utf8.count))
         bytes.append(contentsOf: key.utf8)
+    }
+
+    /// The bytes `lead` (if any) ‖ generation, then what `rest` appends, in one array sized
+    /// `extra` bytes beyond them (the keys of every put and get are made so, without the
+    /// arrays of each part).
+    private static func key(_ lead: UInt8?, _ generation: UInt32, extra: Int, _ rest: (inout [UInt8]) -> Void) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(5 + extra)
+        if let lead { bytes.append(lead) }
+        withUnsafeBytes(of: generation.bigEndian) { bytes.append(contentsOf: $0) }
+        rest(&bytes)
         return bytes
     }
 
     /// Generation ‖ key length ‖ key: where a key's states begin.
-    static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] { prefix(generation) + keyBytes(key) }
+    static func keyPrefix(_ generation: UInt32, _ key: String) -> [UInt8] {
+        Self.key(nil, generation, extra: key.utf8.count + 2) { appendKey(key, to: &$0) }
+    }
 
-    static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] { keyPrefix(generation, key) + [tag] }
+    static func stateKey(_ generation: UInt32, _ key: String, tag: UInt8) -> [UInt8] {
+        Self.key(nil, generation, extra: key.utf8.count + 3) { bytes in
+            appendKey(key, to: &bytes)
+            bytes.append(tag)
+        }
+    }
 
     /// Where an indexed model keeps the anchors of `key`'s entries.
-    static func anchorsKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] { keyPrefix(generation, key) + [anchorsMark | tag] }
+    static func anchorsKey(_ generation: UInt32, tag: UInt8, key: String) -> [UInt8] { stateKey(generation, key, tag: anchorsMark | tag) }
 
     /// The mark byte of a stored key of `models` (after generation ‖ key length ‖ key), `nil`
     /// when the key is too short for its length.
@@ -103,8 +126,17 @@ enum ModelSchema {
     }
 
     static func itemKey(_ generation: UInt32, tag: UInt8, _ item: ItemKey) -> [UInt8] {
-        let bytes = Array(item.item.utf8)
-        return stateKey(generation, item.key, tag: itemMark | tag) + (bytes.count <= 200 ? bytes : [0xFF] + Array(SHA256.hash(data: bytes)))
+        let count = item.item.utf8.count
+        return Self.key(nil, generation, extra: item.key.utf8.count + 3 + min(count, 201)) { bytes in
+            appendKey(item.key, to: &bytes)
+            bytes.append(itemMark | tag)
+            if count <= 200 {
+                bytes.append(contentsOf: item.item.utf8)
+            } else {
+                bytes.append(0xFF)
+                bytes.append(contentsOf: SHA256.hash(data: Array(item.item.utf8)))
+            }
+        }
     }
 
     /// The key and tag of a stored state's key in `generation`, else `nil`.
@@ -134,15 +166,19 @@ enum ModelSchema {
         return Timestamp(milliseconds: Int64(bitPattern: raw ^ (1 << 63)))
     }
 
-    static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "e")] + prefix(generation) + [tag] }
+    static func entryPrefix(_ generation: UInt32, tag: UInt8) -> [UInt8] { Self.key(UInt8(ascii: "e"), generation, extra: 1) { $0.append(tag) } }
 
     /// Where the entries one key files under one anchor are kept.
     static func anchorKey(_ generation: UInt32, tag: UInt8, key: String, anchor: Timestamp) -> [UInt8] {
-        entryPrefix(generation, tag: tag) + indexTime(anchor) + keyBytes(key)
+        Self.key(UInt8(ascii: "e"), generation, extra: 1 + 8 + key.utf8.count + 2) { bytes in
+            bytes.append(tag)
+            withUnsafeBytes(of: indexTimeBits(anchor)) { bytes.append(contentsOf: $0) }
+            appendKey(key, to: &bytes)
+        }
     }
 
     /// Where the distances a model's entries lie from their anchors are listed.
-    static func offsetsKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { [UInt8(ascii: "o")] + prefix(generation) + [tag] }
+    static func offsetsKey(_ generation: UInt32, tag: UInt8) -> [UInt8] { Self.key(UInt8(ascii: "o"), generation, extra: 1) { $0.append(tag) } }
 }
 
 /// The engine's databases and the reads and writes every path shares.
