@@ -291,7 +291,7 @@ extension EventCatalog {
                               field: "/type", subject: draft.subject)
         }
         guard let layout = versions[draft.schemaVersion] else {
-            let list = versions.keys.sorted().map(String.init).joined(separator: ", ")
+            let list = Self.versions(of: draft.type).map(String.init).joined(separator: ", ")
             throw LedgerError(.invalidEvent, "\(draft.type) has schema version(s) \(list), not \(draft.schemaVersion)",
                               field: "/schemaVersion", subject: draft.subject)
         }

@@ -183,7 +183,8 @@ final class States<F: Folding>: StateFold {
     private static func state(_ box: AnyObject) -> Box<F.State> { unsafeDowncast(box, to: Box<F.State>.self) }
     private static func item(_ box: AnyObject) -> Box<F.Item> { unsafeDowncast(box, to: Box<F.Item>.self) }
 
-    /// The state held for `key`, if any.
+    /// The state held for `key`, if any (an optional of a generic state costs a metadata
+    /// lookup: the fold's own paths ask the box).
     func held(_ key: String) -> F.State? { states[key].map { Self.state($0).value } }
 
     /// `key`'s box, made with `make()` when there is none.
@@ -249,9 +250,9 @@ final class States<F: Folding>: StateFold {
         }
     }
 
-    func encodedState(of key: String) -> [UInt8]? { held(key)?.encoded }
+    func encodedState(of key: String) -> [UInt8]? { states[key].map { Self.state($0).value.encoded } }
 
-    func readPlan(of key: String) -> Bool { held(key).map(F.readPlan(of:)) ?? true }
+    func readPlan(of key: String) -> Bool { states[key].map { F.readPlan(of: Self.state($0).value) } ?? true }
 
     func absorb(_ other: any StateFold) {
         guard let other = other as? States<F> else { return }
@@ -271,7 +272,7 @@ final class States<F: Folding>: StateFold {
 
     /// The state held for `key`, else `stored` decoded, else an empty one.
     private func state(of key: String, stored: [UInt8]?) throws -> F.State {
-        if let state = held(key) { return state }
+        if let box = states[key] { return Self.state(box).value }
         return try stored.map { bytes in try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try F.State.decode(buffer) } } ?? F.State()
     }
 }

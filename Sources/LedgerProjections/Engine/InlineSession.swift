@@ -203,16 +203,10 @@ final class PartFold {
         for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy) }
         for event in inputs.events {
             // Most folds are keyed by the subject: whether it is this part's is asked once.
-            var subjectHere: Bool?
+            let subjectHere = part.contains(event.subject)
             for index in engine.readers[event.data.ordinal] {
-                guard let fold = states[index], let key = engine.folds[index].key(for: event) else { continue }
-                if key == event.subject {
-                    let here = subjectHere ?? part.contains(key)
-                    subjectHere = here
-                    guard here else { continue }
-                } else {
-                    guard part.contains(key) else { continue }
-                }
+                guard let fold = states[index], let key = engine.folds[index].key(for: event),
+                      key == event.subject ? subjectHere : part.contains(key) else { continue }
                 try fold.apply(event, load: { inputs.stored[index][$0] ?? nil }, loadItem: { inputs.storedItems[index][$0] ?? nil })
             }
         }
