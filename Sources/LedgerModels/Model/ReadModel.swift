@@ -139,8 +139,9 @@ public struct IndexEntry: Sendable, Hashable {
     }
 
     /// An entry whose details are already JSON text (`JSON.serialized()` of an object): a
-    /// model that files the same few details for every key serializes them once.
-    init(at: Timestamp, kind: String, serializedDetail: String, anchor: Timestamp) {
+    /// model that files the same few details for every key serializes them once, and the
+    /// engine reads stored entries back without writing their details again.
+    package init(at: Timestamp, kind: String, serializedDetail: String, anchor: Timestamp) {
         (self.at, self.kind, self.detail, self.anchor) = (at, kind, serializedDetail, anchor)
     }
 }

@@ -292,16 +292,25 @@ struct ModelStore: Sendable {
     /// that distance.
     func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
                  _ body: (_ key: String, _ entry: IndexEntry, _ detail: JSON) throws -> Void) throws {
+        // A window's entries share a few details (an e-mail's day, a tier): each is parsed once.
+        var parsed: [String: JSON] = [:]
         for offset in try offsets(generation: generation, tag: tag, txn) {
             let low = from.milliseconds.subtractingClamped(offset), high = to.milliseconds.subtractingClamped(offset)
             guard low < high else { continue }
             try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), at: offset, txn) { key, anchor, _, kind, detail in
                 let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
                 guard from <= at && at < to else { return }
-                guard let parsed = try? JSONParser.parse(detail) else {
-                    throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
+                let json: JSON
+                if let known = parsed[detail] {
+                    json = known
+                } else {
+                    guard let fresh = try? JSONParser.parse(detail) else {
+                        throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
+                    }
+                    parsed[detail] = fresh
+                    json = fresh
                 }
-                try body(key, IndexEntry(stored: kind, detail: detail, at: at, anchor: anchor), parsed)
+                try body(key, IndexEntry(stored: kind, detail: detail, at: at, anchor: anchor), json)
             }
         }
     }
@@ -343,8 +352,7 @@ struct ModelStore: Sendable {
 extension IndexEntry {
     /// An entry as stored under `anchor` (its detail kept as written, not written again).
     init(stored kind: String, detail: String, at: Timestamp, anchor: Timestamp) {
-        self.init(at: at, kind: kind, anchor: anchor)
-        self.detail = detail
+        self.init(at: at, kind: kind, serializedDetail: detail, anchor: anchor)
     }
 }
 
