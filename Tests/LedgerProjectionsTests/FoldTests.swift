@@ -39,6 +39,23 @@ import Testing
         }
     }
 
+    /// Every part of a rebuild's fold folds the keys of its own part of every fold, the folds
+    /// keyed by a store's transaction ids too; on one thread or three, the states are those
+    /// the appends folded.
+    @Test(arguments: [1, 3]) func aRebuildOnAnyNumberOfThreadsEqualsTheStatesAppendsFolded(threads: Int) throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            #expect(try Self.appended(ledger, seed: 12) > 4_000)
+            let incremental = try Self.served(ledger)
+            #expect(incremental["holders"]?.count ?? 0 > 100)
+            #expect(incremental["transactions"]?.count ?? 0 > 100)
+            ledger.setFoldThreads(threads)
+            try ledger.rebuild()
+            #expect(try Self.served(ledger) == incremental)
+        }
+    }
+
     /// A rebuild writes its states with `MDB_APPEND`, which refuses a key out of the store's
     /// order: subjects of several scripts, cases and lengths.
     @Test func thousandsOfSubjectsAreWrittenInTheStoresOrder() throws {

@@ -10,8 +10,8 @@ extension ProjectionEngine {
     /// returns the states and the head. The keys are split again into one part per core
     /// (`foldCores`), each folded by a thread of its own, scanning the log in a read
     /// transaction of its own through the head (the events up to it never change) and
-    /// decoding only its own subjects' events — and, on the first, every event a fold keyed
-    /// otherwise than by subject reads (the holders of a subscription, by its id). The parts
+    /// decoding only its own subjects' events — and every event a fold keyed otherwise than
+    /// by subject reads (the holders of a subscription, by its id), folding its own keys. The parts
     /// share nothing while they fold; their states are then joined. The caller holds no
     /// transaction meanwhile, so that no thread waits for it (a read that finds the map grown
     /// by another process waits for every read of this one to end). Reports `.folding`
@@ -29,25 +29,25 @@ extension ProjectionEngine {
         // Part j of `part` split in `cores`: the keys whose hash is part.index + part.count × j
         // modulo part.count × cores (all of them in `part`).
         let parts = (0 ..< cores).map { j in Partition(count: part.count * cores, index: part.index + part.count * j) }
+        // Every fold's keys are split among the parts, a fold keyed otherwise (the holders of a
+        // subscription) too: were one part to fold those alone, it would fold a subscription
+        // event of every subject and the others would wait for it.
         let threads = FoldThreads(parts.map { sub in
             folds.map { fold in
                 let states = fold.makeStates(policy: policy)
-                states.restrict(to: fold.keyedBySubject ? sub : part)
+                states.restrict(to: sub)
                 return states
             }
         })
-        // The types every part decodes whatever the subject: those a fold keyed otherwise reads
-        // (folded by the first part alone), and those a model registered here reads — its key
-        // may be no subject, whatever it says; this package's own models are keyed by
-        // subject when they say so.
+        // The types every part decodes whatever the subject: those a fold keyed otherwise
+        // reads, and those a model registered here reads — its key may be no subject,
+        // whatever it says; this package's own models are keyed by subject when they say so.
         let own = Set(ReadModels.all.filter { $0.keyedBySubject }.map { $0.name })
-        let others = folds.filter { !$0.keyedBySubject }.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
-        let anyKey = folds.filter { $0.model != nil && $0.keyedBySubject && !own.contains($0.name) }.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
-        let anyKeyKnown = EventCatalog.known.map { anyKey.contains($0.name) }
-        let firstKnown = EventCatalog.known.map { others.contains($0.name) || anyKey.contains($0.name) }
+        let readByAll = folds.filter { !$0.keyedBySubject || $0.model != nil && !own.contains($0.name) }.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
+        let decodedByAll = EventCatalog.known.map { readByAll.contains($0.name) }
         let types = folds.reduce(into: Set<String>()) { $0.formUnion($1.reads) }
         if cores == 1 {
-            try foldPart(0, of: parts, into: threads, through: head, types: types, others: firstKnown, tick: report)
+            try foldPart(0, of: parts, into: threads, through: head, types: types, others: decodedByAll, tick: report)
         } else {
             let done = DispatchGroup()
             for j in 1 ..< cores {
@@ -55,14 +55,14 @@ extension ProjectionEngine {
                 Thread.detachNewThread {
                     defer { done.leave() }
                     do {
-                        try self.foldPart(j, of: parts, into: threads, through: head, types: types, others: anyKeyKnown)
+                        try self.foldPart(j, of: parts, into: threads, through: head, types: types, others: decodedByAll)
                     } catch {
                         threads.fail(error)
                     }
                 }
             }
             do {
-                try foldPart(0, of: parts, into: threads, through: head, types: types, others: firstKnown, tick: report)
+                try foldPart(0, of: parts, into: threads, through: head, types: types, others: decodedByAll, tick: report)
             } catch {
                 threads.fail(error)
             }
@@ -85,8 +85,6 @@ extension ProjectionEngine {
     private func foldPart(_ j: Int, of parts: [Partition], into threads: FoldThreads, through head: UInt64, types: Set<String>, others: [Bool],
                           tick: (UInt64) -> Void = { _ in }) throws {
         let part = parts[j], states = threads.states[j]
-        // Only the first part folds the folds keyed otherwise.
-        let readers = self.readers.map { indices in indices.filter { j == 0 || folds[$0].keyedBySubject } }
         try store.env.read { txn in
             try store.log.forEachEvent(after: 0, through: head, types: types,
                                        keep: { known, subject in part.contains(subject) || known.map { others[$0] } ?? true },
