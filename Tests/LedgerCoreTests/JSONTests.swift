@@ -54,6 +54,19 @@ import Testing
         #expect(error?.pointer == pointer)
     }
 
+    /// The parser looks for a duplicate among an object's first 16 members one by one, then in
+    /// a set: a key repeated anywhere, on either side of that, is found.
+    @Test(arguments: [1, 15, 16, 17, 40])
+    func aDuplicateKeyIsFoundAfterAnyNumberOfMembers(before: Int) {
+        let members = (0 ..< before).map { "\"k\($0)\": \($0)" }
+        #expect(parse("{" + members.joined(separator: ", ") + "}") != nil)
+        for repeated in [0, before - 1] {
+            let text = "{" + (members + ["\"k\(repeated)\": true", "\"z\": 1"]).joined(separator: ", ") + "}"
+            #expect(failure(text)?.message == "duplicate key \"k\(repeated)\"")
+            #expect(failure(text)?.pointer == "/k\(repeated)")
+        }
+    }
+
     @Test func rejectsRawControlCharactersAndInvalidUTF8InStrings() throws {
         #expect(failure("\"a\u{01}b\"")?.message == "control character byte 0x1 in a string; escape it")
         #expect(throws: JSONSyntaxError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }

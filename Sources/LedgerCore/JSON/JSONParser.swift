@@ -86,7 +86,8 @@ private struct Parser {
         guard depth <= JSONParser.maxDepth else { throw error("nested deeper than \(JSONParser.maxDepth) levels") }
         index += 1
         var members: [(String, JSON)] = []
-        var seen = Set<String>()
+        // A duplicate key is looked for among the members before; past a few, in a set.
+        var seen: Set<String>?
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             index += 1
@@ -97,7 +98,19 @@ private struct Parser {
             guard current == UInt8(ascii: "\"") else { throw error("expected a key in double quotes") }
             let key = try string()
             path.append(key)
-            guard seen.insert(key).inserted else { throw error("duplicate key \"\(key)\"") }
+            let duplicate: Bool
+            if var keys = seen {
+                seen = nil
+                duplicate = !keys.insert(key).inserted
+                seen = keys
+            } else if members.count < 16 {
+                duplicate = members.contains { $0.0 == key }
+            } else {
+                var keys = Set(members.map(\.0))
+                duplicate = !keys.insert(key).inserted
+                seen = keys
+            }
+            guard !duplicate else { throw error("duplicate key \"\(key)\"") }
             skipWhitespace()
             guard current == UInt8(ascii: ":") else { throw error("expected ':' after the key") }
             index += 1
