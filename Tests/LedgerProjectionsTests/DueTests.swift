@@ -35,6 +35,52 @@ import Testing
         }
     }
 
+    /// A window parses each distinct detail once; a detail that is no JSON (a damaged store)
+    /// still fails it, naming the entry, whether a good detail came before it or another
+    /// entry shares it.
+    @Test func aDamagedDetailFailsTheWindowNamingItsEntry() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try ledger.append((0 ..< 3).map { i in Make.purchase("c\(i)", at: mar1, txn: "t\(i)", expires: days(7, after: mar1), trial: true) })
+            let window = (days(5, after: mar1), days(6, after: mar1))
+            let items = try ledger.due(from: window.0, to: window.1)
+            #expect(items.map(\.subject) == ["c0", "c1", "c2"])
+            let store = ledger.engine.store
+            try store.env.write { txn in
+                let served = try #require(try store.served(txn))
+                let record = try #require(served.record(DueModel.name))
+                for subject in ["c1", "c2"] {
+                    let damaged = IndexEntry(at: items[1].at, kind: items[1].kind, serializedDetail: "{\"transactionId\":", anchor: items[1].at)
+                    try store.setEntries([damaged], of: subject, generation: served.number, tag: record.tagByte, txn)
+                }
+            }
+            let error = #expect(throws: LedgerError.self) { try ledger.due(from: window.0, to: window.1) }
+            #expect(error?.code == .corruptRecord)
+            #expect(error?.message.contains("the index entry of c1 at \(items[1].at) has a damaged detail") == true)
+        }
+    }
+
+    /// Two details the same but for how a transaction id is spelled in Unicode (composed and
+    /// decomposed) are two details: each item keeps its own bytes.
+    @Test func aDetailKeepsItsOwnSpellingOfAnId() throws {
+        try withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            let composed = "t-\u{E9}", decomposed = "t-e\u{301}"
+            try ledger.append([
+                Make.purchase("c0", at: mar1, txn: composed, expires: days(7, after: mar1), trial: true),
+                Make.purchase("c1", at: mar1, txn: decomposed, expires: days(7, after: mar1), trial: true),
+            ])
+            let items = try ledger.due(from: days(5, after: mar1), to: days(6, after: mar1))
+            #expect(items.map(\.subject) == ["c0", "c1"])
+            let ids = items.map { item -> [UInt8] in
+                if case .string(let id)? = item.detail["transactionId"] { Array(id.utf8) } else { [] }
+            }
+            #expect(ids == [Array(composed.utf8), Array(decomposed.utf8)])
+        }
+    }
+
     /// The stored entries of `subject` in the due index, by anchor: each anchor with its
     /// entries' kinds.
     func anchors(_ ledger: Ledger, of subject: String) throws -> [Timestamp: Int] {

@@ -293,7 +293,9 @@ struct ModelStore: Sendable {
     func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
                  _ body: (_ key: String, _ entry: IndexEntry, _ detail: JSON) throws -> Void) throws {
         // A window's entries share a few details (an e-mail's day, a tier): each is parsed once.
-        var parsed: [String: JSON] = [:]
+        // A hit counts only byte for byte: strings equal in Unicode's sense may spell an id
+        // differently, and each entry keeps its own.
+        var parsed: [String: (text: String, json: JSON)] = [:]
         for offset in try offsets(generation: generation, tag: tag, txn) {
             let low = from.milliseconds.subtractingClamped(offset), high = to.milliseconds.subtractingClamped(offset)
             guard low < high else { continue }
@@ -301,13 +303,13 @@ struct ModelStore: Sendable {
                 let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
                 guard from <= at && at < to else { return }
                 let json: JSON
-                if let known = parsed[detail] {
-                    json = known
+                if let known = parsed[detail], known.text.utf8.elementsEqual(detail.utf8) {
+                    json = known.json
                 } else {
                     guard let fresh = try? JSONParser.parse(detail) else {
                         throw LedgerError(.corruptRecord, "the index entry of \(key) at \(at) has a damaged detail; run `ledger rebuild`")
                     }
-                    parsed[detail] = fresh
+                    parsed[detail] = (detail, fresh)
                     json = fresh
                 }
                 try body(key, IndexEntry(stored: kind, detail: detail, at: at, anchor: anchor), json)
