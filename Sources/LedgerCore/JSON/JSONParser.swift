@@ -86,7 +86,7 @@ private struct Parser {
         guard depth <= JSONParser.maxDepth else { throw error("nested deeper than \(JSONParser.maxDepth) levels") }
         index += 1
         var members: [(String, JSON)] = []
-        // A duplicate key is looked for among the members before; past a few, in a set.
+        // A duplicate key is looked for among the members before; past 16 of them, in a set.
         var seen: Set<String>?
         skipWhitespace()
         if current == UInt8(ascii: "}") {
