@@ -86,8 +86,9 @@ private struct Parser {
         guard depth <= JSONParser.maxDepth else { throw error("nested deeper than \(JSONParser.maxDepth) levels") }
         index += 1
         var members: [(String, JSON)] = []
-        // A duplicate key is looked for among the members before; past 16 of them, in a set.
-        var seen: Set<String>?
+        // A duplicate key is looked for among the members before; past 16 of them, in a set
+        // of their keys (empty until then).
+        var seen = Set<String>()
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             index += 1
@@ -98,18 +99,8 @@ private struct Parser {
             guard current == UInt8(ascii: "\"") else { throw error("expected a key in double quotes") }
             let key = try string()
             path.append(key)
-            let duplicate: Bool
-            if var keys = seen {
-                seen = nil
-                duplicate = !keys.insert(key).inserted
-                seen = keys
-            } else if members.count < 16 {
-                duplicate = members.contains { $0.0 == key }
-            } else {
-                var keys = Set(members.map(\.0))
-                duplicate = !keys.insert(key).inserted
-                seen = keys
-            }
+            if members.count >= 16 && seen.isEmpty { seen = Set(members.map(\.0)) }
+            let duplicate = members.count < 16 ? members.contains { $0.0 == key } : !seen.insert(key).inserted
             guard !duplicate else { throw error("duplicate key \"\(key)\"") }
             skipWhitespace()
             guard current == UInt8(ascii: ":") else { throw error("expected ':' after the key") }
