@@ -31,7 +31,8 @@ public final class Ledger: Sendable {
     public init(path: String, models: [any ReadModel.Type] = ReadModels.all, policy: Policy? = nil,
                 options: EventLog.Options = EventLog.Options()) throws(LedgerError) {
         var options = options
-        options.observer = { env in try ProjectionEngine(env: env, models: models) }
+        let tailLimit = max(options.modelTailLimit, 0)
+        options.observer = { env in try ProjectionEngine(env: env, models: models, tailLimit: tailLimit) }
         let log = try EventLog(path: path, options: options)
         guard let engine = log.observer as? ProjectionEngine else {
             throw LedgerError(.storage, "the projection engine did not start; this is a bug in the ledger")
@@ -48,6 +49,14 @@ public final class Ledger: Sendable {
     /// Flushes commits to disk: needed only for a store opened with
     /// `EventLog.Options.durability = .noSync`, whose appends return before the fsync.
     public func sync() throws(LedgerError) { try log.sync() }
+
+    /// Stores the read models' latest writes, which appends keep in memory until
+    /// `EventLog.Options.modelTailLimit` events gather (closing stores them too). Nothing is
+    /// lost without it: after a crash, opening the store folds those events again.
+    public func storeModels() throws(LedgerError) {
+        try requireWritable("storing the read models")
+        try engine.storeTail()
+    }
 
     /// Finishes queued appends and stops the writer; subscriptions end.
     public func close() {

@@ -27,6 +27,7 @@ package protocol CommitSession: AnyObject {
     /// `appstore.subject_bound` of a subscription a subject now holds. Asked after every
     /// event; a restore writes none (its file holds them).
     func derived() -> [EventDraft]
-    /// Every event of the transaction is written; write what is left before it commits.
-    func finish(_ txn: borrowing Transaction) throws
+    /// Every event of the transaction is written; write what is left before it commits, and
+    /// everything kept back in memory if the store is `closing`.
+    func finish(_ txn: borrowing Transaction, closing: Bool) throws
 }

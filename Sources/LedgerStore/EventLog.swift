@@ -43,6 +43,10 @@ public final class EventLog: Sendable {
         /// puts them into the stored indexes at once (see the README's "Performance"). The
         /// log closing puts them there too; after a crash they are read back from the log.
         public var indexTailLimit: Int = 100_000
+        /// How many events' read-model writes a `Ledger` keeps in memory before an append puts
+        /// them into the stored models at once (0: every append puts its own). Closing puts
+        /// them there too; after a crash, opening the store folds those events again.
+        public var modelTailLimit: Int = 20_000
         /// Open for reading only: no writer thread, no appends.
         public var readOnly = false
         /// The clock that stamps `recordedAt` (tests inject one).

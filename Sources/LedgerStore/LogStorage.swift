@@ -193,7 +193,7 @@ struct LogStorage: Sendable {
             }
             try mergeIfFull(&head, closing: closing, txn)
             try head.sealing?.flush(txn)
-            try session?.finish(txn)
+            try session?.finish(txn, closing: closing)
             written = (head.pending, head.tail == nil)
             // This commit destroys keys, or an earlier one's compaction failed: the key
             // store is rewritten after it.

@@ -25,7 +25,7 @@ import Testing
                         return Make.purchase("u\(chunk)-\(i)", at: at, txn: "t\(i)", expires: days(30, after: at))
                     })
                 }
-                served = try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn) }
+                served = try ledger.engine.read { txn, overlay in try ledger.engine.store.served(txn, overlay) }
                 states = try folds.map { try ledger.servedStates(of: $0) }
                 ledger.close()
             }
@@ -37,7 +37,7 @@ import Testing
             let ledger = try Ledger(path: path)
             defer { ledger.close() }
             let store = ledger.engine.store
-            #expect(try store.env.read { txn in try store.served(txn) } == served)
+            #expect(try store.env.read { txn in try store.storedServed(txn) } == served)
             #expect(try store.env.read { txn in try store.shadow(txn) } != nil, "the killed rebuild's new generation is left, unserved")
             #expect(try ledger.stats().models.allSatisfy { $0.rebuilding && !$0.stale })
             let after = try folds.map { try ledger.servedStates(of: $0) }
@@ -48,7 +48,7 @@ import Testing
 
             try ledger.rebuild()
             #expect(try store.env.read { txn in try store.shadow(txn) } == nil)
-            let rebuilt = try #require(try store.env.read { txn in try store.served(txn) })
+            let rebuilt = try #require(try store.env.read { txn in try store.storedServed(txn) })
             #expect(rebuilt.id != served?.id)
             #expect(rebuilt.folds.allSatisfy { $0.checkpoint == 1000 })
             // Purchases are facts and the access model's: two states per subject, and beside

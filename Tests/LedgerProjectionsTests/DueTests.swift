@@ -29,6 +29,7 @@ import Testing
             #expect(items.count == 24)
             #expect(items.allSatisfy { $0.kind == "trialEndingSoon" && DueModel.Kind(rawValue: $0.kind) == .trialEndingSoon })
             let store = ledger.engine.store
+            try ledger.engine.storeTail()
             try store.env.write { txn in try txn.removeAll(store.states) }
             #expect(try ledger.due(from: window.0, to: window.1) == items)
             #expect(try ledger.view(EntitlementModel.self, of: "c0", at: mar1)?.planState == .guest)
@@ -47,13 +48,16 @@ import Testing
             let items = try ledger.due(from: window.0, to: window.1)
             #expect(items.map(\.subject) == ["c0", "c1", "c2"])
             let store = ledger.engine.store
+            try ledger.engine.storeTail()
             try store.env.write { txn in
-                let served = try #require(try store.served(txn))
+                let served = try #require(try store.storedServed(txn))
                 let record = try #require(served.record(DueModel.name))
+                let overlay = Overlay.none
                 for subject in ["c1", "c2"] {
                     let damaged = IndexEntry(at: items[1].at, kind: items[1].kind, serializedDetail: "{\"transactionId\":", anchor: items[1].at)
-                    try store.setEntries([damaged], of: subject, generation: served.number, tag: record.tagByte, txn)
+                    try store.setEntries([damaged], of: subject, generation: served.number, tag: record.tagByte, txn, overlay)
                 }
+                try overlay.store(into: store, txn)
             }
             let error = #expect(throws: LedgerError.self) { try ledger.due(from: window.0, to: window.1) }
             #expect(error?.code == .corruptRecord)
@@ -85,11 +89,11 @@ import Testing
     /// entries' kinds.
     func anchors(_ ledger: Ledger, of subject: String) throws -> [Timestamp: Int] {
         let store = ledger.engine.store
-        return try store.env.read { txn in
-            let record = try #require(try store.served(txn)?.record(DueModel.name))
-            let generation = try #require(try store.served(txn)?.number)
+        return try ledger.engine.read { txn, overlay in
+            let record = try #require(try store.served(txn, overlay)?.record(DueModel.name))
+            let generation = try #require(try store.served(txn, overlay)?.number)
             var found: [Timestamp: Int] = [:]
-            try store.allEntries(generation: generation, tag: record.tagByte, txn) { key, entry in
+            try store.allEntries(generation: generation, tag: record.tagByte, txn, overlay) { key, entry in
                 if key == subject { found[entry.anchor, default: 0] += 1 }
             }
             return found

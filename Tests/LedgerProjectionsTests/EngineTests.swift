@@ -120,14 +120,14 @@ import Testing
                 try ledger.append([Make.purchase("u\(i % 7)", at: start, txn: "t\(i)", expires: days(30, after: start))])
             }
             let before = try (["facts"] + ReadModels.all.map { $0.name }).map { try ledger.servedStates(of: $0) }
-            let generation = try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id }
+            let generation = try ledger.engine.read { txn, overlay in try ledger.engine.store.served(txn, overlay)?.id }
             let report = try ledger.rebuild()
             #expect(report.changes == [])
             #expect(report.events == 50)
             let after = try (["facts"] + ReadModels.all.map { $0.name }).map { try ledger.servedStates(of: $0) }
             #expect(after.map { $0.map(\.key) } == before.map { $0.map(\.key) })
             #expect(after.map { $0.map(\.state) } == before.map { $0.map(\.state) })
-            #expect(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn)?.id } != generation)
+            #expect(try ledger.engine.read { txn, overlay in try ledger.engine.store.served(txn, overlay)?.id } != generation)
             // Purchases are facts and the access model's (subscribe-cancel cycles): two states
             // per subject, and beside them the anchors of its due list; each store subscription
             // (50) has its holders and each transaction (50) its own; and the old generation's

@@ -150,10 +150,13 @@ import Testing
             #expect(try ledger.verifyModels() == [])
             #expect(try ledger.verifyModels(keysPerPass: 1) == [])
             let store = ledger.engine.store
+            try ledger.engine.storeTail()
             try store.env.write { txn in
-                let served = try #require(try store.served(txn))
+                let served = try #require(try store.storedServed(txn))
                 let tag = UInt8(try #require(served.record(Reminders.name)).tag)
-                try store.setEntries([IndexEntry(at: mar1, kind: "maintenanceDue", detail: ["taskId": "ghost"])], of: "u2", generation: served.number, tag: tag, txn)
+                let overlay = Overlay.none
+                try store.setEntries([IndexEntry(at: mar1, kind: "maintenanceDue", detail: ["taskId": "ghost"])], of: "u2", generation: served.number, tag: tag, txn, overlay)
+                try overlay.store(into: store, txn)
             }
             let found = [
                 #"reminders: index entry missing: u2 2026-03-04T00:00:00.000Z maintenanceDue {"taskId":"b"}"#,

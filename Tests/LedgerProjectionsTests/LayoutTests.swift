@@ -15,6 +15,7 @@ import Testing
     /// Every stored key of the `models` database, in the store's order.
     private func storedKeys(_ ledger: Ledger) throws -> [[UInt8]] {
         let store = ledger.engine.store
+        try ledger.engine.storeTail()
         return try store.env.read { txn in
             var keys: [[UInt8]] = []
             try txn.withCursor(store.states) { cursor in
@@ -29,7 +30,7 @@ import Testing
     }
 
     private func served(_ ledger: Ledger) throws -> Generation {
-        try #require(try ledger.engine.store.env.read { txn in try ledger.engine.store.served(txn) })
+        try #require(try ledger.engine.read { txn, overlay in try ledger.engine.store.served(txn, overlay) })
     }
 
     private func events(_ subjects: [String]) -> [LedgerEvent] {
@@ -75,10 +76,11 @@ import Testing
                 let ledger = try Ledger(path: path, models: [])
                 try ledger.append(events(["u1"]))
                 let store = ledger.engine.store
+                try ledger.engine.storeTail()
                 try store.env.write { txn in
-                    var served = try #require(try store.served(txn))
+                    var served = try #require(try store.storedServed(txn))
                     for tag in 1 ..< ModelSchema.itemMark { served.folds.append(.init(name: "other-\(tag)", tag: tag, version: 1, checkpoint: 4)) }
-                    try store.setServed(served, txn)
+                    try store.setStoredServed(served, txn)
                 }
                 ledger.close()
             }
@@ -158,16 +160,17 @@ import Testing
             try ledger.append(events(["u1", "u2"]))
             let id = try served(ledger).number
             let store = ledger.engine.store
+            try ledger.engine.storeTail()
             try store.env.write { txn in
                 // Badge's state of u2 counting another unread message; its item of u1 gone.
-                let stored = try #require(try store.state(id, tag: 3, "u2", txn))
+                let stored = try #require(try store.state(id, tag: 3, "u2", txn, .none))
                 var badge = try stored.withUnsafeBytes { bytes throws(StateDecoder.Damaged) in try BadgeModel.State.decode(bytes) }
                 badge.unread += 1
-                try store.put(id, tag: 3, "u2", badge.encoded, txn)
+                try txn.put(store.states, key: ModelSchema.stateKey(id, "u2", tag: 3), value: badge.encoded)
                 #expect(try txn.delete(store.states, key: ModelSchema.itemKey(id, tag: 3, ItemKey(key: "u1", item: "m"))))
                 _ = try txn.delete(store.states, key: ModelSchema.stateKey(id, "u1", tag: 1))
-                let retention = try #require(try store.state(id, tag: 2, "u1", txn))
-                try store.put(id, tag: 2, "ghost", retention, txn)
+                let retention = try #require(try store.state(id, tag: 2, "u1", txn, .none))
+                try txn.put(store.states, key: ModelSchema.stateKey(id, "ghost", tag: 2), value: retention)
             }
             let found = [
                 "entitlement u1: missing from the served model",
@@ -209,7 +212,8 @@ import Testing
             try ledger.append(events(["u1", "u2"]))
             let id = try served(ledger).number
             let store = ledger.engine.store
-            try store.env.write { txn in try store.put(id, tag: 3, "u2", [0xFF, 0xFF, 0xFF], txn) }
+            try ledger.engine.storeTail()
+            try store.env.write { txn in try txn.put(store.states, key: ModelSchema.stateKey(id, "u2", tag: 3), value: [0xFF, 0xFF, 0xFF]) }
             #expect(try ledger.verifyModels().map(\.description) == ["badge u2: differs from a fresh rebuild"])
             let error = #expect(throws: LedgerError.self) { try ledger.status(of: "u2") }
             #expect(error?.code == .corruptRecord)

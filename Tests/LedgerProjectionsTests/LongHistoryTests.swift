@@ -93,9 +93,9 @@ import Testing
             let states = Dictionary(uniqueKeysWithValues: try ledger.servedStates(of: "badge").map { ($0.key, $0.state) })
             #expect(states["few"]?.count == states["many"]?.count)
             #expect(try ledger.view(BadgeModel.self, of: "many", at: days(2, after: Self.start))?.unreadInbox == 1)
-            let items = try ledger.engine.store.env.read { txn in
+            let items = try ledger.engine.read { txn, overlay in
                 var count = 0
-                try ledger.engine.store.forEachItem(in: try #require(try ledger.engine.store.served(txn)).number, txn) { _, _ in count += 1 }
+                try ledger.engine.store.forEachItem(in: try #require(try ledger.engine.store.served(txn, overlay)).number, txn, overlay) { _, _ in count += 1 }
                 return count
             }
             #expect(items == 10 + 2_000 + 2)

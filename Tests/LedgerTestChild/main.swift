@@ -5,6 +5,11 @@
 //   ledger-test-child hold-reader STORE                          open a read transaction, print "ready", sleep
 //   ledger-test-child hold-writer STORE                          write in a transaction, print "ready", commit on a line of stdin
 //   ledger-test-child rebuild STORE                              rebuild every read model; print "phase P" as each phase starts, "done" at the end
+//   ledger-test-child ledger-loop STORE TAIL_LIMIT                 append a batch of purchases, sessions and inbox messages to a
+//                                                                Ledger (model tail of TAIL_LIMIT events) forever; print "acked P" after
+//                                                                each (P: the log's last position then)
+//   ledger-test-child ledger-hold STORE COUNT                    append COUNT such events to a Ledger in batches of 1,000, print
+//                                                                "appended", close it on a line of stdin, print "closed"
 //   ledger-test-child erase-loop STORE SUBJECTS                  give SUBJECTS subjects a note each (once), print "ready", then erase
 //                                                                each not yet erased (Ledger.erase), printing "erased S" after each returns
 import Glibc
@@ -129,6 +134,56 @@ case "rebuild":
             if progress.phase == .writing { usleep(2_000_000) }
         }
         say("done \(report.events)")
+    } catch {
+        fail("\(error)")
+    }
+
+case "ledger-loop", "ledger-hold":
+    do {
+        var ledgerOptions = EventLog.Options()
+        let hold = arguments[1] == "ledger-hold"
+        guard arguments.count == 4, let number = Int(arguments[3]) else { fail("\(arguments[1]) STORE NUMBER") }
+        if !hold { ledgerOptions.modelTailLimit = number }
+        let ledger = try Ledger(path: store, options: ledgerOptions)
+        var n = Int64(try ledger.log.lastPosition())
+        var appended = 0
+        while !hold || appended < number {
+            // Ten events over seven subjects: a monthly purchase, a session, a message.
+            var events: [LedgerEvent] = []
+            for _ in 0 ..< (hold ? 100 : 1) {
+                let at = Timestamp(milliseconds: 1_767_225_600_000 + n * 3_600_000)
+                for i in 0 ..< 10 {
+                    let subject = "c\((n + Int64(i)) % 7)"
+                    switch i % 3 {
+                    case 0:
+                        var purchase = SubscriptionPurchased()
+                        purchase.productId = "pro.monthly"
+                        purchase.transactionId = "t\(n)-\(i)"
+                        purchase.originalTransactionId = "o-\(subject)"
+                        purchase.purchasedAt = at
+                        purchase.expiresAt = at.adding(seconds: 30 * 86_400)
+                        events.append(LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: purchase.eventData))
+                    case 1:
+                        var session = SessionStarted()
+                        session.deviceId = "d1"
+                        session.timeZone = "Europe/Berlin"
+                        events.append(LedgerEvent(subject: subject, occurredAt: at.adding(seconds: Int64(i)), source: .app, data: session.eventData))
+                    default:
+                        var message = InboxMessageDelivered()
+                        message.messageId = "m\(n)-\(i)"
+                        events.append(LedgerEvent(subject: subject, occurredAt: at.adding(seconds: Int64(i)), source: .system, data: message.eventData))
+                    }
+                }
+                n += 10
+            }
+            try ledger.append(events)
+            appended += events.count
+            if !hold { say("acked \(try ledger.log.lastPosition())") }
+        }
+        say("appended")
+        _ = readLine()
+        ledger.close()
+        say("closed")
     } catch {
         fail("\(error)")
     }

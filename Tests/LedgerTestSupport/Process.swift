@@ -44,9 +44,14 @@ public final class Child {
 
     /// Reads until a line equal to `line` (or starting with it) arrives, or the child exits.
     public func waitFor(lineStartingWith prefix: String) -> String? {
+        waitFor { $0.hasPrefix(prefix) }
+    }
+
+    /// Reads until a line `matches` arrives (the first of all it printed; the last may be cut
+    /// short), or the child exits.
+    public func waitFor(line matches: (Substring) -> Bool) -> String? {
         while true {
-            if let text = String(data: buffer, encoding: .utf8),
-               let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
+            if let text = String(data: buffer, encoding: .utf8), let line = text.split(separator: "\n").first(where: matches) {
                 return String(line)
             }
             let chunk = output.fileHandleForReading.availableData

@@ -13,6 +13,7 @@ import LedgerModels
 struct Attributed {
     let engine: ProjectionEngine
     let generation: Generation
+    let overlay: Overlay
 
     static func facts(_ bytes: UnsafeRawBufferPointer?) throws -> SubjectFacts {
         try bytes.map { bytes throws(StateDecoder.Damaged) in try SubjectFacts.decode(bytes) } ?? SubjectFacts()
@@ -21,7 +22,7 @@ struct Attributed {
     /// The holders of `original` in the generation, `nil` when it has none or another version built them.
     func holders(of original: String, _ txn: borrowing Transaction) throws -> HoldersModel.State? {
         guard let record = generation.record(HoldersModel.name), record.version == UInt64(HoldersModel.version),
-              let bytes = try engine.store.state(generation.number, tag: record.tagByte, original, txn) else { return nil }
+              let bytes = try engine.store.state(generation.number, tag: record.tagByte, original, txn, overlay) else { return nil }
         return try bytes.withUnsafeBytes { buffer throws(StateDecoder.Damaged) in try HoldersModel.State.decode(buffer) }
     }
 

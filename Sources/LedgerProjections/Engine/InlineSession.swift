@@ -23,6 +23,8 @@ final class InlineSession: CommitSession {
     /// By fold index: the folds this transaction advances (`nil`: left as it is).
     let active: [Entry?]
     let policy: Policy
+    /// The models as this transaction sees them, and where its writes go.
+    let overlay: Overlay
     var last: UInt64?
     /// The holders fold, when registered and up to date: folded as each event is written.
     private let holders: (index: Int, states: States<ModelFolding<HoldersModel>>)?
@@ -34,8 +36,9 @@ final class InlineSession: CommitSession {
     /// nothing from another thread.
     static let parallelFrom = 64
 
-    init(engine: ProjectionEngine, generation: Generation, active: [Entry?], policy: Policy) {
+    init(engine: ProjectionEngine, generation: Generation, active: [Entry?], policy: Policy, overlay: Overlay) {
         self.engine = engine
+        self.overlay = overlay
         self.generation = generation
         self.active = active
         self.policy = policy
@@ -56,8 +59,8 @@ final class InlineSession: CommitSession {
                 continue
             }
             let id = generation.number, tag = active[index]?.tag ?? 0
-            try holders.states.apply(recorded, load: { key in try engine.store.state(id, tag: tag, key, txn) },
-                                     loadItem: { item in try engine.store.item(id, tag: tag, item, txn) })
+            try holders.states.apply(recorded, load: { key in try engine.store.state(id, tag: tag, key, txn, overlay) },
+                                     loadItem: { item in try engine.store.item(id, tag: tag, item, txn, overlay) })
             if let key = HoldersModel.key(for: recorded), let state = holders.states.held(key),
                let binding = HoldersModel.binding(after: recorded, holders: state) {
                 pending.append(try binding.draft())
@@ -71,9 +74,21 @@ final class InlineSession: CommitSession {
         return pending
     }
 
-    func finish(_ txn: borrowing Transaction) throws {
+    func finish(_ txn: borrowing Transaction, closing: Bool) throws {
+        try fold(txn)
+        let tails = engine.tails
+        if closing || overlay.events >= UInt64(max(tails.limit.load(ordering: .relaxed), 0)) {
+            tails.leave(.tail(try engine.storeTail(overlay, txn)))
+        } else if overlay.startedOver {
+            tails.leave(.tail(overlay.combined))
+        } else {
+            tails.leave(.writes(overlay.writes, onto: overlay.tail.identity))
+        }
+    }
+
+    private func fold(_ txn: borrowing Transaction) throws {
         guard let last else { return }
-        let store = engine.store, id = generation.number
+        let store = engine.store, id = generation.number, overlay = self.overlay
         var advanced = generation
         for (index, entry) in active.enumerated() where entry != nil {
             if let position = advanced.folds.firstIndex(where: { $0.name == engine.folds[index].name }) { advanced.folds[position].checkpoint = last }
@@ -87,7 +102,7 @@ final class InlineSession: CommitSession {
         var storedItems: [[ItemKey: [UInt8]?]] = Array(repeating: [:], count: active.count)
         func load(_ index: Int, _ key: String) throws {
             guard let tag = active[index]?.tag, stored[index].index(forKey: key) == nil else { return }
-            stored[index][key] = .some(try store.state(id, tag: tag, key, txn))
+            stored[index][key] = .some(try store.state(id, tag: tag, key, txn, overlay))
         }
         for event in events {
             let readers = engine.readers[event.data.ordinal]
@@ -97,7 +112,7 @@ final class InlineSession: CommitSession {
                 try load(index, key)
                 if let item = fold.item(for: event).map({ ItemKey(key: key, item: $0) }), storedItems[index].index(forKey: item) == nil,
                    let tag = active[index]?.tag {
-                    storedItems[index][item] = .some(try store.item(id, tag: tag, item, txn))
+                    storedItems[index][item] = .some(try store.item(id, tag: tag, item, txn, overlay))
                 }
             }
             if engine.hasIndex, SubjectFacts.planReads.contains(event.type) || readers.contains(where: indexed.contains) {
@@ -120,27 +135,28 @@ final class InlineSession: CommitSession {
             if let failure = part.failure { throw failure }
             for (index, written) in part.written {
                 guard let tag = active[index]?.tag else { continue }
-                for (key, state) in written { try store.put(id, tag: tag, key, state, txn) }
+                for (key, state) in written { store.put(id, tag: tag, key, state, overlay) }
             }
             for (index, written) in part.items {
                 guard let tag = active[index]?.tag else { continue }
-                for (item, state) in written { try store.putItem(id, tag: tag, item, state, txn) }
+                for (item, state) in written { store.putItem(id, tag: tag, item, state, overlay) }
             }
             for (index, key, entries) in part.entries {
                 guard let tag = active[index]?.tag else { continue }
-                try store.setEntries(entries, of: key, generation: id, tag: tag, txn)
+                try store.setEntries(entries, of: key, generation: id, tag: tag, txn, overlay)
             }
             deferred.formUnion(part.deferred)
         }
         if let holders, let tag = active[holders.index]?.tag {
-            for (key, state) in holders.states.encoded() { try store.put(id, tag: tag, key, state, txn) }
-            for (item, state) in holders.states.encodedItems() { try store.putItem(id, tag: tag, item, state, txn) }
+            for (key, state) in holders.states.encoded() { store.put(id, tag: tag, key, state, overlay) }
+            for (item, state) in holders.states.encodedItems() { store.putItem(id, tag: tag, item, state, overlay) }
         }
-        try store.setServed(advanced, txn)
+        store.setServed(advanced, overlay)
+        overlay.head = last
         // The entries of a subject that counts a holding subject's events, or of a holding
         // subject, fold events read from the log (`Attributed`): on this thread, from the
         // states just put.
-        if !deferred.isEmpty { try engine.refreshIndexes(of: deferred, in: advanced, policy: policy, txn) }
+        if !deferred.isEmpty { try engine.refreshIndexes(of: deferred, in: advanced, policy: policy, txn, overlay) }
     }
 }
 

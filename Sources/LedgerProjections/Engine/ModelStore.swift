@@ -53,7 +53,14 @@ struct ModelStore: Sendable {
 
     // MARK: Generations
 
-    func served(_ txn: borrowing Transaction) throws -> Generation? {
+    /// The served generation as `txn` sees it under `overlay`'s writes.
+    func served(_ txn: borrowing Transaction, _ overlay: Overlay) throws -> Generation? {
+        if let served = overlay.served { return served }
+        return try storedServed(txn)
+    }
+
+    /// The served generation as stored.
+    func storedServed(_ txn: borrowing Transaction) throws -> Generation? {
         guard let bytes = try txn.get(generations, key: ModelSchema.servedKey) else { return nil }
         if let cached = servedCache.value.withLock({ $0 }), bytes.hasSameBytes(as: cached.bytes) { return cached.generation }
         let generation = try generation(ModelSchema.servedKey, txn)
@@ -71,7 +78,12 @@ struct ModelStore: Sendable {
         }
     }
 
-    func setServed(_ generation: Generation, _ txn: borrowing Transaction) throws {
+    /// Records `generation` as served, in `overlay` (stored with its tail).
+    func setServed(_ generation: Generation, _ overlay: Overlay) {
+        overlay.served = generation
+    }
+
+    func setStoredServed(_ generation: Generation, _ txn: borrowing Transaction) throws {
         try txn.put(generations, key: ModelSchema.servedKey, value: generation.encoded)
     }
 
@@ -92,39 +104,72 @@ struct ModelStore: Sendable {
 
     // MARK: States
 
-    func state(_ generation: UInt32, tag: UInt8, _ key: String, _ txn: borrowing Transaction) throws -> [UInt8]? {
-        try txn.get(states, key: ModelSchema.stateKey(generation, key, tag: tag)).map { Array($0) }
+    /// The value at `key` of `models` under the tail's writes. Like a stored value's, the
+    /// pointer is good until the next write.
+    func stored(_ key: [UInt8], _ txn: borrowing Transaction, _ overlay: Overlay) throws -> UnsafeRawBufferPointer? {
+        if let written = overlay.state(key) { return written?.bytes }
+        return try txn.get(states, key: key)
     }
 
-    func put(_ generation: UInt32, tag: UInt8, _ key: String, _ state: [UInt8], _ txn: borrowing Transaction) throws {
-        try txn.put(states, key: ModelSchema.stateKey(generation, key, tag: tag), value: state)
+    /// The value at `key` of `modelIndex` under the tail's writes.
+    func storedEntry(_ key: [UInt8], _ txn: borrowing Transaction, _ overlay: Overlay) throws -> UnsafeRawBufferPointer? {
+        if let written = overlay.entry(key) { return written?.bytes }
+        return try txn.get(index, key: key)
     }
 
-    func item(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ txn: borrowing Transaction) throws -> [UInt8]? {
-        try txn.get(states, key: ModelSchema.itemKey(generation, tag: tag, item)).map { Array($0) }
+    func state(_ generation: UInt32, tag: UInt8, _ key: String, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [UInt8]? {
+        try stored(ModelSchema.stateKey(generation, key, tag: tag), txn, overlay).map { Array($0) }
     }
 
-    func putItem(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ state: [UInt8], _ txn: borrowing Transaction) throws {
-        try txn.put(states, key: ModelSchema.itemKey(generation, tag: tag, item), value: state)
+    func put(_ generation: UInt32, tag: UInt8, _ key: String, _ state: [UInt8], _ overlay: Overlay) {
+        overlay.put(state: ModelSchema.stateKey(generation, key, tag: tag), state)
+    }
+
+    func item(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [UInt8]? {
+        try stored(ModelSchema.itemKey(generation, tag: tag, item), txn, overlay).map { Array($0) }
+    }
+
+    func putItem(_ generation: UInt32, tag: UInt8, _ item: ItemKey, _ state: [UInt8], _ overlay: Overlay) {
+        overlay.put(state: ModelSchema.itemKey(generation, tag: tag, item), state)
+    }
+
+    /// Calls `body` with each key and value of `models` beginning with `prefix`, in key order:
+    /// the stored ones under the tail's writes.
+    func forEachStored(beginningWith prefix: [UInt8], _ txn: borrowing Transaction, _ overlay: Overlay,
+                       _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        let written = overlay.isEmpty ? [] : overlay.stateKeys(beginningWith: prefix)
+        var next = 0
+        func writtenOne() throws {
+            if let bytes = overlay.state(written[next]) ?? nil { try written[next].withUnsafeBytes { try body($0, bytes.bytes) } }
+            next += 1
+        }
+        try txn.withCursor(states) { cursor in
+            var entry = try cursor.seek(atLeast: prefix)
+            while let current = entry, current.key.begins(with: prefix) {
+                while next < written.count, written[next].lexicographicallyPrecedes(current.key) { try writtenOne() }
+                if next < written.count, written[next].elementsEqual(current.key) {
+                    try writtenOne()
+                } else {
+                    try body(current.key, current.value)
+                }
+                entry = try cursor.next()
+            }
+        }
+        while next < written.count { try writtenOne() }
     }
 
     /// Calls `body` with each stored item key (generation included) and state of `generation`,
     /// in order, and with each key of the generation that is neither a state's, an item's nor
     /// an anchor list's (damaged: `ModelSchema.itemLabel` gives it none).
-    func forEachItem(in generation: UInt32, _ txn: borrowing Transaction, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
-        let prefix = ModelSchema.prefix(generation)
-        try txn.withCursor(states) { cursor in
-            var entry = try cursor.seek(atLeast: prefix)
-            while let current = entry, current.key.begins(with: prefix) {
-                if !ModelSchema.isState(current.key) && !ModelSchema.isAnchorList(current.key) { try body(current.key, current.value) }
-                entry = try cursor.next()
-            }
+    func forEachItem(in generation: UInt32, _ txn: borrowing Transaction, _ overlay: Overlay, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        try forEachStored(beginningWith: ModelSchema.prefix(generation), txn, overlay) { key, value in
+            if !ModelSchema.isState(key) && !ModelSchema.isAnchorList(key) { try body(key, value) }
         }
     }
 
     /// Every stored state of `key` in `generation`, by tag, valid until `txn` ends: its states
     /// are neighbours, so one seek finds them.
-    func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction) throws -> [UInt8: UnsafeRawBufferPointer] {
+    func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [UInt8: UnsafeRawBufferPointer] {
         let prefix = ModelSchema.keyPrefix(generation, key)
         var found: [UInt8: UnsafeRawBufferPointer] = [:]
         try txn.withCursor(states) { cursor in
@@ -135,18 +180,20 @@ struct ModelStore: Sendable {
                 entry = try cursor.next()
             }
         }
+        var written = overlay.isEmpty ? 0 : overlay.tags(of: prefix)
+        while written != 0 {
+            let tag = UInt8(written.trailingZeroBitCount)
+            written &= written - 1
+            if let bytes = overlay.state(prefix + [tag]) { found[tag] = bytes?.bytes }
+        }
         return found
     }
 
     /// Calls `body` with each key, tag and state of `generation`, in the order the store keeps them.
-    func forEachState(in generation: UInt32, _ txn: borrowing Transaction,
+    func forEachState(in generation: UInt32, _ txn: borrowing Transaction, _ overlay: Overlay,
                       _ body: (String, UInt8, UnsafeRawBufferPointer) throws -> Void) throws {
-        try txn.withCursor(states) { cursor in
-            var entry = try cursor.seek(atLeast: ModelSchema.prefix(generation))
-            while let current = entry, ModelSchema.generation(of: current.key) == generation {
-                if let (key, tag) = ModelSchema.parse(current.key, in: generation) { try body(key, tag, current.value) }
-                entry = try cursor.next()
-            }
+        try forEachStored(beginningWith: ModelSchema.prefix(generation), txn, overlay) { key, value in
+            if let (key, tag) = ModelSchema.parse(key, in: generation) { try body(key, tag, value) }
         }
     }
 
@@ -186,8 +233,9 @@ struct ModelStore: Sendable {
                 while deleted < limit, let current = entry, current.key.begins(with: prefix) {
                     try cursor.deleteCurrent()
                     deleted += 1
-                    // A cursor stays on the entry after the one it deleted (`mdb_cursor_del`).
-                    entry = try cursor.current()
+                    // Sought again, not asked for the entry after the deleted one: with the
+                    // last entry of the database gone, that fails (`EINVAL`).
+                    entry = try cursor.seek(atLeast: prefix)
                 }
             }
         }
@@ -201,34 +249,34 @@ struct ModelStore: Sendable {
     /// holding each of its entries as a distance from it, so that a fact that moves an anchor
     /// (a renewal moving a predicted lapse) moves one stored entry however many entries follow
     /// from it. The distances in use are listed once per model (`offsetsKey`), for range reads.
-    func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws {
+    func setEntries(_ entries: [IndexEntry], of key: String, generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ overlay: Overlay) throws {
         let listKey = ModelSchema.anchorsKey(generation, tag: tag, key: key)
         let groups = AnchoredEntries.grouped(entries)
         var list: [UInt8] = []
         list.reserveCapacity(groups.count * 8)
         for group in groups { list += ModelSchema.indexTime(group.anchor) }
-        let old = try txn.get(states, key: listKey).map { Self.anchors(in: $0) } ?? []
+        let old = try stored(listKey, txn, overlay).map { Self.anchors(in: $0) } ?? []
         for anchor in old where !groups.contains(where: { $0.anchor == anchor }) {
-            _ = try txn.delete(index, key: ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: anchor))
+            overlay.put(entry: ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: anchor), nil)
         }
         guard !groups.isEmpty else {
-            if !old.isEmpty { _ = try txn.delete(states, key: listKey) }
+            if !old.isEmpty { overlay.put(state: listKey, nil) }
             return
         }
         let offsetsKey = ModelSchema.offsetsKey(generation, tag: tag)
         for group in groups {
             let entryKey = ModelSchema.anchorKey(generation, tag: tag, key: key, anchor: group.anchor)
             let value = group.entries.encoded
-            if old.contains(group.anchor), let stored = try txn.get(index, key: entryKey), stored.hasSameBytes(as: value) { continue }
-            try txn.put(index, key: entryKey, value: value)
+            if old.contains(group.anchor), let stored = try storedEntry(entryKey, txn, overlay), stored.hasSameBytes(as: value) { continue }
+            overlay.put(entry: entryKey, value)
             // The distances in use rarely grow: looked up in the stored list, rewritten when one is new.
-            let listed = try txn.get(index, key: offsetsKey)
+            let listed = try storedEntry(offsetsKey, txn, overlay)
             guard group.entries.items.contains(where: { item in !(listed.map { Self.lists($0, item.offset) } ?? false) }) else { continue }
-            var known = Set(try offsets(generation: generation, tag: tag, txn))
+            var known = Set(try offsets(generation: generation, tag: tag, txn, overlay))
             for item in group.entries.items { known.insert(item.offset) }
-            try txn.put(index, key: offsetsKey, value: known.sorted().flatMap(ModelSchema.offsetBytes))
+            overlay.put(entry: offsetsKey, known.sorted().flatMap(ModelSchema.offsetBytes))
         }
-        if old != groups.map(\.anchor) { try txn.put(states, key: listKey, value: list) }
+        if old != groups.map(\.anchor) { overlay.put(state: listKey, list) }
     }
 
     /// The stored form of every key's entries for a generation that has none yet (a
@@ -282,24 +330,24 @@ struct ModelStore: Sendable {
 
     /// The distances from their anchors at which the model tagged `tag` has filed entries, in
     /// order (0 among them once any entry is filed).
-    func offsets(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction) throws -> [Int64] {
-        guard let bytes = try txn.get(index, key: ModelSchema.offsetsKey(generation, tag: tag)) else { return [] }
+    func offsets(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [Int64] {
+        guard let bytes = try storedEntry(ModelSchema.offsetsKey(generation, tag: tag), txn, overlay) else { return [] }
         return stride(from: 0, to: bytes.count - bytes.count % 8, by: 8).map { ModelSchema.indexTime(bytes[$0 ..< $0 + 8]).milliseconds }
     }
 
     /// The index entries of the model tagged `tag` with from ≤ at < to, in no order: for each
     /// distance in use, the anchors from `from` − it to `to` − it, and of each the entries at
     /// that distance.
-    func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction,
+    func entries(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp, _ txn: borrowing Transaction, _ overlay: Overlay,
                  _ body: (_ key: String, _ entry: IndexEntry, _ detail: JSON) throws -> Void) throws {
         // A window's entries share a few details (an e-mail's day, a tier): each is parsed once.
         // A hit counts only byte for byte: strings equal in Unicode's sense may spell an id
         // differently, and each entry keeps its own.
         var parsed: [String: (text: String, json: JSON)] = [:]
-        for offset in try offsets(generation: generation, tag: tag, txn) {
+        for offset in try offsets(generation: generation, tag: tag, txn, overlay) {
             let low = from.milliseconds.subtractingClamped(offset), high = to.milliseconds.subtractingClamped(offset)
             guard low < high else { continue }
-            try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), at: offset, txn) { key, anchor, _, kind, detail in
+            try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: low), to: Timestamp(milliseconds: high), at: offset, txn, overlay) { key, anchor, _, kind, detail in
                 let at = Timestamp(milliseconds: anchor.milliseconds &+ offset)
                 guard from <= at && at < to else { return }
                 let json: JSON
@@ -318,35 +366,45 @@ struct ModelStore: Sendable {
     }
 
     /// Every index entry of the model tagged `tag`, in no order.
-    func allEntries(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
-        try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: .min), to: nil, at: nil, txn) { key, anchor, offset, kind, detail in
+    func allEntries(generation: UInt32, tag: UInt8, _ txn: borrowing Transaction, _ overlay: Overlay, _ body: (_ key: String, _ entry: IndexEntry) throws -> Void) throws {
+        try anchors(generation: generation, tag: tag, from: Timestamp(milliseconds: .min), to: nil, at: nil, txn, overlay) { key, anchor, offset, kind, detail in
             try body(key, IndexEntry(stored: kind, detail: detail, at: Timestamp(milliseconds: anchor.milliseconds &+ offset), anchor: anchor))
         }
     }
 
     /// The entries at distance `offset` (`nil`: all) of the stored anchors of the model tagged
-    /// `tag` with from ≤ anchor < to (`nil`: no end), in anchor order, each with its key,
+    /// `tag` with from ≤ anchor < to (`nil`: no end), in no order, each with its key,
     /// anchor, distance, kind and detail.
-    private func anchors(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp?, at offset: Int64?, _ txn: borrowing Transaction,
+    private func anchors(generation: UInt32, tag: UInt8, from: Timestamp, to: Timestamp?, at offset: Int64?, _ txn: borrowing Transaction, _ overlay: Overlay,
                          _ body: (_ key: String, _ anchor: Timestamp, _ offset: Int64, _ kind: String, _ detail: String) throws -> Void) throws {
         let prefix = ModelSchema.entryPrefix(generation, tag: tag)
         let end = to.map { prefix + ModelSchema.indexTime($0) }
+        func visit(_ stored: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+            let rest = UnsafeRawBufferPointer(rebasing: stored[prefix.count...])
+            guard rest.count >= 10, rest.count == 10 + (Int(rest[8]) << 8 | Int(rest[9])) else {
+                throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`")
+            }
+            let anchor = ModelSchema.indexTime(rest[0 ..< 8])
+            var key: String?
+            try AnchoredEntries.forEach(in: value, at: offset) { offset, kind, detail in
+                let owner = key ?? String(decoding: UnsafeRawBufferPointer(rebasing: rest[10...]), as: UTF8.self)
+                key = owner
+                try body(owner, anchor, offset, kind, detail)
+            }
+        }
+        // The stored entries the tail has not written over, then the tail's.
+        let tail = overlay
         try txn.withCursor(index) { cursor in
             var entry = try cursor.seek(atLeast: prefix + ModelSchema.indexTime(from))
             while let current = entry, current.key.begins(with: prefix), end.map({ current.key.lexicographicallyPrecedes($0) }) ?? true {
-                let rest = UnsafeRawBufferPointer(rebasing: current.key[prefix.count...])
-                guard rest.count >= 10, rest.count == 10 + (Int(rest[8]) << 8 | Int(rest[9])) else {
-                    throw LedgerError(.corruptRecord, "an index entry's key is damaged; run `ledger rebuild`")
-                }
-                let anchor = ModelSchema.indexTime(rest[0 ..< 8])
-                var key: String?
-                try AnchoredEntries.forEach(in: current.value, at: offset) { offset, kind, detail in
-                    let owner = key ?? String(decoding: UnsafeRawBufferPointer(rebasing: rest[10...]), as: UTF8.self)
-                    key = owner
-                    try body(owner, anchor, offset, kind, detail)
-                }
+                if tail.isEmpty || tail.entry(Array(current.key)) == nil { try visit(current.key, current.value) }
                 entry = try cursor.next()
             }
+        }
+        guard !tail.isEmpty else { return }
+        for key in tail.entryKeys(beginningWith: prefix, from: from.milliseconds, to: to?.milliseconds) {
+            guard let bytes = tail.entry(key) ?? nil else { continue }
+            try key.withUnsafeBytes { stored in try visit(stored, bytes.bytes) }
         }
     }
 }

@@ -33,6 +33,8 @@ final class ProjectionEngine: CommitObserver {
     /// entries read: `Attributed`), then the others.
     let catchUpOrder: [Int]
     let broadcaster = PositionBroadcaster()
+    /// The models' writes of the latest appends, not stored yet (`ModelTail`).
+    let tails: ModelTails
     private let policyCache = Mutex<(bytes: [UInt8], policy: Policy, hash: String)?>(nil)
     /// One rebuild at a time in this process.
     let rebuildLock = Mutex(false)
@@ -46,8 +48,9 @@ final class ProjectionEngine: CommitObserver {
         return set > 0 ? set : max(1, ProcessInfo.processInfo.activeProcessorCount)
     }
 
-    init(env: Environment, models: [any ReadModel.Type]) throws {
+    init(env: Environment, models: [any ReadModel.Type], tailLimit: Int = ModelTail.defaultLimit) throws {
         store = try ModelStore(env: env)
+        tails = ModelTails(limit: tailLimit)
         self.models = models
         hasIndex = models.contains { $0.isIndexed }
         folds = Fold.all(models)
@@ -65,35 +68,47 @@ final class ProjectionEngine: CommitObserver {
     /// in `txn`, a write transaction. A damaged generation record is replaced by a new, empty
     /// generation, which catch-up builds from the log; the next rebuild deletes the old
     /// generation's states.
-    func servedForWriting(_ txn: borrowing Transaction) throws -> Generation {
-        var served: Generation
+    func servedForWriting(_ txn: borrowing Transaction, _ overlay: Overlay) throws -> Generation {
+        var stored: Generation
         do {
-            served = try store.served(txn) ?? Generation()
+            stored = try store.storedServed(txn) ?? Generation()
         } catch let error as LedgerError where error.code == .corruptRecord {
-            served = Generation()
+            stored = Generation()
         }
         var changed = false
-        if served.id == 0 {
-            served.id = UInt64(try store.allocate(txn))
-            served.policyHash = try servedPolicy(txn).hash
+        if stored.id == 0 {
+            stored.id = UInt64(try store.allocate(txn))
+            stored.policyHash = try servedPolicy(txn).hash
             changed = true
         }
-        for fold in folds where served.record(fold.name) == nil {
-            let used = Set(served.folds.map(\.tag))
+        // A fold new to the generation gets a record (checkpoint 0), stored at once; the tail's
+        // record, if it holds one, gets the same.
+        var served = overlay.generation == stored.id ? overlay.served ?? stored : stored
+        for fold in folds where stored.record(fold.name) == nil {
+            let used = Set(stored.folds.map(\.tag))
             guard let tag = (0 ..< ModelSchema.itemMark).first(where: { !used.contains(UInt64($0)) }) else {
                 throw LedgerError(.storage, "a store holds at most \(ModelSchema.itemMark) folds: the subjects' facts and \(ModelSchema.itemMark - 1) read models")
             }
-            served.folds.append(.init(name: fold.name, tag: UInt8(tag), version: fold.version, checkpoint: 0))
+            let record = Generation.FoldRecord(name: fold.name, tag: UInt8(tag), version: fold.version, checkpoint: 0)
+            stored.folds.append(record)
+            if served.record(fold.name) == nil { served.folds.append(record) }
             changed = true
         }
-        if changed { try store.setServed(served, txn) }
+        guard changed else { return served }
+        try store.setStoredServed(stored, txn)
+        if overlay.generation != stored.id {
+            overlay.startOver(ModelTail(generation: stored.id, through: overlay.head))
+            return stored
+        }
+        if overlay.served != nil { store.setServed(served, overlay) }
         return served
     }
 
     // MARK: Inline (the writer thread, inside the append's transaction)
 
     func begin(_ txn: borrowing Transaction, head: UInt64) throws -> any CommitSession {
-        var served = try servedForWriting(txn)
+        let overlay = try overlay(tails.snapshot, txn, reading: false)
+        var served = try servedForWriting(txn, overlay)
         var active: [InlineSession.Entry?] = Array(repeating: nil, count: folds.count)
         let policy = try self.policy(txn)
         for index in catchUpOrder {
@@ -101,17 +116,19 @@ final class ProjectionEngine: CommitObserver {
             guard let record = served.record(fold.name), record.version == UInt64(fold.version) else { continue }
             var checkpoint = record.checkpoint
             if checkpoint < head && head - checkpoint <= inlineCatchUpLimit {
-                checkpoint = try catchUp(index, of: &served, through: head, txn)
+                checkpoint = try catchUp(index, of: &served, through: head, txn, overlay)
             }
             // Further behind (or ahead, which only a damaged store shows): left to catchUp()
             // or a rebuild; never applied out of order. Built by another version: its states
             // may not even decode; it stays stale until a rebuild.
             if checkpoint == head { active[index] = InlineSession.Entry(tag: record.tagByte) }
         }
-        return InlineSession(engine: self, generation: served, active: active, policy: policy)
+        overlay.head = max(overlay.head, head)
+        return InlineSession(engine: self, generation: served, active: active, policy: policy, overlay: overlay)
     }
 
     func committed(head: UInt64) {
+        tails.committed()
         broadcaster.publish(head)
     }
 
@@ -120,7 +137,7 @@ final class ProjectionEngine: CommitObserver {
     /// store's); returns the new checkpoint. The generation is the served one, or with
     /// `shadow`, the one a rebuild is making.
     func catchUp(_ index: Int, of generation: inout Generation, through head: UInt64, shadow: Bool = false, policy: Policy? = nil,
-                 _ txn: borrowing Transaction) throws -> UInt64 {
+                 _ txn: borrowing Transaction, _ overlay: Overlay) throws -> UInt64 {
         let fold = folds[index]
         guard let position = generation.folds.firstIndex(where: { $0.name == fold.name }) else { return 0 }
         let record = generation.folds[position]
@@ -136,15 +153,15 @@ final class ProjectionEngine: CommitObserver {
         try store.log.forEachEvent(after: record.checkpoint, through: head, types: indexed ? fold.reads.union(SubjectFacts.reads) : fold.reads, txn) { event in
             if indexed, SubjectFacts.planReads.contains(event.type) { factsTouched.insert(event.subject) }
             guard !indexed || fold.reads.contains(event.type) else { return }
-            try states.apply(event, load: { key in try store.state(id, tag: tag, key, txn) },
-                             loadItem: { item in try store.item(id, tag: tag, item, txn) })
+            try states.apply(event, load: { key in try store.state(id, tag: tag, key, txn, overlay) },
+                             loadItem: { item in try store.item(id, tag: tag, item, txn, overlay) })
         }
-        for (key, state) in states.encoded() { try store.put(id, tag: tag, key, state, txn) }
-        for (item, state) in states.encodedItems() { try store.putItem(id, tag: tag, item, state, txn) }
+        for (key, state) in states.encoded() { store.put(id, tag: tag, key, state, overlay) }
+        for (item, state) in states.encodedItems() { store.putItem(id, tag: tag, item, state, overlay) }
         generation.folds[position].checkpoint = head
-        if shadow { try store.setShadow(generation, txn) } else { try store.setServed(generation, txn) }
+        if shadow { try store.setShadow(generation, txn) } else { store.setServed(generation, overlay) }
         if indexInputs.contains(index) {
-            try refreshIndexes(of: Set(states.keys).union(factsTouched), in: generation, policy: foldPolicy, txn)
+            try refreshIndexes(of: Set(states.keys).union(factsTouched), in: generation, policy: foldPolicy, txn, overlay)
         }
         return head
     }
@@ -154,16 +171,16 @@ final class ProjectionEngine: CommitObserver {
     /// count a holding subject's events are worked out with those events folded onto its
     /// states (`Attributed`), and a bound holding subject has none; so refreshing either
     /// refreshes the other.
-    func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction) throws {
+    func refreshIndexes(of keys: Set<String>, in generation: Generation, policy: Policy, _ txn: borrowing Transaction, _ overlay: Overlay) throws {
         guard hasIndex, !keys.isEmpty else { return }
         guard let facts = generation.record(Fold.factsName), facts.version == UInt64(Fold.factsVersion) else { return }
-        let attributed = Attributed(engine: self, generation: generation)
+        let attributed = Attributed(engine: self, generation: generation, overlay: overlay)
         // Each key's facts decoded once, and the keys a refresh of these brings in.
         var decoded: [String: SubjectFacts] = [:]
         var holdings: Set<String> = []
         func note(_ key: String) throws {
             guard decoded[key] == nil else { return }
-            decoded[key] = try Attributed.facts(try store.states(of: key, in: generation.number, txn)[facts.tagByte])
+            decoded[key] = try Attributed.facts(try store.states(of: key, in: generation.number, txn, overlay)[facts.tagByte])
             if try attributed.boundSubject(ofHolding: key, txn) != nil { holdings.insert(key) }
         }
         for key in keys {
@@ -176,9 +193,9 @@ final class ProjectionEngine: CommitObserver {
             // is, stale with the model, until a rebuild.
             guard let record = generation.record(model.name), record.version == UInt64(model.version) else { continue }
             for (key, keyFacts) in decoded {
-                let entries = holdings.contains(key) ? [] : try attributed.typedEntries(model, of: key, stateBytes: try store.states(of: key, in: generation.number, txn)[record.tagByte],
+                let entries = holdings.contains(key) ? [] : try attributed.typedEntries(model, of: key, stateBytes: try store.states(of: key, in: generation.number, txn, overlay)[record.tagByte],
                                                                                          facts: keyFacts, policy: policy, txn)
-                try store.setEntries(entries, of: key, generation: generation.number, tag: record.tagByte, txn)
+                try store.setEntries(entries, of: key, generation: generation.number, tag: record.tagByte, txn, overlay)
             }
         }
     }
@@ -192,15 +209,15 @@ final class ProjectionEngine: CommitObserver {
         var applied: UInt64 = 0
         do {
             while true {
-                let done = try store.env.write { txn -> Bool in
+                let done = try writeThrough { txn, overlay -> Bool in
                     let head = try store.log.head(txn)
-                    var served = try servedForWriting(txn)
+                    var served = try servedForWriting(txn, overlay)
                     var finished = true
                     for index in catchUpOrder {
                         let fold = folds[index]
                         guard let record = served.record(fold.name), record.checkpoint < head, record.version == UInt64(fold.version) else { continue }
                         let target = min(head, record.checkpoint + batch)
-                        _ = try catchUp(index, of: &served, through: target, txn)
+                        _ = try catchUp(index, of: &served, through: target, txn, overlay)
                         applied = max(applied, target)
                         if target < head { finished = false }
                     }

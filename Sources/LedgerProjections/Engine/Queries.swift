@@ -79,8 +79,8 @@ extension ProjectionEngine {
     /// Each model's served build and whether it is stale.
     func statuses() throws(LedgerError) -> [ModelStatus] {
         do {
-            return try store.env.read { txn in
-                let served = try store.served(txn)
+            return try read { txn, overlay in
+                let served = try store.served(txn, overlay)
                 let rebuilding = try store.shadow(txn) != nil
                 let policyHash = try servedPolicy(txn).hash
                 let head = try store.log.head(txn)
@@ -125,17 +125,17 @@ extension ProjectionEngine {
     /// caller replays the key's events for it.
     func status(of key: String, at t: Timestamp) throws(LedgerError) -> (status: Status, replay: [(model: Int, answer: Int)]) {
         do {
-            return try store.env.read { txn in
+            return try read { txn, overlay in
                 let (policy, policyHash) = try servedPolicy(txn)
                 let head = try store.log.head(txn)
-                guard let served = try store.served(txn) else {
+                guard let served = try store.served(txn, overlay) else {
                     var answers: [Status.Answer] = []
                     for model in models where model.shownInStatus {
                         answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)))
                     }
                     return (Status(subject: key, at: t, answers: answers, stale: []), [])
                 }
-                let stored = try store.states(of: key, in: served.number, txn)
+                let stored = try store.states(of: key, in: served.number, txn, overlay)
                 let factsBytes = served.record(Fold.factsName).flatMap { stored[$0.tagByte] }
                 // Decoded once, for every model's view.
                 let facts: SubjectFacts
@@ -179,12 +179,12 @@ extension ProjectionEngine {
     /// state does not answer at `t` (`ReadModel.answersFrom`).
     func view<M: ReadModel>(_ model: M.Type, of key: String, at t: Timestamp) throws(LedgerError) -> StoredAnswer<M.View> {
         do {
-            return .view(try store.env.read { txn -> M.View? in
+            return .view(try read { txn, overlay -> M.View? in
                 let policy = try self.policy(txn)
-                guard let served = try store.served(txn), let record = served.record(M.name) else {
+                guard let served = try store.served(txn, overlay), let record = served.record(M.name) else {
                     return try Self.view(model, stateBytes: nil, factsBytes: nil, at: t, policy: policy)
                 }
-                let stored = try store.states(of: key, in: served.number, txn)
+                let stored = try store.states(of: key, in: served.number, txn, overlay)
                 let facts = served.record(Fold.factsName).flatMap { stored[$0.tagByte] }
                 do {
                     return try Self.view(model, stateBytes: stored[record.tagByte], factsBytes: facts, at: t, policy: policy)
@@ -204,10 +204,10 @@ extension ProjectionEngine {
     /// state, keys in UTF-8 byte order (tools and tests compare builds byte for byte).
     func servedStates(of name: String) throws(LedgerError) -> [(key: String, state: [UInt8])] {
         do {
-            return try store.env.read { txn in
-                guard let served = try store.served(txn), let record = served.record(name) else { return [] }
+            return try read { txn, overlay in
+                guard let served = try store.served(txn, overlay), let record = served.record(name) else { return [] }
                 var states: [(key: String, state: [UInt8])] = []
-                try store.forEachState(in: served.number, txn) { key, tag, state in
+                try store.forEachState(in: served.number, txn, overlay) { key, tag, state in
                     if tag == record.tagByte { states.append((key, Array(state))) }
                 }
                 return states.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
@@ -225,9 +225,9 @@ extension ProjectionEngine {
                                    _ body: (String, M.View) throws -> Void) throws(LedgerError) {
         var replayed: [String] = []
         do {
-            try store.env.read { txn in
+            try read { txn, overlay in
                 let policy = try self.policy(txn)
-                guard let served = try store.served(txn), let record = served.record(M.name), let facts = served.record(Fold.factsName) else { return }
+                guard let served = try store.served(txn, overlay), let record = served.record(M.name), let facts = served.record(Fold.factsName) else { return }
                 // A key is a subject when a fold keyed by subject holds a state of it; a model
                 // keyed otherwise (the holders of a subscription) answers for its own keys only.
                 let subjectTags = Set(served.folds.filter { record in folds.first { $0.name == record.name }?.keyedBySubject ?? false }.map(\.tagByte))
@@ -239,7 +239,7 @@ extension ProjectionEngine {
                     let answers = M.keyedBySubject ? found.keys.contains(where: subjectTags.contains) : found[record.tagByte] != nil
                     guard answers else { return }
                     // A holding subject bound to a subject is answered with that subject.
-                    if M.keyedBySubject, try Attributed(engine: self, generation: served).boundSubject(ofHolding: key, txn) != nil { return }
+                    if M.keyedBySubject, try Attributed(engine: self, generation: served, overlay: overlay).boundSubject(ofHolding: key, txn) != nil { return }
                     let view: M.View?
                     do {
                         view = try Self.view(model, stateBytes: found[record.tagByte], factsBytes: found[facts.tagByte], at: t, policy: policy)
@@ -249,7 +249,7 @@ extension ProjectionEngine {
                     }
                     if let view { try body(key, view) }
                 }
-                try store.forEachState(in: served.number, txn) { key, tag, state in
+                try store.forEachState(in: served.number, txn, overlay) { key, tag, state in
                     if key != current {
                         try flush(txn)
                         current = key
@@ -271,10 +271,10 @@ extension ProjectionEngine {
 
     func entries(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry, detail: JSON)] {
         do {
-            return try store.env.read { txn in
-                guard let served = try store.served(txn), let record = served.record(model) else { return [] }
+            return try read { txn, overlay in
+                guard let served = try store.served(txn, overlay), let record = served.record(model) else { return [] }
                 var found: [(key: String, entry: IndexEntry, detail: JSON)] = []
-                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn) { key, entry, detail in found.append((key, entry, detail)) }
+                try store.entries(generation: served.number, tag: record.tagByte, from: from, to: to, txn, overlay) { key, entry, detail in found.append((key, entry, detail)) }
                 return Self.sorted(found)
             }
         } catch {
@@ -334,11 +334,11 @@ extension ProjectionEngine {
         // Folded with no transaction held (see `foldLog`), then compared in one snapshot
         // with the events appended meanwhile folded in too.
         let (folded, through) = try foldLog(policy: servedPolicy, part: part, progress: progress)
-        return try store.env.read { txn in
+        return try read { txn, overlay in
             let head = try store.log.head(txn)
             try foldEvents(Array(folds.indices), into: folded, after: through, through: head, txn)
             let (policy, policyHash) = try self.servedPolicy(txn)
-            guard let served = try store.served(txn) else {
+            guard let served = try store.served(txn, overlay) else {
                 return head == 0 ? [] : [ModelProblem(model: "models", message: "never built; open the store for writing to build them")]
             }
             var problems: [ModelProblem] = []
@@ -351,7 +351,7 @@ extension ProjectionEngine {
                 guard problems.isEmpty else { return problems }
             }
             var stored: [UInt8: [(key: String, state: [UInt8])]] = [:]
-            try store.forEachState(in: served.number, txn) { key, tag, state in
+            try store.forEachState(in: served.number, txn, overlay) { key, tag, state in
                 if part.contains(key) { stored[tag, default: []].append((key, Array(state))) }
             }
             for (index, fold) in folds.enumerated() {
@@ -362,7 +362,7 @@ extension ProjectionEngine {
             // Items, by the key they are stored under.
             var storedItems: [UInt8: [(key: [UInt8], state: [UInt8])]] = [:]
             var damagedKeys = 0
-            try store.forEachItem(in: served.number, txn) { key, state in
+            try store.forEachItem(in: served.number, txn, overlay) { key, state in
                 guard let (_, tag) = ModelSchema.itemLabel(key), let owner = ModelSchema.itemOwner(key) else {
                     damagedKeys += 1
                     return
@@ -379,7 +379,7 @@ extension ProjectionEngine {
             }
             for (index, model) in models.enumerated() where model.isIndexed {
                 guard let record = served.record(model.name) else { continue }
-                problems += try compareIndex(model, index + 1, folded, served, record, part: part, policy: policy, limit: limit, txn)
+                problems += try compareIndex(model, index + 1, folded, served, record, part: part, policy: policy, limit: limit, txn, overlay)
             }
             return problems
         }
@@ -440,12 +440,12 @@ extension ProjectionEngine {
 
     /// An indexed model's stored entries against those the fresh states give.
     private func compareIndex(_ model: any ReadModel.Type, _ index: Int, _ folded: [any StateFold], _ served: Generation,
-                              _ record: Generation.FoldRecord, part: Partition, policy: Policy, limit: Int, _ txn: borrowing Transaction) throws -> [ModelProblem] {
+                              _ record: Generation.FoldRecord, part: Partition, policy: Policy, limit: Int, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [ModelProblem] {
         let states = Dictionary(folded[index].encoded(), uniquingKeysWith: { first, _ in first })
         let facts = Dictionary(folded[0].encoded(), uniquingKeysWith: { first, _ in first })
         var expected: Set<String> = []
         // With the served holders: a bound subject's entries fold its holding subject's events.
-        let attributed = Attributed(engine: self, generation: served)
+        let attributed = Attributed(engine: self, generation: served, overlay: overlay)
         for key in Set(states.keys).union(facts.keys) {
             let entries = try states[key].withOptionalBytes { state in
                 try facts[key].withOptionalBytes { facts in try attributed.indexEntries(model, of: key, stateBytes: state, factsBytes: facts, policy: policy, txn) }
@@ -453,7 +453,7 @@ extension ProjectionEngine {
             for entry in entries { expected.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var stored: Set<String> = []
-        try store.allEntries(generation: served.number, tag: record.tagByte, txn) { key, entry in
+        try store.allEntries(generation: served.number, tag: record.tagByte, txn, overlay) { key, entry in
             if part.contains(key) { stored.insert("\(key) \(entry.at) \(entry.kind) \(entry.detail)") }
         }
         var problems: [ModelProblem] = []

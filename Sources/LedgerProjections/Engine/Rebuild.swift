@@ -79,7 +79,7 @@ extension ProjectionEngine {
         let clock = ContinuousClock()
         let start = clock.now
         let (states, folded) = try foldLog(policy: try newPolicy ?? store.env.read { txn in try servedPolicy(txn).policy }, progress: progress)
-        var (report, run, head, replay) = try store.env.read { txn in
+        var (report, run, head, replay) = try read { txn, overlay in
             let head = try store.log.head(txn)
             try foldEvents(Array(folds.indices), into: states, after: folded, through: head, txn)
             let run = StateRun(states)
@@ -90,8 +90,8 @@ extension ProjectionEngine {
             var changes: [ViewChange] = []
             var notCompared: [String] = []
             var replay: (subjects: [String], models: [any ReadModel.Type], served: Policy, new: Policy) = ([], [], served, policy)
-            if let generation = try store.served(txn) {
-                let compared = try compare(chosen, run, generation, servedPolicy: served, newPolicy: policy, at: at, txn)
+            if let generation = try store.served(txn, overlay) {
+                let compared = try compare(chosen, run, generation, servedPolicy: served, newPolicy: policy, at: at, txn, overlay)
                 (changes, notCompared) = (compared.changes, compared.notCompared)
                 replay.subjects = compared.replay
                 replay.models = compared.compared
@@ -115,7 +115,7 @@ extension ProjectionEngine {
     /// the store's order, a key's states at a time. A model whose served states another version
     /// built, or whose served state of a key is damaged, cannot be compared (`notCompared`).
     private func compare(_ chosen: [any ReadModel.Type], _ run: StateRun, _ generation: Generation, servedPolicy: Policy,
-                         newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction)
+                         newPolicy: Policy, at: Timestamp, _ txn: borrowing Transaction, _ overlay: Overlay)
         throws -> (changes: [ViewChange], notCompared: [String], replay: [String], compared: [any ReadModel.Type]) {
         let samePolicy = servedPolicy == newPolicy
         guard let oldFacts = generation.record(Fold.factsName), oldFacts.version == UInt64(Fold.factsVersion) else {
@@ -174,33 +174,44 @@ extension ProjectionEngine {
             }
         }
         if !compared.isEmpty {
-            let prefix = ModelSchema.prefix(generation.number)
-            try txn.withCursor(store.states) { cursor in
-                var entry = try cursor.seek(atLeast: prefix)
-                var next = 0
-                while true {
-                    // Items and anchor lists are not compared: the views are worked out from states.
-                    while let current = entry, current.key.begins(with: prefix), !ModelSchema.isState(current.key) { entry = try cursor.next() }
-                    // The next key, served or new, whichever sorts first.
-                    let served = entry.flatMap { current -> [UInt8]? in
-                        current.key.begins(with: prefix) && current.key.count > 7 ? Array(current.key[4 ..< current.key.count - 1]) : nil
-                    }
-                    let fresh = next < run.entries.count ? run.key(at: next) : nil
-                    guard let key = [served, fresh].compactMap({ $0 }).min(by: { $0.precedesInByteOrder($1) }) else { break }
-                    var old: [UInt8: UnsafeRawBufferPointer] = [:]
-                    while let current = entry, current.key.begins(with: prefix), current.key.count == 4 + key.count + 1,
-                          UnsafeRawBufferPointer(rebasing: current.key[4...]).begins(with: key), ModelSchema.isState(current.key) {
-                        old[current.key[current.key.count - 1]] = current.value
-                        entry = try cursor.next()
-                    }
-                    var new: [UInt8: [UInt8]] = [:]
-                    while next < run.entries.count, run.key(at: next) == key {
-                        new[run.entries[next].stored[run.entries[next].stored.count - 1]] = run.entries[next].state
-                        next += 1
-                    }
-                    try differ(key, old, new)
+            // The served generation and the new run in the store's order, a key's states at a
+            // time; items and anchor lists are not compared: the views are worked out from states.
+            var next = 0
+            var current: [UInt8]?
+            var old: [UInt8: UnsafeRawBufferPointer] = [:]
+            func fresh(_ key: [UInt8]) -> [UInt8: [UInt8]] {
+                var new: [UInt8: [UInt8]] = [:]
+                while next < run.entries.count, run.key(at: next) == key {
+                    new[run.entries[next].stored[run.entries[next].stored.count - 1]] = run.entries[next].state
+                    next += 1
+                }
+                return new
+            }
+            /// The new keys that sort before `key` (all of them: `nil`), which have no served states.
+            func newOnly(before key: [UInt8]?) throws {
+                while next < run.entries.count {
+                    let first = run.key(at: next)
+                    if let key, !first.precedesInByteOrder(key) { break }
+                    try differ(first, [:], fresh(first))
                 }
             }
+            func served() throws {
+                guard let key = current else { return }
+                try newOnly(before: key)
+                try differ(key, old, fresh(key))
+                old.removeAll(keepingCapacity: true)
+            }
+            try store.forEachStored(beginningWith: ModelSchema.prefix(generation.number), txn, overlay) { stored, value in
+                guard ModelSchema.isState(stored) else { return }
+                let key = Array(stored[4 ..< stored.count - 1])
+                if key != current {
+                    try served()
+                    current = key
+                }
+                old[stored[stored.count - 1]] = value
+            }
+            try served()
+            try newOnly(before: nil)
         }
         return (allChanges, notCompared, replayed, compared.map(\.model))
     }
@@ -317,7 +328,9 @@ extension ProjectionEngine {
         }
         for first in stride(from: 0, to: deferred.count, by: batch) {
             try store.env.write { txn in
-                try refreshIndexes(of: Set(deferred[first ..< min(first + batch, deferred.count)]), in: shadow, policy: policy, txn)
+                let overlay = Overlay(ModelTail(generation: shadow.id, through: 0))
+                try refreshIndexes(of: Set(deferred[first ..< min(first + batch, deferred.count)]), in: shadow, policy: policy, txn, overlay)
+                try overlay.store(into: store, txn)
             }
         }
         return shadow
@@ -337,15 +350,20 @@ extension ProjectionEngine {
                 let last = behind <= inlineCatchUpLimit
                 let target = last ? head : (current.folds.map(\.checkpoint).min() ?? head) + inlineCatchUpLimit
                 let policy = try newPolicy ?? self.policy(txn)
+                // The new generation's writes are its own (its number in every key): stored here.
+                let overlay = Overlay(ModelTail(generation: current.id, through: 0))
                 for index in catchUpOrder {
-                    _ = try catchUp(index, of: &current, through: target, shadow: true, policy: policy, txn)
+                    _ = try catchUp(index, of: &current, through: target, shadow: true, policy: policy, txn, overlay)
                 }
+                try overlay.store(into: store, txn)
                 guard last else { return (false, target, head) }
                 if let newPolicy { try store.log.setPolicy(newPolicy, txn) }
-                try store.setServed(current, txn)
+                try store.setStoredServed(current, txn)
                 try store.setShadow(nil, txn)
                 return (true, head, head)
             }
+            // The served generation's tail is the old generation's: a new one starts.
+            if swapped { tails.publish(ModelTail(generation: shadow.id, through: head)) }
             // Outside the transaction, so that the callback may append.
             progress(RebuildProgress(phase: .catchingUp, done: reached - start, total: head - start, perSecond: 0))
             if swapped { return head - start }
@@ -358,7 +376,7 @@ extension ProjectionEngine {
         try store.env.write { txn in try store.setShadow(nil, txn) }
         while true {
             let more = try store.env.write { txn -> Bool in
-                let live = Set([try store.served(txn)?.number, try store.shadow(txn)?.number].compactMap { $0 })
+                let live = Set([try store.storedServed(txn)?.number, try store.shadow(txn)?.number].compactMap { $0 })
                 guard let dead = try store.storedGenerations(txn).subtracting(live).min() else { return false }
                 return try store.delete(dead, limit: 50_000, txn) > 0
             }
