@@ -42,6 +42,9 @@ struct BenchCommand: ParsableCommand {
     @Option(name: .customLong("case"), help: "Run only this case and what it needs (for profiling), e.g. rebuild.ledger.")
     var only: String?
 
+    @Option(help: "Events whose read-model writes an append keeps in memory before it stores them (EventLog.Options.modelTailLimit; 0: every append stores its own).")
+    var modelTailLimit: Int = EventLog.Options().modelTailLimit
+
     @Flag(help: "Under callgrind: dump the instruction count of the --case's measured phase alone (Tools/bench --callgrind).")
     var callgrind = false
 
@@ -93,6 +96,7 @@ struct BenchCommand: ParsableCommand {
 
         progress.update("drafting", done: 0, total: customers, unit: "customers")
         var bench = Bench(root: root, events: Self.dataset(customers: customers), only: only, callgrind: callgrind, eachModel: eachModel, progress: progress)
+        bench.modelTailLimit = modelTailLimit
         // 100,000 events whatever the run's size, but on the tiny runs of the benchmark's own tests.
         bench.longEvents = customers >= 1_000 ? 100_000 : customers * 10
         let figures = try bench.run(singles: quick ? 300 : 1_000, perThread: quick ? 20 : 60)
@@ -151,6 +155,15 @@ struct Bench {
     let progress: Progress
     /// The long-history cases' long customer's events.
     var longEvents = 100_000
+    /// `EventLog.Options.modelTailLimit` of every ledger the run opens.
+    var modelTailLimit = EventLog.Options().modelTailLimit
+
+    /// A ledger at `store` with the run's options.
+    func openLedger(_ store: String, models: [any ReadModel.Type] = ReadModels.all) throws -> Ledger {
+        var options = EventLog.Options()
+        options.modelTailLimit = modelTailLimit
+        return try Ledger(path: store, models: models, options: options)
+    }
     /// The mean size of an event's record in the log, hash included (over the first 10,000).
     let meanRecordBytes: Double
 
@@ -186,7 +199,7 @@ struct Bench {
         }
         if wanted("append.ledger", "append.rawLayout", "cluster.append1", "cluster.append2", "cluster.append3", "rebuild.ledger", "rebuild.ledger1", "status.p50us", "status.p99us", "storage.bytesPerEvent", "due.windowUs",
                   "import.heapMiB", "import.heapMiBEvery") {
-            let ledger = try Ledger(path: path("ledger"))
+            let ledger = try openLedger(path("ledger"))
             defer { ledger.close() }
             let batches = self.batches
             (results["append.ledger"], results.writtenPerEvent["append.ledger"]) = try counting(events.count) {
@@ -195,6 +208,8 @@ struct Bench {
                         try ledger.log.append(batch)
                         done(index * Bench.batch)
                     }
+                    // What the model tail holds at the end is stored too.
+                    try ledger.storeModels()
                 }
             }
             results["storage.bytesPerEvent"] = Double(ledger.log.environment.info().usedBytes) / Double(events.count)
@@ -279,7 +294,7 @@ struct Bench {
             }
         }
         if wanted("append.singleCommit") {
-            let ledger = try Ledger(path: path("single"))
+            let ledger = try openLedger(path("single"))
             defer { ledger.close() }
             results["append.singleCommit"] = try measure("append.singleCommit", singles, "one event per commit") { done in
                 for i in 0..<singles {
@@ -289,7 +304,7 @@ struct Bench {
             }
         }
         if wanted("append.groupCommit") {
-            let ledger = try Ledger(path: path("group"))
+            let ledger = try openLedger(path("group"))
             defer { ledger.close() }
             let total = 64 * perThread
             let failures = Mutex(0)
@@ -376,7 +391,7 @@ struct Bench {
     /// Every event appended in batches of `Bench.batch` to a new store folding only `models`
     /// (and the facts): events per second and bytes written per event.
     private func appendBatches(_ name: String, models: [any ReadModel.Type], _ phase: String) throws -> (Double, Double?) {
-        let ledger = try Ledger(path: path(name), models: models)
+        let ledger = try openLedger(path(name), models: models)
         defer { ledger.close() }
         let batches = self.batches
         return try counting(events.count) {
@@ -385,6 +400,7 @@ struct Bench {
                     try ledger.log.append(batch)
                     done(index * Bench.batch)
                 }
+                try ledger.storeModels()
             }
         }
     }
@@ -394,7 +410,7 @@ struct Bench {
     /// (`events(of:).collect()`) and its status, by turns — as a server answering support
     /// while the App Store's webhook appends.
     private func appendUnderReadLoad(singles: Int) throws -> (alone: Double, loaded: Double) {
-        let ledger = try Ledger(path: path("readLoad"))
+        let ledger = try openLedger(path("readLoad"))
         defer { ledger.close() }
         let loaded = Array(events.prefix(Bench.readLoadEvents))
         for start in stride(from: 0, to: loaded.count, by: Bench.batch) {
@@ -443,7 +459,7 @@ struct Bench {
     /// `account.deleted`, whose key store compaction copies every other key) in a store of
     /// `Bench.eraseSubjects` subjects, each with a personal note and so a key: the mean of five.
     private func eraseMilliseconds() throws -> Double {
-        let ledger = try Ledger(path: path("erase"))
+        let ledger = try openLedger(path("erase"))
         defer { ledger.close() }
         let subjects = Bench.eraseSubjects
         progress.update("subjects with a key each", done: 0, total: subjects)
