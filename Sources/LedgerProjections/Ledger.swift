@@ -50,9 +50,8 @@ public final class Ledger: Sendable {
     /// `EventLog.Options.durability = .noSync`, whose appends return before the fsync.
     public func sync() throws(LedgerError) { try log.sync() }
 
-    /// Stores the read models' latest writes, which appends keep in memory until
-    /// `EventLog.Options.modelTailLimit` events gather (closing stores them too). Nothing is
-    /// lost without it: after a crash, opening the store folds those events again.
+    /// Stores the read models' latest writes, kept in memory until `modelTailLimit` events
+    /// gather or the store closes (after a crash, opening folds those events again).
     public func storeModels() throws(LedgerError) {
         try requireWritable("storing the read models")
         try engine.storeTail()
