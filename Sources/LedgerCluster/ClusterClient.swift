@@ -41,8 +41,17 @@ import LedgerProjections
     /// A batch is atomic per partition only when each partition's part is one event or the
     /// checks refuse it whole: JetStream has no transaction over several messages. A batch
     /// that fails part-way has the parts before stored; retrying it whole is safe (they count
-    /// as duplicates). The error's `index` is the failing event's index in `drafts`.
+    /// as duplicates). The error's `index` is the failing event's index in `drafts`. The
+    /// retries the client makes by itself (a node that did not answer in time) count what an
+    /// earlier try stored as appended.
     public func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion] = [:]) throws(LedgerError) -> AppendResult {
+        // Names this call in its requests and the messages they publish: a retry of a request
+        // whose answer was lost finds its events stored by this call, and says appended.
+        try append(drafts, expecting: expecting, call: String(UInt64.random(in: 0...UInt64.max), radix: 16))
+    }
+
+    /// `append(_:expecting:)` as the call named `call` (each of its tries sends the same name).
+    func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String) throws(LedgerError) -> AppendResult {
         var groups: [Int: [Int]] = [:]
         for (i, draft) in drafts.enumerated() { groups[layout.partition(of: draft.subject), default: []].append(i) }
         var expectations: [Int: [String: ExpectedVersion]] = [:]
@@ -61,7 +70,7 @@ import LedgerProjections
                     throw error
                 }
             }
-            var request: JSONObject = ["lines": .array(lines)]
+            var request: JSONObject = ["lines": .array(lines), "call": .string(call)]
             if let expected = expectations[partition] {
                 request["expecting"] = .object(JSONObject(expected.sorted { $0.key < $1.key }.map { ($0.key, ClusterWire.json(of: $0.value)) }))
             }

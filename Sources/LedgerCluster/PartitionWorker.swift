@@ -250,7 +250,8 @@ final class PartitionWorker: @unchecked Sendable {
                     expecting[member.key] = expected
                 }
             }
-            let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting) }
+            let call = ClusterWire.string(object["call"])
+            let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting, call: call) }
             return ClusterWire.ok(.object(["outcomes": .array(outcomes.map(ClusterWire.json(of:)))]))
         } catch {
             if error.code == .unavailable || error.code == .storage { node.log("partition \(partition): an append failed: \(error.message)") }
@@ -260,7 +261,10 @@ final class PartitionWorker: @unchecked Sendable {
 
     /// Checks a batch against the store, publishes its new events and waits until the store
     /// has folded them (so that a read after the append sees it).
-    private func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion]) throws(LedgerError) -> [AppendOutcome] {
+    ///
+    /// `call` names the client's append call, the same in each of its retries: an event an
+    /// earlier try of the same call stored is `.appended`, not a duplicate.
+    private func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String?) throws(LedgerError) -> [AppendOutcome] {
         for (i, draft) in drafts.enumerated() {
             do throws(LedgerError) { _ = try draft.validate() } catch {
                 var error = error
@@ -290,7 +294,7 @@ final class PartitionWorker: @unchecked Sendable {
             if let stored = try node.ledger.log.stored(as: draft) {
                 let position = try node.ledger.log.origin(of: stored.position) ?? stored.position
                 guard stored.same else { throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject) }
-                outcomes[i] = .duplicate(position: position)
+                outcomes[i] = try outcome(ofStored: stored.position, at: position, call: call)
             } else {
                 fresh.append(i)
             }
@@ -321,7 +325,7 @@ final class PartitionWorker: @unchecked Sendable {
             var publications: [NATSConnection.Publication] = []
             for i in wave {
                 publications.append(.init(subject: node.layout.natsSubject(of: drafts[i].subject), data: try EventLine.line(of: drafts[i]),
-                                          messageID: drafts[i].id.description, expectedLastSubjectSequence: expected[drafts[i].subject]))
+                                          messageID: drafts[i].id.description, expectedLastSubjectSequence: expected[drafts[i].subject], call: call))
             }
             var failure: (index: Int, error: LedgerError)?
             for (i, result) in zip(wave, node.connection.publish(publications)) {
@@ -337,12 +341,15 @@ final class PartitionWorker: @unchecked Sendable {
                         if failure.map({ i < $0.index }) ?? true { failure = (i, error) }
                         continue
                     }
-                    outcomes[i] = .duplicate(position: ack.sequence)
                     // The subject's last sequence and version are no longer known: read them
                     // again once the store has folded the stream that far.
                     lastSequences.withLock { $0[subject] = nil }
                     let latest = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
                     guard waitForFold(latest) else { throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry") }
+                    outcomes[i] = .duplicate(position: ack.sequence)
+                    if call != nil, let local = try node.ledger.log.stored(as: drafts[i]) {
+                        outcomes[i] = try outcome(ofStored: local.position, at: ack.sequence, call: call, message: stored)
+                    }
                     expected[subject] = latest
                     versions[subject] = try node.ledger.version(of: subject)
                     last = max(last, latest)
@@ -376,6 +383,20 @@ final class PartitionWorker: @unchecked Sendable {
         return drafts.indices.map { i in
             outcomes[i] ?? .duplicate(position: outcomes[firstOf[drafts[i].id] ?? i]?.position ?? 0)
         }
+    }
+
+    /// What an event already stored (at `local` in this node's store, `position` in the
+    /// stream) is to the append call `call`: `.appended` when an earlier try of that call
+    /// published it, else a duplicate. `message` is the stream's, when already read.
+    private func outcome(ofStored local: UInt64, at position: UInt64, call: String?,
+                         message: NATSConnection.StoredMessage?? = .none) throws(LedgerError) -> AppendOutcome {
+        guard let call else { return .duplicate(position: position) }
+        let stored: NATSConnection.StoredMessage?
+        if let message { stored = message } else { stored = try node.connection.message(in: ClusterLayout.stream, at: position) }
+        guard stored?.call == call, let version = try node.ledger.log.event(at: local, revealing: false)?.version else {
+            return .duplicate(position: position)
+        }
+        return .appended(position: position, version: version)
     }
 
     /// Waits until the store has folded every message the stream holds of `subject`, and

@@ -112,6 +112,17 @@ struct ClusterTests {
             #expect(verified.problems == [])
             #expect(verified.events == events.count)
             #expect(verified.nodes.values.reduce(0, +) == 8)
+            // A request tried again (its answer lost) finds what its first try stored: appended.
+            // Events stored by other calls stay duplicates.
+            let retried = Array(events.prefix(3)) + [
+                try Make.session("retried", at: ts("2026-03-01T00:00:00Z"), zone: "UTC").draft(),
+                try Make.session("retried", at: ts("2026-03-02T00:00:00Z"), zone: "UTC").draft(),
+            ]
+            let firstTry = try client.append(retried, expecting: [:], call: "retried")
+            let secondTry = try client.append(retried, expecting: [:], call: "retried")
+            #expect(firstTry.appended == 2)
+            #expect(secondTry.outcomes == firstTry.outcomes)
+            #expect(try client.append(retried).duplicates == retried.count)
         }
     }
 

@@ -118,11 +118,14 @@ package final class NATSConnection: @unchecked Sendable {
         package var data: [UInt8]
         package var messageID: String?
         package var expectedLastSubjectSequence: UInt64?
-        package init(subject: String, data: [UInt8], messageID: String?, expectedLastSubjectSequence: UInt64?) {
+        /// The append call that publishes it, kept in the message (header `Ledger-Call`).
+        package var call: String?
+        package init(subject: String, data: [UInt8], messageID: String?, expectedLastSubjectSequence: UInt64?, call: String? = nil) {
             self.subject = subject
             self.data = data
             self.messageID = messageID
             self.expectedLastSubjectSequence = expectedLastSubjectSequence
+            self.call = call
         }
     }
 
@@ -136,6 +139,7 @@ package final class NATSConnection: @unchecked Sendable {
             var headers: [String: String] = [:]
             if let id = message.messageID { headers["Nats-Msg-Id"] = id }
             if let expected = message.expectedLastSubjectSequence { headers["Nats-Expected-Last-Subject-Sequence"] = String(expected) }
+            if let call = message.call { headers[Self.callHeader] = call }
             return (message.subject, message.data, headers)
         }
         return gather(sent, timeout: timeout) { bytes, subject, noResponders in
@@ -178,7 +182,12 @@ package final class NATSConnection: @unchecked Sendable {
         package var data: [UInt8]
         /// When the stream stored it, in nanoseconds since 1970 (the stream leader's clock).
         package var time: Int64 = 0
+        /// The append call that published it (`Publication.call`), if it said.
+        package var call: String?
     }
+
+    /// The header that names the append call a message came from.
+    static let callHeader = "Ledger-Call"
 
     /// The last message stored under `subject`, `nil` when it has none.
     package func lastMessage(in stream: String, subject: String) throws(LedgerError) -> StoredMessage? {
@@ -310,7 +319,13 @@ package final class NATSConnection: @unchecked Sendable {
     static func stored(_ message: OpaquePointer) -> StoredMessage {
         StoredMessage(sequence: natsMsg_GetSequence(message),
                       subject: natsMsg_GetSubject(message).map { String(cString: $0) } ?? "",
-                      data: bytes(of: message), time: natsMsg_GetTime(message))
+                      data: bytes(of: message), time: natsMsg_GetTime(message), call: header(callHeader, of: message))
+    }
+
+    static func header(_ key: String, of message: OpaquePointer) -> String? {
+        var value: UnsafePointer<CChar>?
+        guard natsMsgHeader_Get(message, key, &value) == NATS_OK, let value else { return nil }
+        return String(cString: value)
     }
 
     static func bytes(of message: OpaquePointer) -> [UInt8] {
