@@ -30,14 +30,14 @@ struct ModelTail: Sendable {
     /// The served generation record as the tail's writes leave it; `nil`: as stored.
     private(set) var served: Generation?
     /// `models` keys → the bytes written (`nil`: deleted).
-    private(set) var states: TreeDictionary<[UInt8], TailBytes?> = [:]
+    private(set) var states: TreeDictionary<TailKey, TailBytes?> = [:]
     /// For each key prefix of `states` (generation ‖ key length ‖ key), the tags (bit per tag)
     /// of its states there: a status query looks its key up once.
-    private(set) var tags: TreeDictionary<[UInt8], UInt64> = [:]
+    private(set) var tags: TreeDictionary<TailKey, UInt64> = [:]
     /// `modelIndex` keys → the bytes written (`nil`: deleted).
-    private(set) var index: TreeDictionary<[UInt8], TailBytes?> = [:]
+    private(set) var index: TreeDictionary<TailKey, TailBytes?> = [:]
     /// The entry keys of `index` by their anchor's day: a range read looks up the days it spans.
-    private(set) var days: TreeDictionary<Int64, TreeSet<[UInt8]>> = [:]
+    private(set) var days: TreeDictionary<Int64, TreeSet<TailKey>> = [:]
 
     /// The events a tail gathers before an append stores it, unless the store is opened with
     /// another limit (`EventLog.Options.modelTailLimit`).
@@ -93,10 +93,10 @@ struct ModelTail: Sendable {
 struct TailWrites {
     var head: UInt64
     var served: Generation?
-    private(set) var states: [[UInt8]: TailBytes?] = [:]
-    private(set) var tags: [[UInt8]: UInt64] = [:]
-    private(set) var index: [[UInt8]: TailBytes?] = [:]
-    private(set) var days: [Int64: Set<[UInt8]>] = [:]
+    private(set) var states: [TailKey: TailBytes?] = [:]
+    private(set) var tags: [TailKey: UInt64] = [:]
+    private(set) var index: [TailKey: TailBytes?] = [:]
+    private(set) var days: [Int64: Set<TailKey>] = [:]
 
     init(head: UInt64) {
         self.head = head
@@ -105,17 +105,18 @@ struct TailWrites {
     var isEmpty: Bool { states.isEmpty && index.isEmpty && served == nil }
 
     mutating func put(state key: [UInt8], _ bytes: [UInt8]?) {
-        states[key] = .some(bytes.map(TailBytes.init))
+        states[TailKey(key)] = .some(bytes.map(TailBytes.init))
         guard key.count >= 7 else { return }
         let length = Int(key[4]) << 8 | Int(key[5])
         let tag = key.count == 6 + length + 1 ? key[6 + length] : ModelSchema.itemMark
         guard tag < ModelSchema.itemMark else { return }
-        tags[Array(key[0 ..< 6 + length]), default: 0] |= 1 << UInt64(tag)
+        tags[TailKey(Array(key[0 ..< 6 + length])), default: 0] |= 1 << UInt64(tag)
     }
 
     mutating func put(entry key: [UInt8], _ bytes: [UInt8]?) {
+        let key = TailKey(key)
         index[key] = .some(bytes.map(TailBytes.init))
-        if let anchor = ModelTail.anchor(ofEntry: key) { days[ModelTail.day(anchor), default: []].insert(key) }
+        if let anchor = ModelTail.anchor(ofEntry: key.bytes) { days[ModelTail.day(anchor), default: []].insert(key) }
     }
 }
 
@@ -171,25 +172,30 @@ final class Overlay {
     /// The bytes written at `key` of `models`: `.some(nil)` when deleted, `nil` when neither
     /// the tail nor the transaction wrote it.
     func state(_ key: [UInt8]) -> TailBytes?? {
+        let key = TailKey(key)
         if let written = writes.states[key] { return written }
         return tail.states[key]
     }
 
     /// The tags of `prefix`'s states written (bit per tag).
-    func tags(of prefix: [UInt8]) -> UInt64 { (writes.tags[prefix] ?? 0) | (tail.tags[prefix] ?? 0) }
+    func tags(of prefix: [UInt8]) -> UInt64 {
+        let prefix = TailKey(prefix)
+        return (writes.tags[prefix] ?? 0) | (tail.tags[prefix] ?? 0)
+    }
 
     func put(state key: [UInt8], _ bytes: [UInt8]?) { writes.put(state: key, bytes) }
 
     /// Every `models` key written beginning with `prefix`, in byte order.
     func stateKeys(beginningWith prefix: [UInt8]) -> [[UInt8]] {
-        var keys = Set(tail.states.keys.filter { $0.starts(with: prefix) })
-        for key in writes.states.keys where key.starts(with: prefix) { keys.insert(key) }
+        var keys = Set(tail.states.keys.lazy.map(\.bytes).filter { $0.starts(with: prefix) })
+        for key in writes.states.keys where key.bytes.starts(with: prefix) { keys.insert(key.bytes) }
         return keys.sorted { $0.precedesInByteOrder($1) }
     }
 
     // MARK: modelIndex
 
     func entry(_ key: [UInt8]) -> TailBytes?? {
+        let key = TailKey(key)
         if let written = writes.index[key] { return written }
         return tail.index[key]
     }
@@ -199,7 +205,7 @@ final class Overlay {
     /// The entry keys written beginning with `prefix` whose anchor is in `from ..< to` (`nil`:
     /// no end).
     func entryKeys(beginningWith prefix: [UInt8], from: Int64, to: Int64?) -> [[UInt8]] {
-        var found: Set<[UInt8]> = []
+        var found: Set<TailKey> = []
         let dayCount = Int64(tail.days.count + writes.days.count)
         if let to, to > from, to.subtractingClamped(from) / ModelTail.dayMilliseconds < dayCount {
             var day = ModelTail.day(from)
@@ -213,7 +219,7 @@ final class Overlay {
             for keys in tail.days.values { found.formUnion(keys) }
             for keys in writes.days.values { found.formUnion(keys) }
         }
-        return found.filter { key in
+        return found.lazy.map(\.bytes).filter { key in
             guard key.starts(with: prefix), let anchor = ModelTail.anchor(ofEntry: key) else { return false }
             return anchor >= from && to.map { anchor < $0 } ?? true
         }
@@ -227,8 +233,10 @@ final class Overlay {
         for (database, isState) in [(store.states, true), (store.index, false)] {
             var keys = Set(isState ? Array(tail.states.keys) : Array(tail.index.keys))
             keys.formUnion(isState ? Array(writes.states.keys) : Array(writes.index.keys))
-            for key in keys.sorted(by: { $0.precedesInByteOrder($1) }) {
-                guard let written = isState ? state(key) : entry(key) else { continue }
+            for key in keys.sorted(by: { $0.bytes.precedesInByteOrder($1.bytes) }) {
+                let own = isState ? writes.states[key] : writes.index[key]
+                guard let written = own ?? (isState ? tail.states[key] : tail.index[key]) else { continue }
+                let key = key.bytes
                 if let bytes = written {
                     try key.withUnsafeBytes { key in try txn.put(database, key: key, value: bytes.bytes) }
                 } else {
@@ -237,6 +245,22 @@ final class Overlay {
             }
         }
         if let served { try store.setStoredServed(served, txn) }
+    }
+}
+
+/// A key of the tail's tables: its bytes, hashed as one buffer and compared with `memcmp`
+/// (an array of bytes hashes and compares byte by byte).
+struct TailKey: Hashable, Sendable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    static func == (a: TailKey, b: TailKey) -> Bool {
+        a.bytes.withUnsafeBytes { $0.hasSameBytes(as: b.bytes) }
     }
 }
 
