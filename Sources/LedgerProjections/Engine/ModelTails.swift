@@ -92,7 +92,7 @@ extension ProjectionEngine {
         let overlay = fits ? Overlay(snapshot, startedOver: false) : Overlay(ModelTail(generation: stored.id, through: storedHigh))
         guard reading else { return overlay }
         // A reader folds what its copy lacks of each fold that is close enough behind.
-        var served = try store.served(txn, overlay) ?? stored
+        var served = overlay.served ?? stored
         var folded = false
         for index in catchUpOrder {
             let fold = folds[index]

@@ -100,9 +100,17 @@ extension ProjectionEngine {
     /// Why a model's served states must not be taken as current, or `nil`: its own record's,
     /// or the facts' it reads.
     func staleness(_ name: String, _ version: UInt32, _ served: Generation?, policyHash: String, head: UInt64) -> String? {
-        guard let served, let record = served.record(name), let facts = served.record(Fold.factsName) else {
-            return "never built; open the store for writing to build it, or run `ledger rebuild`"
-        }
+        guard let served else { return Self.neverBuilt }
+        return Self.staleness(version, served.record(name), served.record(Fold.factsName), served: served, policyHash: policyHash, head: head)
+    }
+
+    static let neverBuilt = "never built; open the store for writing to build it, or run `ledger rebuild`"
+
+    /// `staleness(_:_:_:policyHash:head:)` of a model whose record and the facts' in `served`
+    /// are looked up already.
+    static func staleness(_ version: UInt32, _ record: Generation.FoldRecord?, _ facts: Generation.FoldRecord?, served: Generation,
+                          policyHash: String, head: UInt64) -> String? {
+        guard let record, let facts else { return neverBuilt }
         if record.version != UInt64(version) {
             return "built by version \(record.version), this ledger has \(version); run `ledger rebuild`"
         }
@@ -147,11 +155,14 @@ extension ProjectionEngine {
                     return (Status(subject: key, at: t, answers: shown.map { Status.Answer(model: $0.name, view: nil) }, stale: shown.map { $0.name }), [])
                 }
                 var answers: [Status.Answer] = []
+                answers.reserveCapacity(models.count)
                 var stale: [String] = []
                 var replay: [(model: Int, answer: Int)] = []
+                let factsRecord = served.record(Fold.factsName)
                 for (index, model) in models.enumerated() where model.shownInStatus {
-                    if staleness(model.name, model.version, served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
-                    let bytes = served.record(model.name).flatMap { stored[$0.tagByte] }
+                    let record = served.record(model.name)
+                    if Self.staleness(model.version, record, factsRecord, served: served, policyHash: policyHash, head: head) != nil { stale.append(model.name) }
+                    let bytes = record.flatMap { stored[$0.tagByte] }
                     do {
                         answers.append(Status.Answer(model: model.name, view: try Self.view(model, stateBytes: bytes, facts: facts, at: t, policy: policy)))
                     } catch let error as StateDecoder.Damaged {
