@@ -16,7 +16,7 @@
 /// latest fact on; an earlier time is replayed too (`ReadModel.answersFrom`).
 public enum AccessModel: ReadModel {
     public static let name = "access"
-    public static let version: UInt32 = 3
+    public static let version: UInt32 = 4
 
     /// What one session event did, on its device.
     public enum SessionAction: UInt8, StateValue, Equatable, Sendable {
@@ -186,12 +186,27 @@ public enum AccessModel: ReadModel {
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
-            try coder.code(&settled)
-            try coder.code(&recent)
+            try codeViewed(&coder)
+            try coder.nested { coder throws(StateDecoder.Damaged) in
+                try coder.code(&settled)
+                try coder.code(&recent)
+            }
+        }
+
+        /// The fields a view reads, first: `decodeForView` stops after them.
+        private mutating func codeViewed(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try coder.code(&present)
             try coder.code(&disordered)
             try coder.code(&purchases)
             try coder.code(&cancellations)
+        }
+
+        /// Without `settled` and `recent`, which only folding reads (half the bytes).
+        public static func decodeForView(_ bytes: UnsafeRawBufferPointer) throws(StateDecoder.Damaged) -> Self {
+            var state = Self()
+            var coder = StateCoder(decoding: StateDecoder(bytes))
+            try state.codeViewed(&coder)
+            return state
         }
     }
 

@@ -109,7 +109,16 @@ extension ReadModel {
 }
 
 /// A model's per-key state: empty to start with, encoded by its field list.
-public protocol ModelState: StateRecord, Equatable {}
+public protocol ModelState: StateRecord, Equatable {
+    /// The state as a view reads it (default: decoded whole). A state with parts only folding
+    /// reads may leave them out — the result is for `ReadModel.view` and `answersFrom` alone,
+    /// never folded or stored.
+    static func decodeForView(_ bytes: UnsafeRawBufferPointer) throws(StateDecoder.Damaged) -> Self
+}
+
+extension ModelState {
+    public static func decodeForView(_ bytes: UnsafeRawBufferPointer) throws(StateDecoder.Damaged) -> Self { try decode(bytes) }
+}
 
 /// The item of a model that keeps none.
 public struct NoItem: ModelState {

@@ -171,7 +171,8 @@ struct ModelStore: Sendable {
     /// are neighbours, so one seek finds them.
     func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [UInt8: UnsafeRawBufferPointer] {
         let prefix = ModelSchema.keyPrefix(generation, key)
-        var found: [UInt8: UnsafeRawBufferPointer] = [:]
+        // Room for every fold's state at once: growing one slot at a time rehashes thrice.
+        var found = [UInt8: UnsafeRawBufferPointer](minimumCapacity: 16)
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)
             while let current = entry, current.key.count == prefix.count + 1, current.key.begins(with: prefix),

@@ -266,7 +266,7 @@ extension ProjectionEngine {
         if M.keyedBySubject, !facts.bound.isEmpty { throw NeedsReplay() }
         // No optional of the state: each generic optional asks the runtime for its type.
         let state: M.State
-        if let stateBytes { state = try M.State.decode(stateBytes) } else { state = M.State() }
+        if let stateBytes { state = try M.State.decodeForView(stateBytes) } else { state = M.State() }
         if let from = M.answersFrom(state, facts: facts), from > t { throw NeedsReplay() }
         return M.view(of: state, facts: facts, at: t, policy: policy)
     }
