@@ -137,6 +137,7 @@ import Testing
         // What a view decodes (`decodeForView`, which may leave folding's parts out) answers
         // as the whole state does, before, inside and after the history.
         let viewed = try bytes.withUnsafeBytes { try M.State.decodeForView($0) }
+        #expect(throws: StateDecoder.Damaged.self, "\(M.name), seed \(seed)") { try (bytes + [0]).withUnsafeBytes { try M.State.decodeForView($0) } }
         let facts = history.facts(of: subject)
         for t in ["2025-12-01T00:00:00Z", "2026-02-15T12:00:00Z", "2026-06-01T00:00:00Z", "2027-06-01T00:00:00Z"].map(ts) {
             #expect(M.view(of: viewed, facts: facts, at: t, policy: .reference) == M.view(of: state, facts: facts, at: t, policy: .reference), "\(M.name) at \(t), seed \(seed)")

@@ -204,8 +204,7 @@ public enum AccessModel: ReadModel {
         /// Without `settled` and `recent`, which only folding reads (half the bytes).
         public static func decodeForView(_ bytes: UnsafeRawBufferPointer) throws(StateDecoder.Damaged) -> Self {
             var state = Self()
-            var coder = StateCoder(decoding: StateDecoder(bytes))
-            try state.codeViewed(&coder)
+            try StateCoder.decode(bytes, leavingLastPart: { coder throws(StateDecoder.Damaged) in try state.codeViewed(&coder) })
             return state
         }
     }

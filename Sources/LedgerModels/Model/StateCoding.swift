@@ -112,6 +112,17 @@ public struct StateCoder {
         }
     }
 
+    /// Decodes the fields `body` names from `bytes`, then passes over the nested part
+    /// (`nested(_:)`) that must end them, unread: a state's parts a view does not read
+    /// (`ModelState.decodeForView`).
+    package static func decode(_ bytes: UnsafeRawBufferPointer, leavingLastPart body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        var coder = StateCoder(decoding: StateDecoder(bytes))
+        try body(&coder)
+        guard var decoder = coder.decoder else { return }
+        _ = try decoder.part()
+        guard decoder.isAtEnd else { throw StateDecoder.Damaged(what: "\(decoder.remaining) trailing bytes") }
+    }
+
     /// Decodes a nested part's bytes (kept by `nested(unread:_:)`) into the fields `body` names.
     package static func decodeNested(_ bytes: [UInt8], _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
         let result = bytes.withUnsafeBytes { buffer -> Result<Void, StateDecoder.Damaged> in
