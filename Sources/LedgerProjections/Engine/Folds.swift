@@ -29,12 +29,13 @@ struct Fold: Sendable {
 
     /// Empty states of this fold, to fold events into under `policy` (the store's, or the one
     /// a rebuild builds under).
-    func makeStates(policy: Policy) -> any StateFold {
-        guard let model else { return States<FactsFolding>(policy: policy) }
-        return states(model, policy: policy)
+    /// `keys`: how many keys it may hold, room made at once (0: grown as they come).
+    func makeStates(policy: Policy, keys: Int = 0) -> any StateFold {
+        guard let model else { return States<FactsFolding>(policy: policy, keys: keys) }
+        return states(model, policy: policy, keys: keys)
     }
 
-    private func states<M: ReadModel>(_ model: M.Type, policy: Policy) -> any StateFold { States<ModelFolding<M>>(policy: policy) }
+    private func states<M: ReadModel>(_ model: M.Type, policy: Policy, keys: Int) -> any StateFold { States<ModelFolding<M>>(policy: policy, keys: keys) }
 }
 
 /// A reducer the engine runs: the facts' or a model's.
@@ -178,7 +179,11 @@ final class States<F: Folding>: StateFold {
 
     func restrict(to part: Partition) { self.part = part }
 
-    init(policy: Policy) { self.policy = policy }
+    init(policy: Policy, keys: Int = 0) {
+        self.policy = policy
+        states.reserveCapacity(keys)
+        loadedStates.reserveCapacity(keys)
+    }
 
     private static func state(_ box: AnyObject) -> Box<F.State> { unsafeDowncast(box, to: Box<F.State>.self) }
     private static func item(_ box: AnyObject) -> Box<F.Item> { unsafeDowncast(box, to: Box<F.Item>.self) }

@@ -98,7 +98,10 @@ final class InlineSession: CommitSession {
         // states (its entries are worked out from them).
         let folded = active.indices.filter { active[$0] != nil && $0 != holders?.index }
         let indexed = folded.filter { $0 != 0 && engine.indexInputs.contains($0) }
-        var stored: [[String: [UInt8]?]] = Array(repeating: [:], count: active.count)
+        // Room for a key per event from the start: a table grown one doubling at a time
+        // hashes every key again at each.
+        var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) || $0 == 0 ? .init(minimumCapacity: events.count) : [:] }
+        overlay.reserve(events: events.count)
         var storedItems: [[ItemKey: [UInt8]?]] = Array(repeating: [:], count: active.count)
         func load(_ index: Int, _ key: String) throws {
             guard let tag = active[index]?.tag, stored[index].index(forKey: key) == nil else { return }
@@ -216,7 +219,8 @@ final class PartFold {
     private func fold(_ inputs: SessionInputs) throws {
         let engine = inputs.engine
         var states: [Int: any StateFold] = [:]
-        for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy) }
+        let keys = inputs.events.count / part.count + 1
+        for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy, keys: keys) }
         for event in inputs.events {
             // Most folds are keyed by the subject: whether it is this part's is asked once.
             let subjectHere = part.contains(event.subject)

@@ -104,6 +104,13 @@ struct TailWrites {
 
     var isEmpty: Bool { states.isEmpty && index.isEmpty && served == nil }
 
+    /// Makes room for the writes of `events` more events at once (an event writes one or
+    /// two states and a tag on average).
+    mutating func reserve(events: Int) {
+        states.reserveCapacity(states.count + 2 * events)
+        tags.reserveCapacity(tags.count + events)
+    }
+
     mutating func put(state key: [UInt8], _ bytes: [UInt8]?) {
         states[TailKey(key)] = .some(bytes.map(TailBytes.init))
         guard key.count >= 7 else { return }
@@ -184,6 +191,9 @@ final class Overlay {
     }
 
     func put(state key: [UInt8], _ bytes: [UInt8]?) { writes.put(state: key, bytes) }
+
+    /// Makes room for the writes of `events` events (`TailWrites.reserve`).
+    func reserve(events: Int) { writes.reserve(events: events) }
 
     /// Every `models` key written beginning with `prefix`, in byte order.
     func stateKeys(beginningWith prefix: [UInt8]) -> [[UInt8]] {
