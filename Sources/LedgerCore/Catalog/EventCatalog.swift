@@ -123,7 +123,9 @@ public enum EventCatalog {
 }
 
 /// One layout with its type erased: what the catalog, the decoders and the schema generator use.
-@_spi(Storage) public struct Layout: Sendable {
+/// A class: every check of an event takes it from the catalog, and a reference is one retain
+/// where the struct was ten (its closures).
+@_spi(Storage) public final class Layout: Sendable {
     /// One field, described.
     public struct FieldInfo: Sendable, Hashable {
         public let name: String
