@@ -58,22 +58,30 @@ extension StateRecord {
 /// A `StateRecord`'s fields on their way out (encoding: each is read) or in (decoding: each
 /// is set), one method for both, so a record's layout is written once.
 public struct StateCoder {
-    private var encoder: StateEncoder?
-    private var decoder: StateDecoder?
+    // Both are held, the one not in use empty (neither allocates): each field then reads or
+    // writes in place, where optionals had to be taken out and put back for every field.
+    private var encoder: StateEncoder
+    private var decoder: StateDecoder
+    private let decoding: Bool
 
-    init(encoding encoder: StateEncoder) { self.encoder = encoder }
-    init(decoding decoder: StateDecoder) { self.decoder = decoder }
+    init(encoding encoder: StateEncoder) {
+        self.encoder = encoder
+        decoder = StateDecoder(UnsafeRawBufferPointer(start: nil, count: 0))
+        decoding = false
+    }
+
+    init(decoding decoder: StateDecoder) {
+        encoder = StateEncoder()
+        self.decoder = decoder
+        decoding = true
+    }
 
     /// Encodes `value`, or sets it to the value decoded.
     public mutating func code<Value: StateValue>(_ value: inout Value) throws(StateDecoder.Damaged) {
-        if var decoding = decoder {
-            decoder = nil   // held alone while it reads, so its window is not copied
-            defer { decoder = decoding }
-            value = try Value.decode(from: &decoding)
-        } else if var encoding = encoder {
-            encoder = nil   // held alone while it writes, so its bytes are not copied
-            Value.encode(value, to: &encoding)
-            encoder = encoding
+        if decoding {
+            value = try Value.decode(from: &decoder)
+        } else {
+            Value.encode(value, to: &encoder)
         }
     }
 
@@ -81,32 +89,24 @@ public struct StateCoder {
     /// afresh (no string or time written before it shortens what it writes), so that its bytes
     /// can be kept as they are and written back unread (`nested(unread:_:)`).
     package mutating func nested(_ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
-        if var decoding = decoder {
-            decoder = nil
-            defer { decoder = decoding }
-            var inner = StateCoder(decoding: StateDecoder(try decoding.part()))
+        if decoding {
+            var inner = StateCoder(decoding: StateDecoder(try decoder.part()))
             try body(&inner)
-            guard inner.decoder?.isAtEnd == true else { throw StateDecoder.Damaged(what: "trailing bytes in a nested part") }
-        } else if var encoding = encoder {
-            encoder = nil
-            defer { encoder = encoding }
+            guard inner.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "trailing bytes in a nested part") }
+        } else {
             var inner = StateCoder(encoding: StateEncoder())
             try? body(&inner)   // encoding never throws
-            encoding.writePart(inner.finishEncoding().bytes)
+            encoder.writePart(inner.encoder.bytes)
         }
     }
 
     /// A nested part (`nested(_:)`) left unread: decoding keeps its bytes in `unread`; encoding
     /// writes `unread` when there are some, else what `body` encodes.
     package mutating func nested(unread: inout [UInt8]?, _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
-        if var decoding = decoder {
-            decoder = nil
-            defer { decoder = decoding }
-            unread = Array(try decoding.part())
-        } else if let bytes = unread, var encoding = encoder {
-            encoder = nil
-            defer { encoder = encoding }
-            encoding.writePart(bytes)
+        if decoding {
+            unread = Array(try decoder.part())
+        } else if let bytes = unread {
+            encoder.writePart(bytes)
         } else {
             try nested(body)
         }
@@ -118,9 +118,8 @@ public struct StateCoder {
     package static func decode(_ bytes: UnsafeRawBufferPointer, leavingLastPart body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
         var coder = StateCoder(decoding: StateDecoder(bytes))
         try body(&coder)
-        guard var decoder = coder.decoder else { return }
-        _ = try decoder.part()
-        guard decoder.isAtEnd else { throw StateDecoder.Damaged(what: "\(decoder.remaining) trailing bytes") }
+        _ = try coder.decoder.part()
+        guard coder.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "\(coder.decoder.remaining) trailing bytes") }
     }
 
     /// Decodes a nested part's bytes (kept by `nested(unread:_:)`) into the fields `body` names.
@@ -132,13 +131,13 @@ public struct StateCoder {
             } catch {
                 return .failure(error)
             }
-            return inner.decoder?.isAtEnd == true ? .success(()) : .failure(StateDecoder.Damaged(what: "trailing bytes in a nested part"))
+            return inner.decoder.isAtEnd ? .success(()) : .failure(StateDecoder.Damaged(what: "trailing bytes in a nested part"))
         }
         try result.get()
     }
 
-    fileprivate consuming func finishEncoding() -> StateEncoder { encoder ?? StateEncoder() }
-    fileprivate consuming func finishDecoding() -> StateDecoder { decoder ?? StateDecoder(UnsafeRawBufferPointer(start: nil, count: 0)) }
+    fileprivate consuming func finishEncoding() -> StateEncoder { encoder }
+    fileprivate consuming func finishDecoding() -> StateDecoder { decoder }
 }
 
 extension StateValue {
