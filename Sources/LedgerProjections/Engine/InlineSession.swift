@@ -35,6 +35,9 @@ final class InlineSession: CommitSession {
     /// Fewer events than this fold on the writer thread alone: a one-event append gains
     /// nothing from another thread.
     static let parallelFrom = 64
+    /// The keys a transaction's tables make room for at once (a batch of the usual size has
+    /// fewer); a larger import grows its tables as they fill.
+    static let reservedKeys = 4_096
 
     init(engine: ProjectionEngine, generation: Generation, active: [Entry?], policy: Policy, overlay: Overlay) {
         self.engine = engine
@@ -98,10 +101,11 @@ final class InlineSession: CommitSession {
         // states (its entries are worked out from them).
         let folded = active.indices.filter { active[$0] != nil && $0 != holders?.index }
         let indexed = folded.filter { $0 != 0 && engine.indexInputs.contains($0) }
-        // Room for a key per event from the start: a table grown one doubling at a time
-        // hashes every key again at each.
-        var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) || $0 == 0 ? .init(minimumCapacity: events.count) : [:] }
-        overlay.reserve(events: events.count)
+        // Room for a key per event from the start (a table grown one doubling at a time hashes
+        // every key again at each), up to `reservedKeys`: a larger import grows past it.
+        let room = min(events.count, Self.reservedKeys)
+        var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) || $0 == 0 ? .init(minimumCapacity: room) : [:] }
+        overlay.reserve(events: room)
         var storedItems: [[ItemKey: [UInt8]?]] = Array(repeating: [:], count: active.count)
         func load(_ index: Int, _ key: String) throws {
             guard let tag = active[index]?.tag, stored[index].index(forKey: key) == nil else { return }
@@ -219,7 +223,7 @@ final class PartFold {
     private func fold(_ inputs: SessionInputs) throws {
         let engine = inputs.engine
         var states: [Int: any StateFold] = [:]
-        let keys = inputs.events.count / part.count + 1
+        let keys = min(inputs.events.count, InlineSession.reservedKeys) / part.count + 1
         for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy, keys: keys) }
         for event in inputs.events {
             // Most folds are keyed by the subject: whether it is this part's is asked once.
