@@ -38,3 +38,12 @@ extension [UInt8] {
         }
     }
 }
+
+extension String.UTF8View {
+    /// Whether every byte satisfies `predicate`: over the string's bytes in place when they
+    /// are contiguous (a native string), several times faster than the view's iterator.
+    @inlinable
+    package func allBytes(_ predicate: (UInt8) -> Bool) -> Bool {
+        withContiguousStorageIfAvailable { $0.allSatisfy(predicate) } ?? allSatisfy(predicate)
+    }
+}

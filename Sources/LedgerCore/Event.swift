@@ -49,7 +49,7 @@ public enum EventLimits {
         // Swift's String equality is canonical equivalence, the store's keys are bytes: "café"
         // spelt two ways would be one customer to one and two to the other. Only NFC, the one
         // spelling of each, is accepted (ASCII is NFC already).
-        if !subject.utf8.allSatisfy({ $0 < 0x80 }),
+        if !subject.utf8.allBytes({ $0 < 0x80 }),
            !subject.precomposedStringWithCanonicalMapping.utf8.elementsEqual(subject.utf8) {
             return "is not in Unicode normalization form C; normalize it (NFC), so that one name has one spelling"
         }
@@ -133,7 +133,7 @@ public struct EventDraft: Sendable, Hashable {
             throw LedgerError(.invalidEvent, "subject " + problem, field: "/subject", subject: subject.isEmpty ? nil : subject)
         }
         let typeBytes = type.utf8
-        if typeBytes.isEmpty || typeBytes.count > EventLimits.maxTypeBytes || !typeBytes.allSatisfy(Self.isTypeCharacter) {
+        if typeBytes.isEmpty || typeBytes.count > EventLimits.maxTypeBytes || !typeBytes.allBytes(Self.isTypeCharacter) {
             throw LedgerError(.invalidEvent, "type must be 1…\(EventLimits.maxTypeBytes) characters of a-z, A-Z, 0-9, '.', '_', '-'",
                               field: "/type", subject: subject)
         }
