@@ -50,8 +50,9 @@ import LedgerProjections
         try append(drafts, expecting: expecting, call: String(UInt64.random(in: 0...UInt64.max), radix: 16))
     }
 
-    /// `append(_:expecting:)` as the call named `call` (each of its tries sends the same name).
-    func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String) throws(LedgerError) -> AppendResult {
+    /// `append(_:expecting:)` as the call named `call` (each of its tries sends the same name);
+    /// `retried`: its first send is already a retry (as a test has it).
+    func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String, retried: Bool = false) throws(LedgerError) -> AppendResult {
         var groups: [Int: [Int]] = [:]
         for (i, draft) in drafts.enumerated() { groups[layout.partition(of: draft.subject), default: []].append(i) }
         var expectations: [Int: [String: ExpectedVersion]] = [:]
@@ -76,7 +77,7 @@ import LedgerProjections
             }
             requests.append((partition, indexes, request))
         }
-        let answers = askAll(requests.map { ($0.partition, "append", $0.request) })
+        let answers = askAll(requests.map { ($0.partition, "append", $0.request) }, retried: retried)
         var outcomes = [AppendOutcome?](repeating: nil, count: drafts.count)
         var firstFailure: LedgerError?
         for (k, (partition, indexes, _)) in requests.enumerated() {
@@ -351,8 +352,8 @@ import LedgerProjections
     static let longTimeout: Int64 = 3_600_000
 
     /// Sends each partition's request to its holder (`ask`).
-    func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)], timeout: Int64 = 15_000) -> [Result<JSON, LedgerError>] {
-        ask(requests.map { (ClusterLayout.service(partition: $0.partition, $0.what), $0.request) }, timeout: timeout)
+    func askAll(_ requests: [(partition: Int, what: String, request: JSONObject)], timeout: Int64 = 15_000, retried: Bool = false) -> [Result<JSON, LedgerError>] {
+        ask(requests.map { (ClusterLayout.service(partition: $0.partition, $0.what), $0.request) }, timeout: timeout, retried: retried)
     }
 
     /// Sends `request` to each node named on its own subject (`ClusterLayout.nodeService`),
@@ -369,12 +370,20 @@ import LedgerProjections
 
     /// Sends every request at once, each to its subject, waiting `timeout` milliseconds for
     /// each answer; those nobody answers yet are sent again until `patience` runs out.
-    func ask(_ requests: [(subject: String, request: JSONObject)], timeout: Int64) -> [Result<JSON, LedgerError>] {
+    func ask(_ requests: [(subject: String, request: JSONObject)], timeout: Int64, retried: Bool = false) -> [Result<JSON, LedgerError>] {
         var results = [Result<JSON, LedgerError>?](repeating: nil, count: requests.count)
         let deadline = Timestamp.now().milliseconds + patience
+        var again = retried
         while true {
             let open = results.indices.filter { results[$0] == nil }
-            let sent = open.map { k in (requests[k].subject, ClusterWire.encode(requests[k].request)) }
+            // A request sent again says so: an append then asks which of its events an
+            // earlier try stored.
+            let sent = open.map { k in
+                var request = requests[k].request
+                if again { request["retry"] = .bool(true) }
+                return (requests[k].subject, ClusterWire.encode(request))
+            }
+            again = true
             let answers = connection.requests(sent.map { (subject: $0.0, data: $0.1) }, timeout: timeout)
             var retry = false
             for (k, answer) in zip(open, answers) {

@@ -251,7 +251,11 @@ final class PartitionWorker: @unchecked Sendable {
                 }
             }
             let call = ClusterWire.string(object["call"])
-            let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting, call: call) }
+            if let call, call.isEmpty || call.utf8.count > 32 || !call.utf8.allBytes({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30 ... 0x39).contains($0) || (0x41 ... 0x5A).contains($0) || (0x61 ... 0x7A).contains($0) }) {
+                throw LedgerError(.invalidArgument, "an append's call is 1…32 characters of A-Z, a-z, 0-9, '-', '_'", field: "/call")
+            }
+            let retry = object["retry"] == .bool(true)
+            let outcomes = try appending.withLock { _ throws(LedgerError) in try append(drafts, expecting: expecting, call: call, retry: retry) }
             return ClusterWire.ok(.object(["outcomes": .array(outcomes.map(ClusterWire.json(of:)))]))
         } catch {
             if error.code == .unavailable || error.code == .storage { node.log("partition \(partition): an append failed: \(error.message)") }
@@ -262,9 +266,11 @@ final class PartitionWorker: @unchecked Sendable {
     /// Checks a batch against the store, publishes its new events and waits until the store
     /// has folded them (so that a read after the append sees it).
     ///
-    /// `call` names the client's append call, the same in each of its retries: an event an
-    /// earlier try of the same call stored is `.appended`, not a duplicate.
-    private func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String?) throws(LedgerError) -> [AppendOutcome] {
+    /// `call` names the client's append call, the same in each of its tries, and goes with
+    /// every event published: in a `retry`, an event an earlier try of the same call stored is
+    /// `.appended`, not a duplicate.
+    private func append(_ drafts: [EventDraft], expecting: [String: ExpectedVersion], call: String?, retry: Bool) throws(LedgerError) -> [AppendOutcome] {
+        let mine = retry ? call : nil
         for (i, draft) in drafts.enumerated() {
             do throws(LedgerError) { _ = try draft.validate() } catch {
                 var error = error
@@ -292,9 +298,11 @@ final class PartitionWorker: @unchecked Sendable {
             firstOf[draft.id] = i
             // As a single store decides it: a personal field erased since counts as the same.
             if let stored = try node.ledger.log.stored(as: draft) {
-                let position = try node.ledger.log.origin(of: stored.position) ?? stored.position
+                let origin = try node.ledger.log.origin(of: stored.position)
+                let position = origin ?? stored.position
                 guard stored.same else { throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject) }
-                outcomes[i] = try outcome(ofStored: stored.position, at: position, call: call)
+                // An event with no origin in the stream was not published by any call.
+                outcomes[i] = try outcome(ofStored: stored.position, at: position, call: origin == nil ? nil : mine)
             } else {
                 fresh.append(i)
             }
@@ -347,8 +355,8 @@ final class PartitionWorker: @unchecked Sendable {
                     let latest = try node.connection.lastMessage(in: ClusterLayout.stream, subject: node.layout.natsSubject(of: subject))?.sequence ?? 0
                     guard waitForFold(latest) else { throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry") }
                     outcomes[i] = .duplicate(position: ack.sequence)
-                    if call != nil, let local = try node.ledger.log.stored(as: drafts[i]) {
-                        outcomes[i] = try outcome(ofStored: local.position, at: ack.sequence, call: call, message: stored)
+                    if mine != nil, let local = try node.ledger.log.stored(as: drafts[i]) {
+                        outcomes[i] = try outcome(ofStored: local.position, at: ack.sequence, call: mine, message: stored)
                     }
                     expected[subject] = latest
                     versions[subject] = try node.ledger.version(of: subject)

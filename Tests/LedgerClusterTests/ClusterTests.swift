@@ -119,10 +119,14 @@ struct ClusterTests {
                 try Make.session("retried", at: ts("2026-03-02T00:00:00Z"), zone: "UTC").draft(),
             ]
             let firstTry = try client.append(retried, expecting: [:], call: "retried")
-            let secondTry = try client.append(retried, expecting: [:], call: "retried")
+            let secondTry = try client.append(retried, expecting: [:], call: "retried", retried: true)
             #expect(firstTry.appended == 2)
             #expect(secondTry.outcomes == firstTry.outcomes)
-            #expect(try client.append(retried).duplicates == retried.count)
+            // Sent anew (not a retry), or by another call, they are duplicates.
+            #expect(try client.append(retried, expecting: [:], call: "retried").duplicates == retried.count)
+            #expect(try client.append(retried, expecting: [:], call: "another", retried: true).duplicates == retried.count)
+            // A call's name goes into a header: anything but a short token is refused.
+            #expect(throws: LedgerError.self) { try client.append(retried, expecting: [:], call: "a\r\nNats-Msg-Id: x") }
         }
     }
 
