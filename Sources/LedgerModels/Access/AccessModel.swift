@@ -187,7 +187,7 @@ public enum AccessModel: ReadModel {
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try codeViewed(&coder)
-            try coder.nested { coder throws(StateDecoder.Damaged) in
+            try coder.lastPart { coder throws(StateDecoder.Damaged) in
                 try coder.code(&settled)
                 try coder.code(&recent)
             }

@@ -100,6 +100,22 @@ public struct StateCoder {
         }
     }
 
+    /// Codes the fields `body` names as a part a reader of the fields before may pass over
+    /// (`decode(_:leavingLastPart:)`): its length, then its bytes, which go on from the fields
+    /// before (a string written there is a back reference here, a time a difference), unlike
+    /// `nested(_:)`'s. What follows the part, if anything, goes on from the fields before it.
+    package mutating func lastPart(_ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        if decoding {
+            var inner = StateCoder(decoding: decoder.continuation(try decoder.part()))
+            try body(&inner)
+            guard inner.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "trailing bytes in a part") }
+        } else {
+            var inner = StateCoder(encoding: encoder.continuation())
+            try? body(&inner)   // encoding never throws
+            encoder.writePart(inner.encoder.bytes)
+        }
+    }
+
     /// A nested part (`nested(_:)`) left unread: decoding keeps its bytes in `unread`; encoding
     /// writes `unread` when there are some, else what `body` encodes.
     package mutating func nested(unread: inout [UInt8]?, _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
@@ -112,8 +128,8 @@ public struct StateCoder {
         }
     }
 
-    /// Decodes the fields `body` names from `bytes`, then passes over the nested part
-    /// (`nested(_:)`) that must end them, unread: a state's parts a view does not read
+    /// Decodes the fields `body` names from `bytes`, then passes over the part (`lastPart`)
+    /// that must end them, unread: a state's parts a view does not read
     /// (`ModelState.decodeForView`).
     package static func decode(_ bytes: UnsafeRawBufferPointer, leavingLastPart body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
         var coder = StateCoder(decoding: StateDecoder(bytes))
@@ -194,6 +210,14 @@ public struct StateEncoder: Sendable {
         lastTime = value.milliseconds
     }
 
+    /// An encoder for a part that goes on from what this one wrote: its strings and last
+    /// time are known to it (`StateCoder.lastPart`).
+    func continuation() -> StateEncoder {
+        var continued = StateEncoder()
+        (continued.recent, continued.lastTime) = (recent, lastTime)
+        return continued
+    }
+
     /// A nested part's bytes, after their length.
     mutating func writePart(_ part: [UInt8]) {
         write(UInt64(part.count))
@@ -231,6 +255,13 @@ public struct StateDecoder {
 
     public var isAtEnd: Bool { offset == bytes.count }
     var remaining: Int { bytes.count - offset }
+
+    /// A decoder for `part`, going on from what this one read (`StateEncoder.continuation`).
+    func continuation(_ part: UnsafeRawBufferPointer) -> StateDecoder {
+        var continued = StateDecoder(part)
+        (continued.recent, continued.lastTime) = (recent, lastTime)
+        return continued
+    }
 
     public mutating func uint() throws(Damaged) -> UInt64 {
         var value: UInt64 = 0

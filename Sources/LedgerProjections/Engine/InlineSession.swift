@@ -102,8 +102,9 @@ final class InlineSession: CommitSession {
         let folded = active.indices.filter { active[$0] != nil && $0 != holders?.index }
         let indexed = folded.filter { $0 != 0 && engine.indexInputs.contains($0) }
         // Room for a key per event from the start (a table grown one doubling at a time hashes
-        // every key again at each), up to `reservedKeys`: a larger import grows past it.
-        let room = min(events.count, Self.reservedKeys)
+        // every key again at each), up to `reservedKeys`: a larger import grows past it. A
+        // small append (fewer than `parallelFrom`) grows the few it fills.
+        let room = events.count < Self.parallelFrom ? 0 : min(events.count, Self.reservedKeys)
         var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) || $0 == 0 ? .init(minimumCapacity: room) : [:] }
         overlay.reserve(events: room)
         var storedItems: [[ItemKey: [UInt8]?]] = Array(repeating: [:], count: active.count)
@@ -223,7 +224,7 @@ final class PartFold {
     private func fold(_ inputs: SessionInputs) throws {
         let engine = inputs.engine
         var states: [Int: any StateFold] = [:]
-        let keys = min(inputs.events.count, InlineSession.reservedKeys) / part.count + 1
+        let keys = inputs.events.count < InlineSession.parallelFrom ? 0 : min(inputs.events.count, InlineSession.reservedKeys) / part.count + 1
         for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy, keys: keys) }
         for event in inputs.events {
             // Most folds are keyed by the subject: whether it is this part's is asked once.

@@ -171,7 +171,8 @@ struct ModelStore: Sendable {
     /// are neighbours, so one seek finds them.
     func states(of key: String, in generation: UInt32, _ txn: borrowing Transaction, _ overlay: Overlay) throws -> [UInt8: UnsafeRawBufferPointer] {
         let prefix = ModelSchema.keyPrefix(generation, key)
-        // Room for every fold's state at once: growing one slot at a time rehashes thrice.
+        // Room for every fold's state at once: grown as they come, the table is rehashed
+        // three times.
         var found = [UInt8: UnsafeRawBufferPointer](minimumCapacity: 16)
         try txn.withCursor(states) { cursor in
             var entry = try cursor.seek(atLeast: prefix)

@@ -107,6 +107,7 @@ struct TailWrites {
     /// Makes room for the writes of `events` more events at once (an event writes one or
     /// two states and a tag on average).
     mutating func reserve(events: Int) {
+        guard events > 0 else { return }
         states.reserveCapacity(states.count + 2 * events)
         tags.reserveCapacity(tags.count + events)
     }
