@@ -281,7 +281,7 @@ public struct SignedDataVerifier: Sendable {
 
     /// Base64url without padding, as JWS writes it; `nil` for any other character.
     static func base64URL(_ text: Substring) -> [UInt8]? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30 ... 0x39).contains($0) || (0x41 ... 0x5A).contains($0) || (0x61 ... 0x7A).contains($0) }) else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy(\.isBase64URL) else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while standard.utf8.count % 4 != 0 { standard += "=" }
         return Data(base64Encoded: standard).map(Array.init)

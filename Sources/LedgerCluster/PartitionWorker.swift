@@ -251,7 +251,7 @@ final class PartitionWorker: @unchecked Sendable {
                 }
             }
             let call = ClusterWire.string(object["call"])
-            if let call, call.isEmpty || call.utf8.count > 32 || !call.utf8.allBytes({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30 ... 0x39).contains($0) || (0x41 ... 0x5A).contains($0) || (0x61 ... 0x7A).contains($0) }) {
+            if let call, call.isEmpty || call.utf8.count > 32 || !call.utf8.allBytes(\.isBase64URL) {
                 throw LedgerError(.invalidArgument, "an append's call is 1…32 characters of A-Z, a-z, 0-9, '-', '_'", field: "/call")
             }
             let retry = object["retry"] == .bool(true)
@@ -302,7 +302,8 @@ final class PartitionWorker: @unchecked Sendable {
                 let position = origin ?? stored.position
                 guard stored.same else { throw LedgerError.idConflict(draft.id, storedAt: position, index: i, subject: draft.subject) }
                 // An event with no origin in the stream was not published by any call.
-                outcomes[i] = try outcome(ofStored: stored.position, at: position, call: origin == nil ? nil : mine)
+                let message = mine == nil || origin == nil ? nil : try node.connection.message(in: ClusterLayout.stream, at: position)
+                outcomes[i] = try outcome(ofStored: stored.position, at: position, published: message, mine: mine)
             } else {
                 fresh.append(i)
             }
@@ -356,7 +357,7 @@ final class PartitionWorker: @unchecked Sendable {
                     guard waitForFold(latest) else { throw LedgerError(.unavailable, "partition \(partition) has not caught up with the stream yet; retry") }
                     outcomes[i] = .duplicate(position: ack.sequence)
                     if mine != nil, let local = try node.ledger.log.stored(as: drafts[i]) {
-                        outcomes[i] = try outcome(ofStored: local.position, at: ack.sequence, call: mine, message: stored)
+                        outcomes[i] = try outcome(ofStored: local.position, at: ack.sequence, published: stored, mine: mine)
                     }
                     expected[subject] = latest
                     versions[subject] = try node.ledger.version(of: subject)
@@ -394,14 +395,11 @@ final class PartitionWorker: @unchecked Sendable {
     }
 
     /// What an event already stored (at `local` in this node's store, `position` in the
-    /// stream) is to the append call `call`: `.appended` when an earlier try of that call
-    /// published it, else a duplicate. `message` is the stream's, when already read.
-    private func outcome(ofStored local: UInt64, at position: UInt64, call: String?,
-                         message: NATSConnection.StoredMessage?? = .none) throws(LedgerError) -> AppendOutcome {
-        guard let call else { return .duplicate(position: position) }
-        let stored: NATSConnection.StoredMessage?
-        if let message { stored = message } else { stored = try node.connection.message(in: ClusterLayout.stream, at: position) }
-        guard stored?.call == call, let version = try node.ledger.log.event(at: local, revealing: false)?.version else {
+    /// stream, `published` as the stream holds it) is to a retried append call `mine`:
+    /// `.appended` when an earlier try of that call published it, else a duplicate.
+    private func outcome(ofStored local: UInt64, at position: UInt64, published: NATSConnection.StoredMessage?,
+                         mine: String?) throws(LedgerError) -> AppendOutcome {
+        guard let mine, published?.call == mine, let version = try node.ledger.log.event(at: local, revealing: false)?.version else {
             return .duplicate(position: position)
         }
         return .appended(position: position, version: version)

@@ -47,3 +47,11 @@ extension String.UTF8View {
         withContiguousStorageIfAvailable { $0.allSatisfy(predicate) } ?? allSatisfy(predicate)
     }
 }
+
+extension UInt8 {
+    /// Whether this byte is a character of base64url (RFC 4648 §5): A–Z, a–z, 0–9, `-`, `_`.
+    @inlinable
+    package var isBase64URL: Bool {
+        self == UInt8(ascii: "-") || self == UInt8(ascii: "_") || (0x30 ... 0x39).contains(self) || (0x41 ... 0x5A).contains(self) || (0x61 ... 0x7A).contains(self)
+    }
+}

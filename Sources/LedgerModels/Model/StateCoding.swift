@@ -89,15 +89,7 @@ public struct StateCoder {
     /// afresh (no string or time written before it shortens what it writes), so that its bytes
     /// can be kept as they are and written back unread (`nested(unread:_:)`).
     package mutating func nested(_ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
-        if decoding {
-            var inner = StateCoder(decoding: StateDecoder(try decoder.part()))
-            try body(&inner)
-            guard inner.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "trailing bytes in a nested part") }
-        } else {
-            var inner = StateCoder(encoding: StateEncoder())
-            try? body(&inner)   // encoding never throws
-            encoder.writePart(inner.encoder.bytes)
-        }
+        try part(continuing: false, body)
     }
 
     /// Codes the fields `body` names as a part a reader of the fields before may pass over
@@ -105,12 +97,19 @@ public struct StateCoder {
     /// before (a string written there is a back reference here, a time a difference), unlike
     /// `nested(_:)`'s. What follows the part, if anything, goes on from the fields before it.
     package mutating func lastPart(_ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
+        try part(continuing: true, body)
+    }
+
+    /// A part: its length, then the fields `body` names, coded afresh or `continuing` the
+    /// string window and last time of the fields before it.
+    private mutating func part(continuing: Bool, _ body: (inout StateCoder) throws(StateDecoder.Damaged) -> Void) throws(StateDecoder.Damaged) {
         if decoding {
-            var inner = StateCoder(decoding: decoder.continuation(try decoder.part()))
+            let bytes = try decoder.part()
+            var inner = StateCoder(decoding: continuing ? decoder.continuation(bytes) : StateDecoder(bytes))
             try body(&inner)
-            guard inner.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "trailing bytes in a part") }
+            guard inner.decoder.isAtEnd else { throw StateDecoder.Damaged(what: "trailing bytes in a nested part") }
         } else {
-            var inner = StateCoder(encoding: encoder.continuation())
+            var inner = StateCoder(encoding: continuing ? encoder.continuation() : StateEncoder())
             try? body(&inner)   // encoding never throws
             encoder.writePart(inner.encoder.bytes)
         }

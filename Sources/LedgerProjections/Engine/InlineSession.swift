@@ -39,6 +39,11 @@ final class InlineSession: CommitSession {
     /// fewer); a larger import grows its tables as they fill.
     static let reservedKeys = 4_096
 
+    /// The keys to make room for in a table of a transaction of `events` events: one per
+    /// event, up to `reservedKeys`; none for a small append (under `parallelFrom`), which grows
+    /// the few it fills.
+    static func room(for events: Int) -> Int { events < parallelFrom ? 0 : min(events, reservedKeys) }
+
     init(engine: ProjectionEngine, generation: Generation, active: [Entry?], policy: Policy, overlay: Overlay) {
         self.engine = engine
         self.overlay = overlay
@@ -101,11 +106,10 @@ final class InlineSession: CommitSession {
         // states (its entries are worked out from them).
         let folded = active.indices.filter { active[$0] != nil && $0 != holders?.index }
         let indexed = folded.filter { $0 != 0 && engine.indexInputs.contains($0) }
-        // Room for a key per event from the start (a table grown one doubling at a time hashes
-        // every key again at each), up to `reservedKeys`: a larger import grows past it. A
-        // small append (fewer than `parallelFrom`) grows the few it fills.
-        let room = events.count < Self.parallelFrom ? 0 : min(events.count, Self.reservedKeys)
-        var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) || $0 == 0 ? .init(minimumCapacity: room) : [:] }
+        // Room for the batch's keys from the start: a table grown one doubling at a time hashes
+        // every key again at each.
+        let room = Self.room(for: events.count)
+        var stored: [[String: [UInt8]?]] = active.indices.map { folded.contains($0) ? .init(minimumCapacity: room) : [:] }
         overlay.reserve(events: room)
         var storedItems: [[ItemKey: [UInt8]?]] = Array(repeating: [:], count: active.count)
         func load(_ index: Int, _ key: String) throws {
@@ -224,7 +228,8 @@ final class PartFold {
     private func fold(_ inputs: SessionInputs) throws {
         let engine = inputs.engine
         var states: [Int: any StateFold] = [:]
-        let keys = inputs.events.count < InlineSession.parallelFrom ? 0 : min(inputs.events.count, InlineSession.reservedKeys) / part.count + 1
+        let room = InlineSession.room(for: inputs.events.count)
+        let keys = room == 0 ? 0 : room / part.count + 1
         for index in inputs.folded { states[index] = engine.folds[index].makeStates(policy: inputs.policy, keys: keys) }
         for event in inputs.events {
             // Most folds are keyed by the subject: whether it is this part's is asked once.

@@ -179,8 +179,9 @@ final class Overlay {
 
     /// The bytes written at `key` of `models`: `.some(nil)` when deleted, `nil` when neither
     /// the tail nor the transaction wrote it.
-    func state(_ key: [UInt8]) -> TailBytes?? {
-        let key = TailKey(key)
+    func state(_ key: [UInt8]) -> TailBytes?? { state(TailKey(key)) }
+
+    private func state(_ key: TailKey) -> TailBytes?? {
         if let written = writes.states[key] { return written }
         return tail.states[key]
     }
@@ -205,8 +206,9 @@ final class Overlay {
 
     // MARK: modelIndex
 
-    func entry(_ key: [UInt8]) -> TailBytes?? {
-        let key = TailKey(key)
+    func entry(_ key: [UInt8]) -> TailBytes?? { entry(TailKey(key)) }
+
+    private func entry(_ key: TailKey) -> TailBytes?? {
         if let written = writes.index[key] { return written }
         return tail.index[key]
     }
@@ -245,8 +247,7 @@ final class Overlay {
             var keys = Set(isState ? Array(tail.states.keys) : Array(tail.index.keys))
             keys.formUnion(isState ? Array(writes.states.keys) : Array(writes.index.keys))
             for key in keys.sorted(by: { $0.bytes.precedesInByteOrder($1.bytes) }) {
-                let own = isState ? writes.states[key] : writes.index[key]
-                guard let written = own ?? (isState ? tail.states[key] : tail.index[key]) else { continue }
+                guard let written = isState ? state(key) : entry(key) else { continue }
                 let key = key.bytes
                 if let bytes = written {
                     try key.withUnsafeBytes { key in try txn.put(database, key: key, value: bytes.bytes) }
