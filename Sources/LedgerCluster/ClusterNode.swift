@@ -66,6 +66,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.name = name ?? Self.defaultName()
         logger = log
         connection = try NATSConnection(urls: urls, name: "ledger node \(self.name)")
+        try connection.awaitJetStream()
         (layout, settings) = try Self.layout(connection, partitions: partitions, replicas: replicas)
         // The duplicate window (2 minutes) covers a client's retries after a timeout; beyond it
         // the holder's check of the id against its store does.

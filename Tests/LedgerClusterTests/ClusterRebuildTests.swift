@@ -14,7 +14,7 @@ extension ClusterTests {
         let cluster = try NATSCluster()
         defer { cluster.down() }
         var nodes = try startNodes(2, on: cluster)
-        defer { nodes.forEach { $0.stop() } }
+        defer { stopTogether(nodes) }
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }
 
@@ -115,7 +115,7 @@ extension ClusterTests {
         let cluster = try NATSCluster()
         defer { cluster.down() }
         let nodes = try startNodes(1, on: cluster, partitions: 4)
-        defer { nodes.forEach { $0.stop() } }
+        defer { stopTogether(nodes) }
         let node = nodes[0]
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }

@@ -18,7 +18,7 @@ struct ClusterTests {
         let cluster = try NATSCluster()
         defer { cluster.down() }
         let nodes = try startNodes(count, on: cluster, partitions: partitions)
-        defer { nodes.forEach { $0.stop() } }
+        defer { stopTogether(nodes) }
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }
         try body(cluster, client)

@@ -88,6 +88,12 @@ final class NATSCluster {
     }
 }
 
+/// Stops `nodes` at once, each on a thread of its own: a node's stop waits up to a couple of
+/// seconds for its partitions' fetches to end.
+func stopTogether(_ nodes: [ClusterNode]) {
+    DispatchQueue.concurrentPerform(iterations: nodes.count) { nodes[$0].stop() }
+}
+
 /// Polls `condition` every 50 ms for up to `seconds`.
 func eventually(_ seconds: Double = 30, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)

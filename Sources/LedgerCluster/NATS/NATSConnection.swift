@@ -93,6 +93,25 @@ package final class NATSConnection: @unchecked Sendable {
         }
     }
 
+    /// Waits until JetStream answers (its servers have elected a metadata leader), asking
+    /// every half second for up to `seconds`. A request sent before the election is not
+    /// answered and would wait the connection's whole timeout before its retry.
+    package func awaitJetStream(seconds: Double = 30) throws(LedgerError) {
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Wait = min(timeout, 500)
+        let deadline = Timestamp.now().milliseconds + Int64(seconds * 1000)
+        while true {
+            var info: UnsafeMutablePointer<jsAccountInfo>?
+            var error = jsErrCode(0)
+            let status = js_GetAccountInfo(&info, jetStream, &options, &error)
+            if status == NATS_OK { jsAccountInfo_Destroy(info); return }
+            let failure = Self.failure(status, error, doing: "asking JetStream for the account")
+            guard failure.code == .unavailable, Timestamp.now().milliseconds < deadline else { throw failure }
+            nats_Sleep(50)
+        }
+    }
+
     /// The stream's last sequence (0 when empty).
     package func lastSequence(of stream: String) throws(LedgerError) -> UInt64 {
         var info: UnsafeMutablePointer<jsStreamInfo>?
