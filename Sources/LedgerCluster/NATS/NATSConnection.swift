@@ -369,7 +369,10 @@ package final class NATSConnection: @unchecked Sendable {
         if let last = lastError(), !detail.contains(last) { detail += ": \(last)" }
         let transient: Set<UInt32> = [NATS_TIMEOUT.rawValue, NATS_NO_SERVER.rawValue, NATS_CONNECTION_CLOSED.rawValue,
                                       NATS_CONNECTION_DISCONNECTED.rawValue, NATS_NO_RESPONDERS.rawValue, NATS_STALE_CONNECTION.rawValue]
-        let code: LedgerError.Code = transient.contains(status.rawValue) || error == JSClusterNoPeersErr
+        // No peers yet: the servers have a leader but not all their peers (nats.c's key-value
+        // calls give the text, not the error code).
+        let noPeers = error == JSClusterNoPeersErr || detail.contains("no suitable peers")
+        let code: LedgerError.Code = transient.contains(status.rawValue) || noPeers
             || error.rawValue == 10008 /* JSClusterNotAvailErr */ ? .unavailable : .storage
         if error.rawValue == 10074 {
             // JSStreamReplicasNotSupportedErr: a single server, not a cluster.
