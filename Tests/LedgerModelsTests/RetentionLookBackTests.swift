@@ -79,6 +79,36 @@ import Testing
         }
     }
 
+    /// A year of monthly renewals: active since the first purchase; with a day's lapse before
+    /// the seventh period, since that period's purchase.
+    @Test func aLongSubscriptionIsActiveSinceItsStretchBegan() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        func year(lapseBefore lapsed: Int64?) -> [LedgerEvent] {
+            var events = [Make.purchase("u", at: start, txn: "t0", expires: days(30, after: start))]
+            for month in Int64(1)...11 {
+                let at = days(30 * month + (lapsed.map { month >= $0 ? 1 : 0 } ?? 0), after: start)
+                events.append(Make.renewal("u", at: at, txn: "t\(month)", original: "t0", expires: days(30, after: at)))
+            }
+            return events
+        }
+        let t = days(340, after: start)
+        let continuous = try #require(try Folded(year(lapseBefore: nil)).view(RetentionModel.self, at: t))
+        #expect(continuous.tier == .active)
+        #expect(continuous.enteredAt == start)
+        let lapsing = try Folded(year(lapseBefore: 6))
+        let lapsed = try #require(try lapsing.view(RetentionModel.self, at: t))
+        #expect(lapsed.tier == .active)
+        #expect(lapsed.enteredAt == days(181, after: start))
+        // Around the lapse: active since the start until its last second, then in the flow
+        // from day 0, then active anew.
+        let before = try #require(try lapsing.view(RetentionModel.self, at: days(180, after: start).adding(seconds: -1)))
+        #expect(before.tier == .active && before.enteredAt == start)
+        let during = try #require(try lapsing.view(RetentionModel.self, at: days(180, after: start)))
+        #expect(during.tier == .grace && during.dayZero == days(180, after: start))
+        let after = try #require(try lapsing.view(RetentionModel.self, at: days(181, after: start)))
+        #expect(after.tier == .active && after.enteredAt == days(181, after: start))
+    }
+
     /// `Stages.stage(onDay:)`, which the due list asks for each item, finds the stage the
     /// flow's own rule finds: the last one starting on or before the day. Any numbers a
     /// policy may hold (from 0, a grace longer than browsing, a deletion day before either),
