@@ -79,6 +79,60 @@ import Testing
         }
     }
 
+    /// The active run's start (`RetentionRules.activeRun`), which passes over the rest of a
+    /// store period once a transaction covers one of its change times, and looks for that
+    /// transaction beside the one found before, is where a walk back asking `isActive` at
+    /// every change time stops: at every change time (and just before it) of random histories,
+    /// under every flow start.
+    @Test func theActiveRunStartsWhereTheWalkOverEveryChangeTimeStops() async {
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            let (own, facts) = try Self.folded(seed: seed)
+            #expect(!facts.isEmpty)
+            for policy in Self.policies {
+                for (subject, facts) in facts {
+                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
+                    let ascending = Set(state.descendingTimes).sorted()
+                    for t in Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap({ [$0, $0.adding(seconds: -1)] }) {
+                        var walked: Timestamp?
+                        for c in ascending.filter({ $0 <= t }).reversed() {
+                            guard RetentionRules.isActive(state, at: c, known: t, policy: policy) else { break }
+                            walked = c
+                        }
+                        #expect(RetentionRules.activeRun(state, at: t, plan: nil, policy: policy).since == walked,
+                                "seed \(seed), \(subject) at \(t), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
+                    }
+                }
+            }
+        }
+    }
+
+    /// `SubscriptionFacts.covering` finds a transaction exactly when `coverage` does, and the one
+    /// it finds covers the time, from wherever it starts looking.
+    @Test func coveringFindsACoveringTransactionWhenCoverageDoes() async {
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            let (_, facts) = try Self.folded(seed: seed)
+            #expect(!facts.isEmpty)
+            for (subject, facts) in facts {
+                let store = facts.subscription
+                let times = Set(store.changeTimes(policy: Policy.reference.subscription)).flatMap { [$0, $0.adding(seconds: -1)] }
+                for t in times {
+                    for known in [t, Timestamp(milliseconds: .max)] {
+                        let count = store.transactions.known(at: known).count
+                        for near in [nil] + (0 ... count).map(Optional.some) {
+                            let found = store.covering(t, known: known, near: near)
+                            #expect((found != nil) == (store.coverage(at: t, known: known) != nil), "seed \(seed), \(subject) at \(t)")
+                            if let found {
+                                let transaction = store.transactions[found.index]
+                                #expect(transaction.value.purchasedAt == found.purchasedAt && found.purchasedAt <= t)
+                                #expect(t < store.endWithCause(of: transaction.value, at: t, known: known).at, "seed \(seed), \(subject) at \(t)")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// A year of monthly renewals: active since the first purchase; with a day's lapse before
     /// the seventh period, since that period's purchase.
     @Test func aLongSubscriptionIsActiveSinceItsStretchBegan() throws {

@@ -253,14 +253,44 @@ extension SubscriptionFacts {
         let described = transactions.known(at: known)
         let extended = latestExtension(known: known)
         var best: (index: Int, end: Timestamp)?
-        for i in described.indices where described[i].value.purchasedAt <= t {
-            if t >= endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended) { continue }
-            let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
-            guard t < end else { continue }
+        for i in described.indices {
+            guard let end = coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) else { continue }
             if let current = best, (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
             best = (i, end)
         }
         return best.map { Coverage(transaction: described[$0.index], end: $0.end) }
+    }
+
+    /// The end of the transaction at `index` of `described` when it covers `t` (purchasedAt ≤
+    /// t < its end), else `nil`: `coverage`'s test of each transaction.
+    @inline(__always)
+    private func coveringEnd(ofTransactionAt i: Int, in described: ArraySlice<Dated<Transaction>>, at t: Timestamp,
+                             known: Timestamp, latestExtension extended: Timestamp?) -> Timestamp? {
+        guard described[i].value.purchasedAt <= t,
+              t < endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended) else { return nil }
+        let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
+        return t < end ? end : nil
+    }
+
+    /// Whether a transaction known at `known` covers `t` (`coverage(at:known:)` is not `nil`),
+    /// and if so one that does, by its index in `transactions` and its purchasedAt. The
+    /// transactions are tried from `near` down, then the rest: a look back walking down a
+    /// long subscription finds each period beside the one after it, where `coverage`, which
+    /// needs the latest purchased, tries every one.
+    func covering(_ t: Timestamp, known: Timestamp, near: Int?) -> (index: Int, purchasedAt: Timestamp)? {
+        let described = transactions.known(at: known)
+        guard !described.isEmpty else { return nil }
+        let extended = latestExtension(known: known)
+        let first = min(max(near ?? described.endIndex - 1, described.startIndex), described.endIndex - 1)
+        for i in stride(from: first, through: described.startIndex, by: -1)
+        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) != nil {
+            return (i, described[i].value.purchasedAt)
+        }
+        for i in (first + 1) ..< described.endIndex
+        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) != nil {
+            return (i, described[i].value.purchasedAt)
+        }
+        return nil
     }
 
     /// The latest transaction known at `t` (by purchase time), covering or not.

@@ -374,15 +374,47 @@ enum RetentionRules {
         for c in state.descendingTimes.reversed() where times.last != c { times.append(c) }
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
-        for c in times[..<now].reversed() {
-            guard isActive(state, at: c, known: t, policy: policy) else { break }
+        var index = now
+        var near: Int?
+        while index > times.startIndex {
+            let c = times[index - 1]
+            let activity = activity(state, at: c, known: t, policy: policy, near: near)
+            if case .inactive = activity { break }
             since = c
+            index -= 1
+            // Covered by a store period: so is every time of it before `c`.
+            guard case .covered(let covering, let purchasedAt) = activity else { continue }
+            near = covering
+            while index > times.startIndex && times[index - 1] >= purchasedAt {
+                since = times[index - 1]
+                index -= 1
+            }
         }
         if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
         for c in times[now...] where !isActive(state, at: c, known: t, policy: policy) {
             return (since, (place(state, at: c, known: t, policy: policy).tier, c))
         }
         return (since, nil)
+    }
+
+    /// What the look back needs of a change time: not active, active, or active and covered
+    /// by a store transaction (its index in the transactions known, and its purchasedAt).
+    enum Activity {
+        case inactive, active
+        case covered(index: Int, purchasedAt: Timestamp)
+    }
+
+    /// `isActive(state, at: t, known:)`. When no cancellation can start a flow (startsAt is not
+    /// `cancellation`) and a store transaction covers `t`, that transaction (found from `near`
+    /// down: `SubscriptionFacts.covering`): the subject is then active at every time from its
+    /// purchasedAt to `t` over the same facts known — no deletion happened by then, and a
+    /// refund or revocation that happened by then, fewer than by `t`, ends it no earlier.
+    static func activity(_ state: RetentionSubject, at t: Timestamp, known: Timestamp, policy: Policy, near: Int?) -> Activity {
+        guard policy.retention?.startsAt != .cancellation, state.access.deletions.known(at: min(t, known)).isEmpty,
+              let covered = state.access.subscription.covering(t, known: known, near: near) else {
+            return isActive(state, at: t, known: known, policy: policy) ? .active : .inactive
+        }
+        return .covered(index: covered.index, purchasedAt: covered.purchasedAt)
     }
 
     /// Whether `place` puts the subject in `active` at `t`, without placing it anywhere else:
