@@ -361,24 +361,27 @@ package final class NATSConnection: @unchecked Sendable {
         guard status == NATS_OK else { throw failure(status, jsErrCode(0), doing: doing) }
     }
 
-    /// An error of the C client as a `LedgerError`: `.unavailable` for what a retry may mend
-    /// (no server, a timeout, no leader yet), `.storage` for the rest.
+    /// An error of the C client as a `LedgerError`, with the code `code` gives it.
     static func failure(_ status: natsStatus, _ error: jsErrCode, doing: String) -> LedgerError {
         var detail = text(status)
         if error.rawValue != 0 { detail += " (JetStream error \(error.rawValue))" }
         if let last = lastError(), !detail.contains(last) { detail += ": \(last)" }
-        let transient: Set<UInt32> = [NATS_TIMEOUT.rawValue, NATS_NO_SERVER.rawValue, NATS_CONNECTION_CLOSED.rawValue,
-                                      NATS_CONNECTION_DISCONNECTED.rawValue, NATS_NO_RESPONDERS.rawValue, NATS_STALE_CONNECTION.rawValue]
-        // No peers yet: the servers have a leader but not all their peers (nats.c's key-value
-        // calls give the text, not the error code).
-        let noPeers = error == JSClusterNoPeersErr || detail.contains("no suitable peers")
-        let code: LedgerError.Code = transient.contains(status.rawValue) || noPeers
-            || error.rawValue == 10008 /* JSClusterNotAvailErr */ ? .unavailable : .storage
+        let code = code(status, error, detail: detail)
         if error.rawValue == 10074 {
             // JSStreamReplicasNotSupportedErr: a single server, not a cluster.
             detail += "; this NATS is a single JetStream server: start the nodes with --replicas 1, or run a cluster (Tools/cluster up)"
         }
         return LedgerError(code, "NATS failed \(doing): \(detail)")
+    }
+
+    /// `.unavailable` for a failure a retry may mend — no server, a timeout, no leader or not
+    /// all the peers yet (nats.c's key-value calls give that as text, not as the error code) —
+    /// else `.storage`.
+    static func code(_ status: natsStatus, _ error: jsErrCode, detail: String) -> LedgerError.Code {
+        let transient: Set<UInt32> = [NATS_TIMEOUT.rawValue, NATS_NO_SERVER.rawValue, NATS_CONNECTION_CLOSED.rawValue,
+                                      NATS_CONNECTION_DISCONNECTED.rawValue, NATS_NO_RESPONDERS.rawValue, NATS_STALE_CONNECTION.rawValue]
+        let noPeers = error == JSClusterNoPeersErr || detail.contains("no suitable peers")
+        return transient.contains(status.rawValue) || noPeers || error.rawValue == 10008 /* JSClusterNotAvailErr */ ? .unavailable : .storage
     }
 
     private static func lastError() -> String? {
