@@ -34,6 +34,27 @@ import Testing
         return (own, facts)
     }
 
+    /// Every subject of a random history as the retention rules read it, under each of
+    /// `policies`.
+    static func subjects(seed: UInt64) throws -> [(policy: Policy, subject: String, state: RetentionSubject)] {
+        let (own, facts) = try folded(seed: seed)
+        return policies.flatMap { policy in
+            facts.map { subject, facts in
+                (policy, subject, RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription))
+            }
+        }
+    }
+
+    /// Each time the subject's tier can change with no new event, and the second before it.
+    static func aroundChangeTimes(_ state: RetentionSubject, policy: Policy) -> [Timestamp] {
+        Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap { [$0, $0.adding(seconds: -1)] }
+    }
+
+    /// Where a failure happened: the seed, the subject and time, and the policy's flow start.
+    static func place(_ seed: UInt64, _ subject: String, _ t: Timestamp, _ policy: Policy) -> Comment {
+        "seed \(seed), \(subject) at \(t), flow from \(policy.retention?.startsAt.rawValue ?? "none")"
+    }
+
     /// `SubscriptionFacts.coverage(at:)` and `latestEnd(at:)` pass over a transaction that
     /// `endBound` rules out without working out its end: they still find what SPEC §4's
     /// "covered" and `expiresAt` find over every transaction, at every change time of random
@@ -63,17 +84,12 @@ import Testing
 
     @Test func isActiveAgreesWithPlaceAtEveryChangeTime() async {
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
-            let (own, facts) = try Self.folded(seed: seed)
-            #expect(!facts.isEmpty)
-            for policy in Self.policies {
-                for (subject, facts) in facts {
-                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
-                    let times = Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap { [$0, $0.adding(seconds: -1)] }
-                    for t in times {
-                        let placed = RetentionRules.place(state, at: t, policy: policy).tier == .active
-                        #expect(RetentionRules.isActive(state, at: t, policy: policy) == placed,
-                                "seed \(seed), \(subject) at \(t), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
-                    }
+            let subjects = try Self.subjects(seed: seed)
+            #expect(!subjects.isEmpty)
+            for (policy, subject, state) in subjects {
+                for t in Self.aroundChangeTimes(state, policy: policy) {
+                    let placed = RetentionRules.place(state, at: t, policy: policy).tier == .active
+                    #expect(RetentionRules.isActive(state, at: t, policy: policy) == placed, Self.place(seed, subject, t, policy))
                 }
             }
         }
@@ -86,24 +102,35 @@ import Testing
     /// under every flow start.
     @Test func theActiveRunStartsWhereTheWalkOverEveryChangeTimeStops() async {
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
-            let (own, facts) = try Self.folded(seed: seed)
-            #expect(!facts.isEmpty)
-            for policy in Self.policies {
-                for (subject, facts) in facts {
-                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
-                    let ascending = Set(state.descendingTimes).sorted()
-                    for t in Set(RetentionRules.changeTimes(of: state, policy: policy)).flatMap({ [$0, $0.adding(seconds: -1)] }) {
-                        var walked: Timestamp?
-                        for c in ascending.filter({ $0 <= t }).reversed() {
-                            guard RetentionRules.isActive(state, at: c, known: t, policy: policy) else { break }
-                            walked = c
-                        }
-                        #expect(RetentionRules.activeRun(state, at: t, plan: nil, policy: policy).since == walked,
-                                "seed \(seed), \(subject) at \(t), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
+            let subjects = try Self.subjects(seed: seed)
+            #expect(!subjects.isEmpty)
+            for (policy, subject, state) in subjects {
+                let ascending = Set(state.descendingTimes).sorted()
+                for t in Self.aroundChangeTimes(state, policy: policy) {
+                    var walked: Timestamp?
+                    for c in ascending.filter({ $0 <= t }).reversed() {
+                        guard RetentionRules.isActive(state, at: c, known: t, policy: policy) else { break }
+                        walked = c
                     }
+                    #expect(RetentionRules.activeRun(state, at: t, plan: nil, policy: policy).since == walked, Self.place(seed, subject, t, policy))
                 }
             }
         }
+    }
+
+    /// The comparison above is not empty: the random histories have active runs reaching back
+    /// over store periods.
+    @Test func theRandomHistoriesHaveActiveRunsOverStorePeriods() throws {
+        var covered = 0
+        for seed: UInt64 in 1...10 {
+            for (policy, _, state) in try Self.subjects(seed: seed) {
+                for t in Self.aroundChangeTimes(state, policy: policy) {
+                    guard let since = RetentionRules.activeRun(state, at: t, plan: nil, policy: policy).since, since < t else { continue }
+                    if state.access.subscription.coverage(at: since, known: t) != nil { covered += 1 }
+                }
+            }
+        }
+        #expect(covered > 100)
     }
 
     /// `SubscriptionFacts.covering` finds a transaction exactly when `coverage` does, and the one
@@ -186,31 +213,28 @@ import Testing
     /// those times gives what placing at the time itself gives.
     @Test func theBasisOfAnyTimeOfAStretchPlacesEveryTimeOfIt() async {
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
-            let (own, facts) = try Self.folded(seed: seed)
-            #expect(!facts.isEmpty)
-            for policy in Self.policies {
-                for (subject, facts) in facts {
-                    let state = RetentionSubject(own: own[subject] ?? RetentionModel.State(), access: facts, policy: policy.subscription)
-                    let starts = Array(Set(state.descendingTimes + state.organizerCancellations.map(\.at))).sorted()
-                    guard let first = starts.first else { continue }
-                    // Each stretch: from a change time to the millisecond before the next.
-                    var stretches = [(first.adding(days: -3), first.adding(milliseconds: -1))]
-                    for (index, start) in starts.enumerated() {
-                        let end = index + 1 < starts.count ? starts[index + 1].adding(milliseconds: -1) : start.adding(days: 400)
-                        stretches.append((start, end))
-                    }
-                    for (start, end) in stretches {
-                        let times = [start, Timestamp(milliseconds: start.milliseconds + (end.milliseconds - start.milliseconds) / 2), end]
-                        #expect(Set(times.map(state.stretch(containing:))).count == 1, "seed \(seed), \(subject) from \(start)")
-                        for t in times {
-                            let expected = RetentionRules.place(state, at: t, policy: policy)
-                            for other in times {
-                                let placed = RetentionRules.place(RetentionRules.basis(state, at: other, policy: policy), at: t)
-                                #expect(placed.tier == expected.tier && placed.rule == expected.rule && placed.since == expected.since
-                                        && placed.dayZero == expected.dayZero && placed.day == expected.day
-                                        && placed.next?.tier == expected.next?.tier && placed.next?.at == expected.next?.at,
-                                        "seed \(seed), \(subject) at \(t) on the basis of \(other), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
-                            }
+            let subjects = try Self.subjects(seed: seed)
+            #expect(!subjects.isEmpty)
+            for (policy, subject, state) in subjects {
+                let starts = Array(Set(state.descendingTimes + state.organizerCancellations.map(\.at))).sorted()
+                guard let first = starts.first else { continue }
+                // Each stretch: from a change time to the millisecond before the next.
+                var stretches = [(first.adding(days: -3), first.adding(milliseconds: -1))]
+                for (index, start) in starts.enumerated() {
+                    let end = index + 1 < starts.count ? starts[index + 1].adding(milliseconds: -1) : start.adding(days: 400)
+                    stretches.append((start, end))
+                }
+                for (start, end) in stretches {
+                    let times = [start, Timestamp(milliseconds: start.milliseconds + (end.milliseconds - start.milliseconds) / 2), end]
+                    #expect(Set(times.map(state.stretch(containing:))).count == 1, "seed \(seed), \(subject) from \(start)")
+                    for t in times {
+                        let expected = RetentionRules.place(state, at: t, policy: policy)
+                        for other in times {
+                            let placed = RetentionRules.place(RetentionRules.basis(state, at: other, policy: policy), at: t)
+                            #expect(placed.tier == expected.tier && placed.rule == expected.rule && placed.since == expected.since
+                                    && placed.dayZero == expected.dayZero && placed.day == expected.day
+                                    && placed.next?.tier == expected.next?.tier && placed.next?.at == expected.next?.at,
+                                    "seed \(seed), \(subject) at \(t) on the basis of \(other), flow from \(policy.retention?.startsAt.rawValue ?? "none")")
                         }
                     }
                 }
