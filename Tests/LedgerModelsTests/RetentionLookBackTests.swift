@@ -105,7 +105,7 @@ import Testing
             let subjects = try Self.subjects(seed: seed)
             #expect(!subjects.isEmpty)
             for (policy, subject, state) in subjects {
-                let ascending = Set(state.descendingTimes).sorted()
+                let ascending = state.times
                 for t in Self.aroundChangeTimes(state, policy: policy) {
                     var walked: Timestamp?
                     for c in ascending.filter({ $0 <= t }).reversed() {
@@ -216,7 +216,7 @@ import Testing
             let subjects = try Self.subjects(seed: seed)
             #expect(!subjects.isEmpty)
             for (policy, subject, state) in subjects {
-                let starts = Array(Set(state.descendingTimes + state.organizerCancellations.map(\.at))).sorted()
+                let starts = Array(Set(state.times + state.organizerCancellations.map(\.at))).sorted()
                 guard let first = starts.first else { continue }
                 // Each stretch: from a change time to the millisecond before the next.
                 var stretches = [(first.adding(days: -3), first.adding(milliseconds: -1))]
@@ -246,7 +246,7 @@ import Testing
     /// asking the plan just before and at every change time, each item placed at its own time.
     static func itemsPlacedOneByOne(_ subject: RetentionSubject, facts: SubjectFacts, policy: Policy, retention: Policy.Retention) -> [IndexEntry] {
         func ends(known: Timestamp?) -> [Timestamp] {
-            Array(Set(subject.descendingTimes)).sorted().filter { c in
+            subject.times.filter { c in
                 !Plan.decide(facts, at: c, known: known, policy: policy.subscription).isPaid
                     && Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription).isPaid
             }

@@ -133,12 +133,10 @@ package enum DueRules {
     static func stretchEnds(_ subject: RetentionSubject, known: Timestamp? = nil, policy: Policy.Subscription) -> [Timestamp] {
         let facts = subject.access
         var ends: [Timestamp] = []
-        var previous: Timestamp?
         // The plan changes only at change times: just before one it is what it was at the one
         // before (and before the first, what it was then).
         var paidBefore: Bool?
-        for c in subject.descendingTimes.reversed() where c != previous {
-            previous = c
+        for c in subject.times {
             let before = paidBefore ?? Plan.decide(facts, at: c.adding(milliseconds: -1), known: known, policy: policy).isPaid
             let paid = Plan.decide(facts, at: c, known: known, policy: policy).isPaid
             paidBefore = paid

@@ -124,28 +124,36 @@ extension Capabilities {
 struct RetentionSubject {
     let own: RetentionModel.State
     let access: SubjectFacts
-    /// The plan's change times under the policy, latest first: worked out once for every look
-    /// back at the subject's stretches of access (the due list asks a dozen per flow).
-    let descendingTimes: [Timestamp]
+    /// The plan's change times under the policy, in order, each once: worked out once for
+    /// every look back at the subject's stretches of access (the due list asks a dozen per flow).
+    let times: [Timestamp]
 
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
         (self.own, self.access) = (own, access)
         var times = Plan.changeTimes(of: access, policy: policy)
-        times.sort(by: >)
-        descendingTimes = times
+        // Ascending: each fact's times come mostly in order already (a period's purchase, then
+        // its end, which is the next one's purchase), runs the sort takes whole.
+        times.sort()
+        var kept = 0
+        for i in times.indices where kept == 0 || times[kept - 1] != times[i] {
+            times[kept] = times[i]
+            kept += 1
+        }
+        times.removeLast(times.count - kept)
+        self.times = times
     }
 
     /// Which stretch between the subject's change times `t` falls in: the number of the
     /// plan's change times and organizer cancellations at or before `t`. Two times with the
     /// same stretch have the same `RetentionRules.basis` over the facts known at each.
     func stretch(containing t: Timestamp) -> Int {
-        // descendingTimes is latest first: the times at or before t are its tail.
-        var low = 0, high = descendingTimes.count
+        // The number of times at or before t: the index of the first one after it.
+        var low = 0, high = times.count
         while low < high {
             let middle = (low + high) / 2
-            if descendingTimes[middle] <= t { high = middle } else { low = middle + 1 }
+            if times[middle] <= t { low = middle + 1 } else { high = middle }
         }
-        return descendingTimes.count - low + own.organizerCancellations.count { $0.at <= t }
+        return low + own.organizerCancellations.count { $0.at <= t }
     }
 
     var recoveryPasses: [Dated<String>] { own.recoveryPasses }
@@ -326,9 +334,7 @@ enum RetentionRules {
     /// none just before it, being inside the gap that runs to `t`).
     static func accessEnd(_ state: RetentionSubject, at t: Timestamp, known: Timestamp,
                           policy: Policy) -> (at: Timestamp, rule: String, period: Coverage?)? {
-        var previous: Timestamp?
-        for c in state.descendingTimes where c <= t && c != previous {
-            previous = c
+        for c in state.times.reversed() where c <= t {
             let before = Plan.decide(state.access, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription)
             guard before.isPaid else { continue }
             guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return (c, before.reason.rule, nil) }
@@ -368,10 +374,7 @@ enum RetentionRules {
     /// each over the facts known at `t`.
     static func activeRun(_ state: RetentionSubject, at t: Timestamp, plan: Plan.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
-        // The subject's change times in order, each once.
-        var times: [Timestamp] = []
-        times.reserveCapacity(state.descendingTimes.count)
-        for c in state.descendingTimes.reversed() where times.last != c { times.append(c) }
+        let times = state.times
         let now = times.firstIndex { $0 > t } ?? times.endIndex
         var since: Timestamp?
         var index = now
