@@ -247,7 +247,11 @@ public struct StateDecoder {
 
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
+    /// The last distinct strings read (`StateEncoder.window` at most), as a ring: slot 0, the
+    /// latest, is at `newest`, a slot further back one place before it. A string read then
+    /// replaces the oldest in place, where an array kept latest first moved all of them.
     private var recent: [String] = []
+    private var newest = 0
     private var lastTime: Int64 = 0
 
     public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
@@ -258,7 +262,7 @@ public struct StateDecoder {
     /// A decoder for `part`, going on from what this one read (`StateEncoder.continuation`).
     func continuation(_ part: UnsafeRawBufferPointer) -> StateDecoder {
         var continued = StateDecoder(part)
-        (continued.recent, continued.lastTime) = (recent, lastTime)
+        (continued.recent, continued.newest, continued.lastTime) = (recent, newest, lastTime)
         return continued
     }
 
@@ -304,15 +308,21 @@ public struct StateDecoder {
         if code & 1 == 1 {
             let slot = Int(clamping: code >> 1)
             guard slot < recent.count else { throw Damaged(what: "bad string reference at byte \(offset)") }
-            return recent[slot]
+            return recent[(newest - slot + recent.count) % recent.count]
         }
         let length = code >> 1
         guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
         guard let text = StrictUTF8.string(slice) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
-        if recent.count == StateEncoder.window { recent.removeLast() }
-        recent.insert(text, at: 0)
+        if recent.count < StateEncoder.window {
+            if recent.isEmpty { recent.reserveCapacity(StateEncoder.window) }
+            recent.append(text)
+            newest = recent.count - 1
+        } else {
+            newest = (newest + 1) % StateEncoder.window
+            recent[newest] = text
+        }
         return text
     }
 
