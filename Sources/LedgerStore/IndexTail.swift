@@ -268,7 +268,12 @@ extension LogStorage {
         idEntries.sort { ($0.hash, $0.position) < ($1.hash, $1.position) }
         for entry in idEntries { try index(hash: entry.hash, at: entry.position, txn) }
 
-        let subjects = tail.streams.keys.sorted { LogSchema.streamPrefix($0).lexicographicallyPrecedes(LogSchema.streamPrefix($1)) }
+        // In key order (`LogSchema.streamPrefix`: the length's two bytes, then the UTF-8),
+        // compared in place: making the prefixes in the comparison made two arrays per step.
+        let subjects = tail.streams.keys.sorted { a, b in
+            let (x, y) = (UInt16(truncatingIfNeeded: a.utf8.count), UInt16(truncatingIfNeeded: b.utf8.count))
+            return x != y ? x < y : a.utf8.lexicographicallyPrecedes(b.utf8)
+        }
         for subject in subjects {
             guard let stream = tail.streams[subject] else { continue }
             try appendToStream(subject, after: stream.before, positions: tail.positions(of: subject).map(\.position), txn)
@@ -276,3 +281,4 @@ extension LogStorage {
         try txn.put(meta, key: LogSchema.indexedKey, value: LogSchema.key(head))
     }
 }
+

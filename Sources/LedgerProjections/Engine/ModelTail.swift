@@ -244,15 +244,19 @@ final class Overlay {
     /// served record they leave: in `txn`.
     func store(into store: ModelStore, _ txn: borrowing Transaction) throws {
         for (database, isState) in [(store.states, true), (store.index, false)] {
-            var keys = Set(isState ? Array(tail.states.keys) : Array(tail.index.keys))
-            keys.formUnion(isState ? Array(writes.states.keys) : Array(writes.index.keys))
-            for key in keys.sorted(by: { $0.bytes.precedesInByteOrder($1.bytes) }) {
-                guard let written = isState ? state(key) : entry(key) else { continue }
-                let key = key.bytes
-                if let bytes = written {
-                    try key.withUnsafeBytes { key in try txn.put(database, key: key, value: bytes.bytes) }
+            // The transaction's writes, then the tail's it did not replace: each key once, with
+            // its latest bytes, gathered in one pass over each table.
+            let (tailed, written) = isState ? (tail.states, writes.states) : (tail.index, writes.index)
+            var entries: [(key: TailKey, bytes: TailBytes?)] = []
+            entries.reserveCapacity(tailed.count + written.count)
+            for (key, bytes) in written { entries.append((key, bytes)) }
+            for (key, bytes) in tailed where written.isEmpty || written[key] == nil { entries.append((key, bytes)) }
+            entries.sort { $0.key.bytes.precedesInByteOrder($1.key.bytes) }
+            for (key, bytes) in entries {
+                if let bytes {
+                    try key.bytes.withUnsafeBytes { key in try txn.put(database, key: key, value: bytes.bytes) }
                 } else {
-                    _ = try txn.delete(database, key: key)
+                    _ = try txn.delete(database, key: key.bytes)
                 }
             }
         }
