@@ -1,3 +1,4 @@
+import Dispatch
 import HashTreeCollections
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
@@ -167,7 +168,7 @@ final class IndexTails: Sendable {
             defer { shared = tail }
             return shared
         }
-        _ = replaced   // freed here, if no reader holds it, not under the lock
+        releaseAside(replaced)
     }
 
     /// After a write transaction has committed: its index entries join the tail, or, if it
@@ -184,7 +185,7 @@ final class IndexTails: Sendable {
             }
             return nil
         }
-        _ = replaced   // freed here, if no reader holds it, not under the lock
+        releaseAside(replaced)
     }
 }
 
@@ -282,3 +283,10 @@ extension LogStorage {
     }
 }
 
+/// Lets go of `value` on a thread of its own, not under a lock and not on the writer's: a tail
+/// replaced after thousands of events holds tens of thousands of nodes, whose freeing the
+/// next append would otherwise wait for. Freed there unless a reader still holds a copy.
+package func releaseAside<T: Sendable>(_ value: consuming T?) {
+    guard let value else { return }
+    DispatchQueue.global(qos: .utility).async { withExtendedLifetime(value) {} }
+}

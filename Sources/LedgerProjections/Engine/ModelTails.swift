@@ -41,7 +41,7 @@ final class ModelTails: Sendable {
             defer { shared = tail }
             return shared
         }
-        _ = replaced   // freed here, if no reader holds it, not under the lock
+        releaseAside(replaced)
     }
 
     /// What a write transaction leaves, published if it commits.
