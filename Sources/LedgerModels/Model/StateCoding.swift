@@ -185,13 +185,19 @@ extension StateValue {
 /// Both depend only on what was written before, so the encoding stays deterministic.
 public struct StateEncoder: Sendable {
     public private(set) var bytes: [UInt8] = []
+    /// The last distinct strings written, a ring as `StateDecoder`'s: slot 0 at `newest`.
     private var recent: [String] = []
+    private var newest = 0
     private var lastTime: Int64 = 0
     static let window = 8
+    /// The bytes an encoder makes room for at its first write: most states fit, where growing
+    /// from nothing took a copy at each doubling.
+    static let initialCapacity = 64
 
     public init() {}
 
     public mutating func write(_ value: UInt64) {
+        if bytes.capacity == 0 { bytes.reserveCapacity(Self.initialCapacity) }
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -201,8 +207,12 @@ public struct StateEncoder: Sendable {
     }
 
     public mutating func write(_ value: Int64) { write(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
-    public mutating func write(_ value: UInt8) { bytes.append(value) }
-    public mutating func write(_ value: Bool) { bytes.append(value ? 1 : 0) }
+    public mutating func write(_ value: UInt8) {
+        if bytes.capacity == 0 { bytes.reserveCapacity(Self.initialCapacity) }
+        bytes.append(value)
+    }
+
+    public mutating func write(_ value: Bool) { write(UInt8(value ? 1 : 0)) }
 
     public mutating func write(_ value: Timestamp) {
         write(value.milliseconds &- lastTime)
@@ -213,7 +223,7 @@ public struct StateEncoder: Sendable {
     /// time are known to it (`StateCoder.lastPart`).
     func continuation() -> StateEncoder {
         var continued = StateEncoder()
-        (continued.recent, continued.lastTime) = (recent, lastTime)
+        (continued.recent, continued.newest, continued.lastTime) = (recent, newest, lastTime)
         return continued
     }
 
@@ -224,15 +234,21 @@ public struct StateEncoder: Sendable {
     }
 
     public mutating func write(_ value: String) {
-        if let slot = recent.firstIndex(of: value) {
+        for slot in recent.indices where recent[(newest - slot + recent.count) % recent.count] == value {
             write(UInt64(slot) << 1 | 1)
             return
         }
         let utf8 = value.utf8
         write(UInt64(utf8.count) << 1)
         bytes.append(contentsOf: utf8)
-        if recent.count == Self.window { recent.removeLast() }
-        recent.insert(value, at: 0)
+        if recent.count < Self.window {
+            if recent.isEmpty { recent.reserveCapacity(Self.window) }
+            recent.append(value)
+            newest = recent.count - 1
+        } else {
+            newest = (newest + 1) % Self.window
+            recent[newest] = value
+        }
     }
 }
 
