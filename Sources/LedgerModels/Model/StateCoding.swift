@@ -85,6 +85,79 @@ public struct StateCoder {
         }
     }
 
+    /// Codes a record's fields in this coder: the bytes `Value.encode` and `decode` make, without
+    /// the coder of its own they make and drop for each record. (`package`: the models of this
+    /// package pick these when they name a record field; a model elsewhere gets the same bytes
+    /// from `code(_:)` above.)
+    package mutating func code<Value: StateRecord>(_ value: inout Value) throws(StateDecoder.Damaged) {
+        if decoding { value = Value() }
+        try value.code(&self)
+    }
+
+    /// Codes an optional record as `Optional`'s encoding does, its fields in this coder.
+    package mutating func code<Value: StateRecord>(_ value: inout Value?) throws(StateDecoder.Damaged) {
+        if decoding {
+            guard try decoder.bool() else {
+                value = nil
+                return
+            }
+            var record = Value()
+            try record.code(&self)
+            value = consume record
+        } else {
+            encoder.write(value != nil)
+            guard var record = value else { return }
+            try record.code(&self)
+        }
+    }
+
+    /// Codes an array of records as `Array`'s encoding does, each record's fields in this coder.
+    package mutating func code<Element: StateRecord>(_ values: inout [Element]) throws(StateDecoder.Damaged) {
+        if decoding {
+            let count = try decoder.count()
+            var decoded: [Element] = []
+            decoded.reserveCapacity(count)
+            for _ in 0 ..< count {
+                var record = Element()
+                try record.code(&self)
+                decoded.append(consume record)
+            }
+            values = decoded
+        } else {
+            encoder.write(UInt64(values.count))
+            for element in values {
+                var record = element   // shares its storage: encoding reads the fields only
+                try record.code(&self)
+            }
+        }
+    }
+
+    /// Codes an array of dated records as `Array` and `Dated`'s encodings do, each record's
+    /// fields in this coder.
+    package mutating func code<Value: StateRecord>(_ values: inout [Dated<Value>]) throws(StateDecoder.Damaged) {
+        if decoding {
+            let count = try decoder.count()
+            var decoded: [Dated<Value>] = []
+            decoded.reserveCapacity(count)
+            for _ in 0 ..< count {
+                let at = try decoder.timestamp()
+                let position = try decoder.uint()
+                var record = Value()
+                try record.code(&self)
+                decoded.append(Dated(at: at, position: position, value: consume record))
+            }
+            values = decoded
+        } else {
+            encoder.write(UInt64(values.count))
+            for fact in values {
+                encoder.write(fact.at)
+                encoder.write(fact.position)
+                var record = fact.value
+                try record.code(&self)
+            }
+        }
+    }
+
     /// Codes the fields `body` names as a part of its own: its length, then its bytes, encoded
     /// afresh (no string or time written before it shortens what it writes), so that its bytes
     /// can be kept as they are and written back unread (`nested(unread:_:)`).
