@@ -117,11 +117,13 @@ import Testing
     /// A record field, an optional record, an array of records and one of dated records, coded
     /// in the coder of the record around them (this package's path), are the bytes the generic
     /// path writes for them one by one — strings referring back across records, times as
-    /// differences from the record before — and read back to themselves.
+    /// differences from the record before — and read back to themselves. A record that throws
+    /// while it is encoded stops there, and the fields and records after it are still written,
+    /// on both paths.
     @Test func recordsInsideARecordAreTheBytesOfTheGenericPath() async {
         await checkProperty(count: 50, input: Gen.uint64()) { seed in
             var random = DataGenerator(state: seed)
-            func inner() -> Inner { Inner(name: random.pick(["a", "b", "pro.monthly", "ünï"]), at: Timestamp(milliseconds: Int64(random.int(0...1_000_000)))) }
+            func inner() -> Inner { Inner(name: random.pick(["a", "b", "pro.monthly", "ünï", "stop"]), at: Timestamp(milliseconds: Int64(random.int(0...1_000_000)))) }
             let outer = Outer(one: inner(), maybe: random.int(0...1) == 0 ? inner() : nil,
                               list: (0 ..< random.int(0...11)).map { _ in inner() },
                               dated: (0 ..< random.int(0...11)).map { i in Dated(at: Timestamp(milliseconds: Int64(i) * 7), position: UInt64(i), value: inner()) })
@@ -132,8 +134,11 @@ import Testing
                 [Dated<Inner>].encode(outer.dated, to: &encoder)
             }
             #expect(outer.encoded == generic, "seed \(seed)")
-            let decoded = try generic.withUnsafeBytes { try Outer.decode($0) }
-            #expect(decoded == outer, "seed \(seed)")
+            let stops = ([outer.one] + (outer.maybe.map { [$0] } ?? []) + outer.list + outer.dated.map(\.value)).contains { $0.name == "stop" }
+            if !stops {
+                let decoded = try generic.withUnsafeBytes { try Outer.decode($0) }
+                #expect(decoded == outer, "seed \(seed)")
+            }
         }
     }
 
@@ -144,6 +149,7 @@ import Testing
         init(name: String, at: Timestamp) { (self.name, self.at) = (name, at) }
         mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
             try coder.code(&name)
+            if name == "stop" { throw StateDecoder.Damaged(what: "a record that stops after its name") }
             try coder.code(&at)
         }
     }

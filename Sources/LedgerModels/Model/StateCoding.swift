@@ -90,8 +90,12 @@ public struct StateCoder {
     /// package pick these when they name a record field; a model elsewhere gets the same bytes
     /// from `code(_:)` above.)
     package mutating func code<Value: StateRecord>(_ value: inout Value) throws(StateDecoder.Damaged) {
-        if decoding { value = Value() }
-        try value.code(&self)
+        if decoding {
+            value = Value()
+            try value.code(&self)
+        } else {
+            try? value.code(&self)   // as `StateRecord.encode`: a record's throw stops that record alone
+        }
     }
 
     /// Codes an optional record as `Optional`'s encoding does, its fields in this coder.
@@ -107,7 +111,7 @@ public struct StateCoder {
         } else {
             encoder.write(value != nil)
             guard var record = value else { return }
-            try record.code(&self)
+            try? record.code(&self)
         }
     }
 
@@ -127,7 +131,7 @@ public struct StateCoder {
             encoder.write(UInt64(values.count))
             for element in values {
                 var record = element   // shares its storage: encoding reads the fields only
-                try record.code(&self)
+                try? record.code(&self)
             }
         }
     }
@@ -153,7 +157,7 @@ public struct StateCoder {
                 encoder.write(fact.at)
                 encoder.write(fact.position)
                 var record = fact.value
-                try record.code(&self)
+                try? record.code(&self)
             }
         }
     }
