@@ -262,9 +262,7 @@ extension StateValue {
 /// Both depend only on what was written before, so the encoding stays deterministic.
 public struct StateEncoder: Sendable {
     public private(set) var bytes: [UInt8] = []
-    /// The last distinct strings written, a ring as `StateDecoder`'s: slot 0 at `newest`.
-    private var recent: [String] = []
-    private var newest = 0
+    private var recent = RecentStrings()
     private var lastTime: Int64 = 0
     static let window = 8
     /// The bytes an encoder makes room for at its first write: most states fit, where growing
@@ -300,7 +298,7 @@ public struct StateEncoder: Sendable {
     /// time are known to it (`StateCoder.lastPart`).
     func continuation() -> StateEncoder {
         var continued = StateEncoder()
-        (continued.recent, continued.newest, continued.lastTime) = (recent, newest, lastTime)
+        (continued.recent, continued.lastTime) = (recent, lastTime)
         return continued
     }
 
@@ -311,21 +309,14 @@ public struct StateEncoder: Sendable {
     }
 
     public mutating func write(_ value: String) {
-        for slot in recent.indices where recent[(newest - slot + recent.count) % recent.count] == value {
+        if let slot = recent.slot(of: value) {
             write(UInt64(slot) << 1 | 1)
             return
         }
         let utf8 = value.utf8
         write(UInt64(utf8.count) << 1)
         bytes.append(contentsOf: utf8)
-        if recent.count < Self.window {
-            if recent.isEmpty { recent.reserveCapacity(Self.window) }
-            recent.append(value)
-            newest = recent.count - 1
-        } else {
-            newest = (newest + 1) % Self.window
-            recent[newest] = value
-        }
+        recent.add(value)
     }
 }
 
@@ -340,11 +331,7 @@ public struct StateDecoder {
 
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
-    /// The last distinct strings read (`StateEncoder.window` at most), as a ring: slot 0, the
-    /// latest, is at `newest`, a slot further back one place before it. A string read then
-    /// replaces the oldest in place, where an array kept latest first moved all of them.
-    private var recent: [String] = []
-    private var newest = 0
+    private var recent = RecentStrings()
     private var lastTime: Int64 = 0
 
     public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
@@ -355,7 +342,7 @@ public struct StateDecoder {
     /// A decoder for `part`, going on from what this one read (`StateEncoder.continuation`).
     func continuation(_ part: UnsafeRawBufferPointer) -> StateDecoder {
         var continued = StateDecoder(part)
-        (continued.recent, continued.newest, continued.lastTime) = (recent, newest, lastTime)
+        (continued.recent, continued.lastTime) = (recent, lastTime)
         return continued
     }
 
@@ -400,22 +387,15 @@ public struct StateDecoder {
         let code = try uint()
         if code & 1 == 1 {
             let slot = Int(clamping: code >> 1)
-            guard slot < recent.count else { throw Damaged(what: "bad string reference at byte \(offset)") }
-            return recent[(newest - slot + recent.count) % recent.count]
+            guard let text = recent.string(at: slot) else { throw Damaged(what: "bad string reference at byte \(offset)") }
+            return text
         }
         let length = code >> 1
         guard length <= UInt64(bytes.count - offset) else { throw Damaged(what: "truncated string at byte \(offset)") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset ..< offset + Int(length)])
         offset += Int(length)
         guard let text = StrictUTF8.string(slice) else { throw Damaged(what: "bad UTF-8 at byte \(offset)") }
-        if recent.count < StateEncoder.window {
-            if recent.isEmpty { recent.reserveCapacity(StateEncoder.window) }
-            recent.append(text)
-            newest = recent.count - 1
-        } else {
-            newest = (newest + 1) % StateEncoder.window
-            recent[newest] = text
-        }
+        recent.add(text)
         return text
     }
 
