@@ -120,8 +120,7 @@ public final class EventLog: Sendable {
         let data = try Self.validate(drafts)
         let writer = try requireWriter()
         let slot = BlockingSlot()
-        try writer.submit(PendingAppend(drafts: drafts, data: data, expectations: expecting, completion: .blocking(slot)))
-        return try slot.wait().get()
+        return try writer.commit(PendingAppend(drafts: drafts, data: data, expectations: expecting, completion: .blocking(slot)), waitingOn: slot).get()
     }
 
     /// Appends a batch atomically, suspending (not blocking) until it is durable.

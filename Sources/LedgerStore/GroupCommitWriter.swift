@@ -47,19 +47,27 @@ final class BlockingSlot: Sendable {
     }
 }
 
-/// Group commit: callers on any thread or task enqueue their batches; one dedicated thread
-/// takes everything waiting, writes it in one LMDB write transaction, commits (fsync, unless the
-/// store is `nosync`), and only then wakes each caller with its own result.
+/// Group commit: callers on any thread or task enqueue their batches; one thread at a time — the
+/// *leader* — takes everything waiting, writes it in one LMDB write transaction, commits (fsync,
+/// unless the store is `nosync`), and only then hands each caller its own result.
 ///
-/// Why a dedicated thread: an LMDB write transaction belongs to the thread that began it and
-/// blocks while another process writes. On the cooperative pool that would pin a pool thread;
-/// here no write transaction ever meets an `await`.
+/// Who leads: a blocking caller that finds no leader leads itself — it commits its own group on
+/// its own thread, so a lone append wakes no other thread, and then hands the lead to the writer
+/// thread if others are waiting. An `async` caller, or `close()`, that finds no leader hands the
+/// lead to the dedicated writer thread, which commits group after group until none waits.
+///
+/// Why a dedicated thread still: an LMDB write transaction belongs to the thread that began it
+/// and blocks while another process writes. On the cooperative pool that would pin a pool
+/// thread; so no task ever leads, and no write transaction ever meets an `await`.
 final class GroupCommitWriter: Sendable {
     typealias Commit = @Sendable ([PendingAppend]) -> [Result<AppendResult, LedgerError>]
 
     private struct Queue {
         var pending: [PendingAppend] = []
         var closed = false
+        /// Whether a thread leads: takes groups until the queue is empty (the writer thread) or
+        /// its own batch is committed (a blocking caller). Never false while a batch waits.
+        var leading = false
     }
 
     private let queue = Mutex(Queue())
@@ -93,50 +101,92 @@ final class GroupCommitWriter: Sendable {
         thread.withLock { $0 = handle }
     }
 
-    /// Queues a batch. - Throws: `.closed` once `close()` has been called.
+    /// Queues a batch to be committed by the writer thread (or by a blocking caller leading).
+    /// - Throws: `.closed` once `close()` has been called.
     func submit(_ append: PendingAppend) throws(LedgerError) {
-        let accepted = queue.withLock { q in
-            if q.closed { return false }
+        if try enqueue(append) { wakeup.signal() }
+    }
+
+    /// Queues a batch and, when no thread leads, commits it on the calling thread; then waits
+    /// for its result. - Throws: `.closed` once `close()` has been called.
+    func commit(_ append: PendingAppend, waitingOn slot: BlockingSlot) throws(LedgerError) -> Result<AppendResult, LedgerError> {
+        if try enqueue(append) { lead(until: append) }
+        return slot.wait()
+    }
+
+    /// Adds `append` to the queue; whether the caller is to lead (no thread was leading).
+    private func enqueue(_ append: PendingAppend) throws(LedgerError) -> Bool {
+        let lead = queue.withLock { q -> Bool? in
+            if q.closed { return nil }
             q.pending.append(append)
-            return true
+            defer { q.leading = true }
+            return !q.leading
         }
-        guard accepted else { throw LedgerError(.closed, "the event log is closed; open it again to append") }
-        wakeup.signal()
+        guard let lead else { throw LedgerError(.closed, "the event log is closed; open it again to append") }
+        return lead
     }
 
     /// Finishes every queued batch, then stops the thread. Safe to call more than once.
     func close() {
-        let first = queue.withLock { q in
-            defer { q.closed = true }
-            return !q.closed
+        let (first, appoint) = queue.withLock { q in
+            defer { q.closed = true; q.leading = true }
+            return (!q.closed, !q.leading)
         }
         guard first else { return }
-        wakeup.signal()
+        // A caller leading now hands the lead to the writer thread when it is done.
+        if appoint { wakeup.signal() }
         if let handle = thread.withLock({ $0 }) {
             pthread_join(handle, nil)
         }
     }
 
+    /// A blocking caller's lead: commits the group that holds `own` (the oldest waiting, as
+    /// nothing waited when it began to lead), then lets go, or hands the lead to the writer
+    /// thread when more waits or the queue is closing.
+    private func lead(until own: PendingAppend) {
+        while true {
+            let (group, _) = takeGroup()
+            guard !group.isEmpty else { break }
+            commitGroup(group)
+            if group.contains(where: { $0 === own }) { break }
+        }
+        let handOff = queue.withLock { q in
+            if q.pending.isEmpty && !q.closed {
+                q.leading = false
+                return false
+            }
+            return true
+        }
+        if handOff { wakeup.signal() }
+    }
+
+    private func commitGroup(_ group: [PendingAppend]) {
+        let results = commit(group)
+        counters.withLock { c in
+            c.transactions += 1
+            c.batches += group.count
+        }
+        for (append, result) in zip(group, results) {
+            append.complete(result)
+        }
+    }
+
+    /// The writer thread: each time it is handed the lead, commits group after group until the
+    /// queue is empty; once it is closed, finishes and ends.
     private func run() {
         while true {
             wakeup.wait()
             while true {
                 let (group, closed) = takeGroup()
-                if group.isEmpty {
-                    if closed {
-                        finish()
-                        return
-                    }
-                    break
+                if !group.isEmpty {
+                    commitGroup(group)
+                    continue
                 }
-                let results = commit(group)
-                counters.withLock { c in
-                    c.transactions += 1
-                    c.batches += group.count
+                if closed {
+                    finish()
+                    return
                 }
-                for (append, result) in zip(group, results) {
-                    append.complete(result)
-                }
+                break
             }
         }
     }
@@ -145,6 +195,8 @@ final class GroupCommitWriter: Sendable {
     var commitCounters: CommitCounters { counters.withLock { $0 } }
 
     /// Takes waiting batches, oldest first, up to `maxGroupEvents` events (at least one batch).
+    /// Taking none from an open queue ends the lead; a closed one stays led until the writer
+    /// thread ends.
     private func takeGroup() -> ([PendingAppend], Bool) {
         queue.withLock { q in
             var events = 0
@@ -156,6 +208,7 @@ final class GroupCommitWriter: Sendable {
             }
             let group = Array(q.pending.prefix(count))
             q.pending.removeFirst(count)
+            if group.isEmpty && !q.closed { q.leading = false }
             return (group, q.closed)
         }
     }

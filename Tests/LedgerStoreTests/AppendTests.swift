@@ -136,6 +136,57 @@ import Testing
             #expect(try log.lastPosition() == 0)
         }
     }
+
+    /// Blocking callers lead their own commits; tasks and `close()` hand the lead to the writer
+    /// thread. Mixed, and closed while they run, every append either is stored at the position
+    /// it reported or throws `.closed`, and nothing hangs.
+    @Test(.timeLimit(.minutes(1))) func blockingAndAsyncAppendersClosedMidwayLoseNothing() async throws {
+        try await withStorePath { path in
+            let log = try EventLog(path: path)
+            let outcomes = Outcomes()
+            let record = outcomes.record
+            let threads = DispatchGroup()
+            for worker in 0..<4 {
+                DispatchQueue.global().async(group: threads) {
+                    for k in 0..<400 { record("thread-\(worker)", Result { try log.append([draft("thread-\(worker)", k)]) }) }
+                }
+            }
+            await withTaskGroup(of: Void.self) { tasks in
+                for worker in 0..<4 {
+                    tasks.addTask {
+                        for k in 0..<400 {
+                            do { record("task-\(worker)", .success(try await log.append([draft("task-\(worker)", k)]))) } catch { record("task-\(worker)", .failure(error)) }
+                        }
+                    }
+                }
+                tasks.addTask {
+                    while outcomes.stored.withLock({ $0.count }) < 200 { try? await Task.sleep(for: .milliseconds(1)) }
+                    log.close()
+                }
+            }
+            await withCheckedContinuation { done in threads.notify(queue: .global()) { done.resume() } }
+            let positions = outcomes.stored.withLock { $0 }
+            #expect(positions.count + outcomes.refused.withLock { $0 } == 3_200)
+            #expect(positions.count >= 200)
+            #expect(try log.lastPosition() == UInt64(positions.count))
+            for event in try log.events().collect() { #expect(positions[event.position] == event.subject) }
+        }
+    }
+}
+
+/// What concurrent appenders were told: the position of each stored event's subject, and how
+/// many were refused because the log closed.
+private final class Outcomes: Sendable {
+    let stored = Mutex<[UInt64: String]>([:])
+    let refused = Mutex(0)
+
+    @Sendable func record(_ subject: String, _ result: Result<AppendResult, any Error>) {
+        switch result {
+        case .success(let appended): stored.withLock { $0[appended.outcomes[0].position] = subject }
+        case .failure(let error as LedgerError) where error.code == .closed: refused.withLock { $0 += 1 }
+        case .failure(let error): Issue.record("append failed: \(error)")
+        }
+    }
 }
 
 @Suite struct IdempotencyTests {
