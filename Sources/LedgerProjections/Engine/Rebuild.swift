@@ -49,7 +49,8 @@ extension ProjectionEngine {
             let writing = ContinuousClock().now
             let policy = try newPolicy ?? store.env.read { txn in try self.policy(txn) }
             let shadow = try writeShadow(run, through: snapshot, policy: policy, progress: progress)
-            run = StateRun([])
+            // Millions of small arrays and the folds' states: freed on a utility thread.
+            releaseAside(Unshared(value: consume run))
             report.writeSeconds = (ContinuousClock().now - writing).seconds
             holding = true
             return PreparedRebuild(engine: self, report: report, shadow: shadow, newPolicy: newPolicy, holdsLock: true)
@@ -286,17 +287,8 @@ extension ProjectionEngine {
         // Worked out from the states in memory, on every core; those that read the log (a
         // subject bound to a holding subject, a holding subject) from the states written.
         let (entries, deferred) = hasIndex ? try indexEntries(of: run.folded, policy: policy) : ([], [])
-        var records: [(key: [UInt8], value: [UInt8])] = []
-        // What is kept beside the states: items and anchor lists, after the generation.
-        var beside = folds.indices.flatMap { tag in
-            run.folded[tag].encodedItems().map { (stored: Array(ModelSchema.itemKey(shadow.number, tag: UInt8(tag), $0.key).dropFirst(4)), state: $0.state) }
-        }
-        for index in Set(entries.map(\.index)).sorted() {
-            let fresh = ModelStore.freshEntries(entries.filter { $0.index == index }.map { ($0.key, $0.entries) }, generation: shadow.number, tag: UInt8(index))
-            records += fresh.records
-            beside += fresh.lists
-        }
-        beside.sort { $0.stored.precedesInByteOrder($1.stored) }
+        // What is kept beside the states (items and anchor lists) and the index's records.
+        let (beside, records) = run.beside(generation: shadow.number, entries: entries)
         let prefix = ModelSchema.prefix(shadow.number)
         let batch = 20_000
         let clock = ContinuousClock()
@@ -322,7 +314,6 @@ extension ProjectionEngine {
             progress(RebuildProgress(phase: .writing, done: done, total: UInt64(total), perSecond: seconds > 0 ? Double(done) / seconds : 0))
         }
         // The new generation has no entries yet: they are put in key order.
-        records.sort { $0.key.precedesInByteOrder($1.key) }
         for first in stride(from: 0, to: records.count, by: batch) {
             try store.env.write { txn in try store.putFresh(records[first ..< min(first + batch, records.count)], txn) }
         }
@@ -333,6 +324,7 @@ extension ProjectionEngine {
                 try overlay.store(into: store, txn)
             }
         }
+        releaseAside(Unshared(value: (consume entries, consume records, consume beside)))
         return shadow
     }
 
@@ -463,3 +455,9 @@ extension Optional where Wrapped == [UInt8] {
 /// A stored state that does not answer at the time asked (`ReadModel.answersFrom`): the
 /// key's events are replayed instead (`Replay`).
 struct NeedsReplay: Error {}
+
+/// A value no other thread holds, handed to one only to be freed there (`releaseAside`).
+private struct Unshared<T>: @unchecked Sendable {
+    // @unchecked: whoever makes one gives its value up; the receiving thread only drops it.
+    let value: T
+}
