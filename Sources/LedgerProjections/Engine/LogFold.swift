@@ -70,9 +70,8 @@ extension ProjectionEngine {
             if let error = threads.failure { throw error }
         }
         let states = threads.states[0]
-        for others in threads.states.dropFirst() {
-            for (index, fold) in others.enumerated() { states[index].absorb(fold) }
-        }
+        // Each fold's parts joined by a thread of its own, taken as cores come free.
+        DispatchQueue.concurrentPerform(iterations: states.count) { index in threads.join(index) }
         // Events appended since the head fold into the joined states, for any key of `part`.
         for fold in states { fold.restrict(to: part) }
         report(head)
@@ -110,7 +109,7 @@ extension ProjectionEngine {
 /// failure.
 final class FoldThreads: @unchecked Sendable {
     // @unchecked: each thread alone touches its part's states until the caller has waited for
-    // every thread; `failure` is kept under the lock.
+    // every thread, and then each fold's alone (`join`); `failure` is kept under the lock.
     let states: [[any StateFold]]
     private let lock = NSLock()
     private var first: (any Error)?
@@ -119,4 +118,10 @@ final class FoldThreads: @unchecked Sendable {
 
     func fail(_ error: any Error) { lock.withLock { if first == nil { first = error } } }
     var failure: (any Error)? { lock.withLock { first } }
+
+    /// Takes fold `index`'s states of every other part into the first part's. Each fold's
+    /// states are separate objects, so folds may be joined on several threads at once.
+    func join(_ index: Int) {
+        for others in states.dropFirst() { states[0][index].absorb(others[index]) }
+    }
 }
