@@ -17,7 +17,7 @@ import LedgerModels
 /// has none yet, and catches every registered model up to the head of the log (a model added
 /// since the store was last opened, or appends made by a process without it).
 ///
-/// Safe for many threads: appends go through one writer thread (group commit), reads run in
+/// Safe for many threads: appends go through one leading thread at a time (group commit), reads run in
 /// read transactions of their own.
 public final class Ledger: Sendable {
     /// The event log underneath.

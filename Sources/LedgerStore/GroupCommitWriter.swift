@@ -3,7 +3,7 @@ import Glibc
 @_spi(Storage) import LedgerCore
 import Synchronization
 
-/// One caller's batch waiting for the writer thread.
+/// One caller's batch waiting for the leading thread (`GroupCommitWriter`).
 final class PendingAppend: Sendable {
     let drafts: [EventDraft]
     /// Each draft's typed data, as its check decoded it.
@@ -23,7 +23,7 @@ final class PendingAppend: Sendable {
         self.completion = completion
     }
 
-    /// Hands the result to the waiting caller. Called exactly once, by the writer thread.
+    /// Hands the result to the waiting caller. Called exactly once, by the leading thread.
     func complete(_ result: Result<AppendResult, LedgerError>) {
         switch completion {
         case .blocking(let slot):
@@ -58,7 +58,9 @@ final class BlockingSlot: Sendable {
 ///
 /// Why a dedicated thread still: an LMDB write transaction belongs to the thread that began it
 /// and blocks while another process writes. On the cooperative pool that would pin a pool
-/// thread; so no task ever leads, and no write transaction ever meets an `await`.
+/// thread; so the `async` overload never leads, and no write transaction ever meets an
+/// `await`. (A task that calls the blocking overload leads on its pool thread, as any blocking
+/// call would hold it: async code calls the `async` overload.)
 final class GroupCommitWriter: Sendable {
     typealias Commit = @Sendable ([PendingAppend]) -> [Result<AppendResult, LedgerError>]
 
@@ -79,7 +81,7 @@ final class GroupCommitWriter: Sendable {
     private let thread = Mutex<pthread_t?>(nil)
     private let counters = Mutex(CommitCounters())
 
-    /// Starts the writer thread. `commit` runs on it, once per group.
+    /// Starts the writer thread. `commit` runs on the leading thread, once per group.
     init(maxGroupEvents: Int, commit: @escaping Commit, finish: @escaping @Sendable () -> Void) throws(LedgerError) {
         self.maxGroupEvents = maxGroupEvents
         self.commit = commit

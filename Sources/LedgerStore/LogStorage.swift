@@ -2,7 +2,7 @@ import Crypto
 @_spi(Storage) import LMDB
 @_spi(Storage) import LedgerCore
 
-/// The environment and databases of a store, and the commit that the writer thread runs.
+/// The environment and databases of a store, and the commit that the leading thread runs.
 struct LogStorage: Sendable {
     let env: Environment
     let events: Database
@@ -166,7 +166,7 @@ struct LogStorage: Sendable {
         try txn.get(meta, key: LogSchema.subjectCountKey).flatMap(LogSchema.integer) ?? 0
     }
 
-    // MARK: Commit (writer thread only)
+    // MARK: Commit (the leading thread only: `GroupCommitWriter`)
 
     /// One write transaction of appends, as both append paths run it: brings the index tail
     /// up to the store and reads the head and the subject count, opens the observer's session,

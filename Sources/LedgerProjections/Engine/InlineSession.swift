@@ -9,9 +9,9 @@ import LedgerModels
 ///
 /// The holders fold runs as each event is written: what it holds decides the
 /// `appstore.subject_bound` the log writes right after an event (`derived`). The others fold the
-/// transaction's events at its end, in `finish`: the writer thread loads every state and item
+/// transaction's events at its end, in `finish`: the committing thread loads every state and item
 /// they touch, the keys are split into parts that fold on every core — decoding, applying,
-/// encoding and working out the index entries, pure work on states in memory — and the writer
+/// encoding and working out the index entries, pure work on states in memory — and the committing
 /// thread puts what changed. Each key's events are applied in position order, by one thread.
 final class InlineSession: CommitSession {
     struct Entry {
@@ -32,7 +32,7 @@ final class InlineSession: CommitSession {
     fileprivate private(set) var events: [RecordedEvent] = []
     /// What the event just written calls for (`CommitSession.derived`).
     private var pending: [EventDraft] = []
-    /// Fewer events than this fold on the writer thread alone: a one-event append gains
+    /// Fewer events than this fold on the committing thread alone: a one-event append gains
     /// nothing from another thread.
     static let parallelFrom = 64
     /// The keys a transaction's tables make room for at once (a batch of the usual size has
@@ -197,7 +197,7 @@ struct SessionInputs: @unchecked Sendable {
 /// The parts of one transaction's fold.
 final class PartsWork: @unchecked Sendable {
     // @unchecked: each part is touched by the one thread that runs it until every part is
-    // done (`concurrentPerform` returns); the writer thread reads them only after that.
+    // done (`concurrentPerform` returns); the committing thread reads them only after that.
     let parts: [PartFold]
     init(_ parts: [PartFold]) { self.parts = parts }
 }
@@ -211,7 +211,7 @@ final class PartFold {
     var items: [(index: Int, items: [(key: ItemKey, state: [UInt8])])] = []
     /// By indexed model: a subject's entries.
     var entries: [(index: Int, key: String, entries: [IndexEntry])] = []
-    /// Subjects whose entries read the log (`Attributed`): worked out by the writer thread.
+    /// Subjects whose entries read the log (`Attributed`): worked out by the committing thread.
     var deferred: [String] = []
     var failure: (any Error)?
 
