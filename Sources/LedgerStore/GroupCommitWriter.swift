@@ -147,8 +147,10 @@ final class GroupCommitWriter: Sendable {
     /// thread when more waits or the queue is closing.
     private func lead(until own: PendingAppend) {
         while true {
-            let (group, _) = takeGroup()
-            guard !group.isEmpty else { break }
+            let (group, closed) = takeGroup()
+            // Never so while `own` waits. Taking none from an open queue let go of the lead; a
+            // closed one's lead goes to the writer thread, below.
+            guard !group.isEmpty else { if closed { break } else { return } }
             commitGroup(group)
             if group.contains(where: { $0 === own }) { break }
         }
