@@ -17,9 +17,9 @@ import Crypto
 ///
 /// Concurrency: any number of threads and tasks may append and read at once. Appends are
 /// gathered by one leading thread at a time into shared write transactions (group commit,
-/// `LedgerStore/Concurrency`); each caller
-/// returns once its own events are durable. Reads run in short read transactions of their own
-/// and see every commit made before they start, from this process or another one.
+/// <doc:Concurrency>); each caller returns once its own events are durable. Reads run in short
+/// read transactions of their own and see every commit made before they start, from this
+/// process or another one.
 public final class EventLog: Sendable {
     /// How durable a commit is.
     public enum Durability: Sendable {

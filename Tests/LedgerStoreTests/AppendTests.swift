@@ -137,9 +137,9 @@ import Testing
         }
     }
 
-    /// Blocking callers lead their own commits; tasks and `close()` hand the lead to the writer
-    /// thread. Mixed, and closed while they run, every append either is stored at the position
-    /// it reported or throws `.closed`, and nothing hangs.
+    /// Blocking and async appenders on a real log, closed while they run (the protocol alone:
+    /// `GroupCommitTests`): every append either is stored at the position it reported or throws
+    /// `.closed`, and `close()` returns only once every append it let in is stored.
     @Test(.timeLimit(.minutes(1))) func blockingAndAsyncAppendersClosedMidwayLoseNothing() async throws {
         try await withStorePath { path in
             let log = try EventLog(path: path)
@@ -162,6 +162,7 @@ import Testing
                 tasks.addTask {
                     while outcomes.stored.withLock({ $0.count }) < 200 { try? await Task.sleep(for: .milliseconds(1)) }
                     log.close()
+                    outcomes.storedAtClose.withLock { $0 = try? log.lastPosition() }
                 }
             }
             await withCheckedContinuation { done in threads.notify(queue: .global()) { done.resume() } }
@@ -169,16 +170,18 @@ import Testing
             #expect(positions.count + outcomes.refused.withLock { $0 } == 3_200)
             #expect(positions.count >= 200)
             #expect(try log.lastPosition() == UInt64(positions.count))
+            #expect(outcomes.storedAtClose.withLock { $0 } == UInt64(positions.count), "an append was stored after close() returned")
             for event in try log.events().collect() { #expect(positions[event.position] == event.subject) }
         }
     }
 }
 
-/// What concurrent appenders were told: the position of each stored event's subject, and how
-/// many were refused because the log closed.
+/// What concurrent appenders were told: the position of each stored event's subject, how many
+/// were refused because the log closed, and the last position stored when `close()` returned.
 private final class Outcomes: Sendable {
     let stored = Mutex<[UInt64: String]>([:])
     let refused = Mutex(0)
+    let storedAtClose = Mutex<UInt64?>(nil)
 
     @Sendable func record(_ subject: String, _ result: Result<AppendResult, any Error>) {
         switch result {
