@@ -173,6 +173,8 @@ package enum Audit {
         // The facts' change times, sorted, worked out again only when the facts change.
         var factsTimes: [Timestamp] = []
         var factsChanged = true
+        /// The time of the latest step, before which no change time is asked for.
+        var stepped: Timestamp?
         let folds = models.filter { $0.keyedBySubject }.compactMap { model in makeTimeline(model, policy: policy) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
@@ -182,7 +184,10 @@ package enum Audit {
         /// for it (used when no event caused it). A model whose state and facts are as they were,
         /// with none of its change times or the facts' passed since, is not asked again.
         func step(to time: Timestamp) -> (changes: [AuditChange], summary: String) {
-            if factsChanged { factsTimes = Array(Set(Plan.changeTimes(of: facts, policy: policy.subscription))).sorted() }
+            // Only times after the previous step are ever asked for (`ChangeTimes.between` and
+            // `.any` look after it): a long history's past ones are not sorted at each step.
+            if factsChanged { factsTimes = ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy.subscription), after: stepped) }
+            stepped = time
             var changes: [AuditChange] = []
             var sentences: [String] = []
             for (index, fold) in folds.enumerated() {
@@ -273,6 +278,19 @@ struct TimelineStep {
 
 /// Sorted change times.
 enum ChangeTimes {
+    /// `times` after `after` (all with `nil`), sorted, each once.
+    static func sorted(_ times: [Timestamp], after: Timestamp?) -> [Timestamp] {
+        var later = after.map { bound in times.filter { $0 > bound } } ?? times
+        later.sort()
+        var kept = 0
+        for i in later.indices where kept == 0 || later[kept - 1] != later[i] {
+            later[kept] = later[i]
+            kept += 1
+        }
+        later.removeLast(later.count - kept)
+        return later
+    }
+
     /// The times strictly between `after` and `before`, or after `after` through `t`.
     static func between(_ sorted: [Timestamp], after: Timestamp, before: Timestamp?, through t: Timestamp) -> ArraySlice<Timestamp> {
         let lower = firstIndex(in: sorted) { $0 > after }
@@ -332,7 +350,7 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
     }
 
     override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
-        if dirty || factsChanged { sortedTimes = Array(Set(M.changeTimes(of: state, facts: facts, policy: policy))).sorted() }
+        if dirty || factsChanged { sortedTimes = ChangeTimes.sorted(M.changeTimes(of: state, facts: facts, policy: policy), after: lastTime) }
         if !dirty && !factsChanged, let lastTime,
            !ChangeTimes.any(sortedTimes, after: lastTime, through: t), !ChangeTimes.any(factsTimes, after: lastTime, through: t) {
             self.lastTime = t

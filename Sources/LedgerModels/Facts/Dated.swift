@@ -33,11 +33,17 @@ extension Array {
         }
     }
 
-    /// The facts known at `t`: those whose time is at or before it.
+    /// The facts known at `t`: those whose time is at or before it. Found by halving, as the
+    /// look backs ask at times far before the latest fact (a walk from the end would make
+    /// each ask as long as the history after it).
     public func known<V>(at t: Timestamp) -> ArraySlice<Element> where Element == Dated<V> {
-        var end = endIndex
-        while end > startIndex, self[end - 1].at > t { end -= 1 }
-        return self[startIndex..<end]
+        guard let last, last.at > t else { return self[startIndex..<endIndex] }
+        var (low, high) = (startIndex, endIndex - 1)
+        while low < high {
+            let middle = low + (high - low) / 2
+            if self[middle].at > t { high = middle } else { low = middle + 1 }
+        }
+        return self[startIndex..<low]
     }
 }
 

@@ -116,8 +116,11 @@ public enum Plan {
 
     /// Rule by rule, the times the plan may change with no new event (a superset; see
     /// `ReadModel.changeTimes`): store periods and billing windows, grant ends, each device
-    /// snapshot's windows, and every fact's own time.
-    public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
+    /// snapshot's windows, and every fact's own time. Without `signIns`, the sign-ins' and
+    /// outs' times are left out: the times paid access may start or end (rule 6 gives only
+    /// `free` or `guest`), which is all retention asks — a subject signing in a thousand
+    /// times has a thousand plan change times and none of them moves a tier.
+    public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription, signIns: Bool = true) -> [Timestamp] {
         var times = facts.subscription.changeTimes(policy: policy)
         times.reserveCapacity(times.count + 2 * facts.grants.count + 4 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
         for g in facts.grants {
@@ -131,7 +134,7 @@ public enum Plan {
             times.append(s.at.adding(hours: policy.offlineGraceHours))
             if let expiresAt { times.append(expiresAt) }
         }
-        for s in facts.signIns { times.append(s.at) }
+        if signIns { for s in facts.signIns { times.append(s.at) } }
         for d in facts.deletions { times.append(d.at) }
         return times
     }

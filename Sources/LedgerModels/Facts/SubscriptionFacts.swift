@@ -329,11 +329,52 @@ extension SubscriptionFacts {
     public func billingGrace(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
         let known = known ?? t
         let happened = failures.known(at: min(t, known))
-        for failure in happened.reversed() {
-            let episode = episode(of: failure, at: t, known: known, policy: policy)
+        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: policy.billingGraceSource == .store)
+        for i in happened.indices.reversed() where bound.mayBeOpen(failedAt: happened[i].at, graceExpiresAt: happened[i].value.graceExpiresAt) {
+            let episode = episode(of: happened[i], at: t, known: known, policy: policy)
             if !episode.recovered && t < episode.graceEnd { return episode }
         }
         return nil
+    }
+
+    /// A bound on a failure's window — its grace (`days` = billingGraceDays, and the store's
+    /// grace end when `storeGraces`) or its billing issue (billingRetryDays) — that needs no
+    /// episode: the window ends by the later of the failure and the latest any transaction's
+    /// coverage can end, plus `days`. A subject failing to renew a thousand times has a
+    /// thousand failures, and a look back asks about each at every change time; this passes
+    /// over the long-closed ones without working out their windows.
+    struct WindowBound {
+        let facts: SubscriptionFacts
+        let known: Timestamp
+        /// The time asked about, `days` before it: a window that ends by then plus `days` is shut.
+        let t: Timestamp, since: Timestamp
+        let storeGraces: Bool
+        /// The latest any transaction known at `known` can cover until, worked out when first needed.
+        private var latestEnd: Timestamp??
+
+        init(facts: SubscriptionFacts, known: Timestamp, at t: Timestamp, days: Int64, storeGraces: Bool) {
+            (self.facts, self.known, self.t, self.since, self.storeGraces) = (facts, known, t, t.adding(days: -days), storeGraces)
+        }
+
+        /// Whether the window of a failure at `failedAt` (with the store's grace end, if any)
+        /// may be open at `t` (`false`: it surely is not). Given the fields, not the failure: a
+        /// failure passed whole is copied with its string retained.
+        mutating func mayBeOpen(failedAt: Timestamp, graceExpiresAt: Timestamp?) -> Bool {
+            if storeGraces, let end = graceExpiresAt { return t < end }
+            if failedAt > since { return true }
+            if latestEnd == nil {
+                let extended = facts.latestExtension(known: known)
+                let described = facts.transactions.known(at: known)
+                var latest: Timestamp?
+                for i in described.indices {
+                    let end = facts.endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended)
+                    latest = max(latest ?? end, end)
+                }
+                latestEnd = latest
+            }
+            guard let end = latestEnd ?? nil else { return false }
+            return end > since
+        }
     }
 
     /// The windows of one failure, asked at `t` over the facts known at `known`.
@@ -377,7 +418,9 @@ extension SubscriptionFacts {
     /// while any failure's window is open (recovering one subscription does not close
     /// another's). A `subscription.grace_expired` does not end it: the store keeps retrying.
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
-        failures.known(at: t).contains { failure in
+        var bound = WindowBound(facts: self, known: t, at: t, days: policy.billingRetryDays, storeGraces: false)
+        return failures.known(at: t).contains { failure in
+            guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil) else { return false }
             let episode = episode(of: failure, at: t, known: t, policy: policy)
             return !episode.recovered && t < episode.issueEnd
         }

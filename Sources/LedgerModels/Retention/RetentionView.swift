@@ -124,13 +124,14 @@ extension Capabilities {
 struct RetentionSubject {
     let own: RetentionModel.State
     let access: SubjectFacts
-    /// The plan's change times under the policy, in order, each once: worked out once for
-    /// every look back at the subject's stretches of access (the due list asks a dozen per flow).
+    /// The times paid access may start or end under the policy (the plan's change times but
+    /// sign-ins), in order, each once: worked out once for every look back at the subject's
+    /// stretches of access (the due list asks a dozen per flow).
     let times: [Timestamp]
 
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
         (self.own, self.access) = (own, access)
-        var times = Plan.changeTimes(of: access, policy: policy)
+        var times = Plan.changeTimes(of: access, policy: policy, signIns: false)
         // Ascending: each fact's times come mostly in order already (a period's purchase, then
         // its end, which is the next one's purchase), runs the sort takes whole.
         times.sort()
@@ -475,7 +476,8 @@ enum RetentionRules {
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow
     /// could count from plus each tier boundary after it, and recovery passes running out.
     static func changeTimes(of state: RetentionSubject, policy: Policy) -> [Timestamp] {
-        var times = Plan.changeTimes(of: state.access, policy: policy.subscription)
+        // A sign-in moves no tier (it starts or ends no paid access), nor any day 0.
+        var times = Plan.changeTimes(of: state.access, policy: policy.subscription, signIns: false)
         times += state.organizerCancellations.map(\.at)
         guard let r = policy.retention else { return times }
         for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(days: r.recoveryPassDays)] }
