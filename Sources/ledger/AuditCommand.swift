@@ -22,6 +22,11 @@ struct AuditCommand: ParsableCommand {
               ledger audit user-42
               ledger audit user-42 --at 2026-03-05T00:00:00Z --known-at 120
               ledger audit user-42 --known-at 1200 --json
+              ledger audit user-42 --limit 100 --json     # one page; its "next" goes to --cursor
+
+            --limit N shows N entries at most, and says where the next page starts; --cursor C (a \
+            page's "next") shows the page after it, as of the moment and as known at the position \
+            the first page was read with.
             """
     )
 
@@ -36,10 +41,22 @@ struct AuditCommand: ParsableCommand {
     @Option(name: .customLong("known-at"), help: "Use only the events recorded by this time (RFC 3339) or up to this position.")
     var knownAt: String?
 
+    @Option(help: "Show at most this many entries, and where the next page starts.")
+    var limit: Int?
+
+    @Option(help: "Start where an earlier page's \"next\" says (default limit: 100).")
+    var cursor: String?
+
     func validate() throws {
         if let at { _ = try parseTime(at, option: "--at") }
         if let knownAt { _ = try parseKnownAt(knownAt) }
         if let problem = EventLimits.subjectProblem(subject) { throw ValidationError("SUBJECT: \(problem)") }
+        if let limit, !(1 ... AuditPaging.maximumLimit).contains(limit) {
+            throw ValidationError("--limit must be 1 to \(AuditPaging.maximumLimit), not \(limit)")
+        }
+        if let cursor, AuditCursor(parsing: cursor) == nil {
+            throw ValidationError("--cursor: not a cursor a page gave (its \"next\"), got \(Terminal.safe(cursor))")
+        }
     }
 
 
@@ -47,7 +64,9 @@ struct AuditCommand: ParsableCommand {
 
     func run() throws {
         let t = try at.map { try parseTime($0, option: "--at") } ?? Timestamp.now()
+        let page = cursor.flatMap(AuditCursor.init(parsing:))
         if let url = try cluster.url(global) {
+            guard limit == nil && page == nil else { throw CommandFailure.failure("--limit and --cursor: a cluster does not page audits yet") }
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let report = try client.audit(of: subject, at: t, knownAt: knownAt)
@@ -57,7 +76,11 @@ struct AuditCommand: ParsableCommand {
         let known = try knownAt.map(parseKnownAt)
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let report = try ledger.audit(of: subject, at: t, knownAt: known)
+        let report = if limit != nil || page != nil {
+            try ledger.audit(of: subject, at: t, knownAt: known, limit: limit ?? 100, after: page)
+        } else {
+            try ledger.audit(of: subject, at: t, knownAt: known)
+        }
         if global.json {
             print(report.json.serialized())
             return
@@ -100,6 +123,10 @@ struct AuditCommand: ParsableCommand {
         if report.laterEvents > 0 {
             lines.append("")
             lines.append("\(report.laterEvents) later event(s) occurred after \(report.at) and are not shown.")
+        }
+        if let next = report.next {
+            lines.append("")
+            lines.append("More entries follow: --cursor \(next)")
         }
         return lines.joined(separator: "\n")
     }

@@ -115,10 +115,22 @@ public struct AuditReport: Sendable, Hashable {
     /// The subject's time zone at `at` (that of its latest session), `nil` when none is known:
     /// for showing times locally; the JSON's times are UTC.
     public var timeZone: String?
+    /// Whether `entries` is one page of the timeline (`AuditPaging`); the JSON then says
+    /// where the next starts.
+    public var paged = false
+    /// Where the next page starts, `nil` on the last.
+    public var next: AuditCursor?
+
+    public init(subject: String, at: Timestamp, knownAt: KnownAt?, entries: [AuditEntry], laterEvents: Int, timeZone: String?) {
+        (self.subject, self.at, self.knownAt, self.entries) = (subject, at, knownAt, entries)
+        (self.laterEvents, self.timeZone) = (laterEvents, timeZone)
+    }
 
     public var json: JSON {
-        ["subject": .string(subject), "at": .string(at.description), "knownAt": knownAt?.json ?? .null,
-         "entries": .array(entries.map(\.json))]
+        var members: [(String, JSON)] = [("subject", .string(subject)), ("at", .string(at.description)), ("knownAt", knownAt?.json ?? .null),
+                                         ("entries", .array(entries.map(\.json)))]
+        if paged { members.append(("next", next.map { .string($0.description) } ?? .null)) }
+        return .object(JSONObject(members))
     }
 }
 
@@ -166,8 +178,11 @@ extension AuditReport {
 package enum Audit {
     /// The audit of `subject` at `t` from `events` (its events recorded by `knownAt`, in any
     /// order), under `policy`, through `models` (those the policy has are shown).
+    /// With `paging`, the walk stops once the page and one entry more are worked out, and the
+    /// report holds the page and where the next starts (as known at the latest of `events`
+    /// when `knownAt` is `nil`, so that later appends move no entry).
     package static func report(subject: String, events: [RecordedEvent], at t: Timestamp, knownAt: KnownAt?,
-                              models: [any ReadModel.Type] = ReadModels.all, policy: Policy) -> AuditReport {
+                              models: [any ReadModel.Type] = ReadModels.all, policy: Policy, paging: AuditPaging? = nil) -> AuditReport {
         let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         var facts = SubjectFacts()
         // The facts' change times, sorted, worked out again only when the facts change.
@@ -217,8 +232,11 @@ package enum Audit {
             }
         }
 
+        // With a page to fill: the entries to work out before the walk may stop.
+        let enough = paging.map { $0.offset + $0.limit + 1 } ?? Int.max
         var last: Timestamp?
         for event in timeline {
+            if entries.count >= enough { break }
             if let last { timeEntries(after: last, before: event.occurredAt) }
             // Every event folds into the facts' activity, seldom changing what a view reads.
             let activity = facts.activity
@@ -229,9 +247,18 @@ package enum Audit {
                                       source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))
             last = event.occurredAt
         }
-        if let last { timeEntries(after: last, before: nil) }
-        return AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count,
-                           timeZone: BadgeRules.sessionZone(in: timeline, at: t))
+        if let last, entries.count < enough { timeEntries(after: last, before: nil) }
+        var report = AuditReport(subject: subject, at: t, knownAt: knownAt, entries: entries, laterEvents: events.count - timeline.count,
+                                 timeZone: BadgeRules.sessionZone(in: timeline, at: t))
+        guard let paging else { return report }
+        let end = min(entries.count, paging.offset + paging.limit)
+        report.entries = paging.offset < end ? Array(entries[paging.offset ..< end]) : []
+        report.paged = true
+        if entries.count > end {
+            let pinned = knownAt ?? .position(events.lazy.map(\.position).max() ?? 0)
+            report.next = AuditCursor(at: t, knownAt: pinned, offset: end)
+        }
+        return report
     }
 
     /// A fold of `model` for the audit, `nil` when the policy has no such model.
