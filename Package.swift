@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        // Hummingbird's own dependency: its HTTP parts' types, for the server's connection deadlines.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.0"),
         // The server's /metrics, in Prometheus' text format.
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
         // `swift package generate-documentation`: the DocC catalogs under Sources/*/*.docc.
@@ -89,9 +91,11 @@ let package = Package(
                 "LedgerStore",
                 "LedgerCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

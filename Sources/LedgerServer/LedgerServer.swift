@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import LedgerAppStore
 @_spi(Storage) import LedgerCore
 import LedgerModels
@@ -32,19 +33,27 @@ public struct LedgerServer: Sendable {
     let sessions = Sessions()
     /// What `/metrics` shows.
     let metrics = ServerMetrics()
+    /// What one client may take: timeouts, connections, heavy reads at once.
+    let limits: ServerLimits
+    /// Where heavy reads (audits, a subject's events, a customer's page) run, `limits.heavyReads`
+    /// at once, off the threads that answer everything else.
+    let heavyReads: Offloader
 
     /// A server of `ledger`, which it neither opens nor closes.
     /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
-    public init(ledger: Ledger, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
-        try self.init(ledger: ledger, cluster: nil, logger: logger)
+    public init(ledger: Ledger, limits: ServerLimits = ServerLimits(), logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+        try self.init(ledger: ledger, cluster: nil, limits: limits, logger: logger)
     }
 
     /// A server of a cluster node (`ledger node --port`): the JSON routes and the support
     /// pages answer from `cluster`; `ledger` (the node's store) keeps the tokens. The App
     /// Store's webhook answers `503` (it binds a subscription to a customer in one store).
-    @_spi(Cluster) public init(ledger: Ledger, cluster: (any ClusterAnswers)?, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+    @_spi(Cluster) public init(ledger: Ledger, cluster: (any ClusterAnswers)?, limits: ServerLimits = ServerLimits(),
+                               logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
         self.ledger = ledger
         self.cluster = cluster
+        self.limits = limits
+        heavyReads = Offloader.heavyReads(limits)
         tokens = AccessTokens(ledger)
         self.logger = logger
         if let configuration = try ledger.appStoreConfiguration() {
@@ -59,11 +68,15 @@ public struct LedgerServer: Sendable {
     }
 
     /// The application serving on `host`:`port` (port 0: any free port, which `onRunning`
-    /// is told).
+    /// is told), each connection held to `limits`' deadlines and their number to
+    /// `limits.connections`.
     public func application(host: String = "127.0.0.1", port: Int = 8080,
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        Application(router: router(), configuration: .init(address: .hostname(host, port: port), serverName: "ledger"),
-                    onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+        let limits = self.limits
+        return Application(router: router(), server: HTTPServerBuilder { responder in DeadlinedHTTP1Channel(responder: responder, limits: limits) },
+                           configuration: .init(address: .hostname(host, port: port), serverName: "ledger",
+                                                availableConnectionsDelegate: MaximumAvailableConnections(limits.connections, logger: logger)),
+                           onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
     /// Serves until SIGTERM or SIGINT, then finishes the requests in flight.

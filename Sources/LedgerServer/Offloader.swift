@@ -1,23 +1,44 @@
 import Foundation
+import Glibc
 import LedgerCore
 import Synchronization
 
-/// Runs bodies that may block for seconds (requests over NATS, which wait while a partition
-/// changes hands) on threads of their own, not on one of the few the tasks share; at most
-/// `limit` at once, beyond which a request is told to retry (`503`).
+/// Runs bodies that may take seconds on threads of their own, not on one of the few the
+/// tasks and the event loops share: requests over NATS (which wait while a partition changes
+/// hands), and heavy reads (an audit of a long history). At most `limit` run at once and
+/// `waiting` more wait their turn, in order; beyond those a request is told to retry (`503`).
 final class Offloader: Sendable {
     /// How many bodies may run at once.
     let limit: Int
-    private let running = Mutex<Int>(0)
+    /// How many may wait for one to finish.
+    let waiting: Int
+    /// Whether the bodies' threads run at a lower priority than the server's others (`nice`
+    /// 10), so that what the event loops answer meanwhile is not kept waiting for a core.
+    let lowPriority: Bool
+    /// What a request beyond `limit` and `waiting` is told.
+    private let busy: String
+    private let state = Mutex(State())
 
-    init(limit: Int) {
-        self.limit = limit
+    private struct State {
+        var running = 0
+        var queue: [@Sendable () -> Void] = []
     }
 
-    /// The one the server's routes share.
-    static let shared = Offloader(limit: 64)
+    init(limit: Int, waiting: Int = 0, lowPriority: Bool = false, busy: String) {
+        (self.limit, self.waiting, self.lowPriority, self.busy) = (max(1, limit), max(0, waiting), lowPriority, busy)
+    }
 
-    /// `body`'s result, from a thread of its own; `unavailable` when `limit` are running.
+    /// The one the server's requests over NATS share.
+    static let cluster = Offloader(limit: 64, busy: "the node has 64 requests waiting on the cluster; retry")
+
+    /// The heavy reads `limits` allows.
+    static func heavyReads(_ limits: ServerLimits) -> Offloader {
+        Offloader(limit: limits.heavyReads, waiting: limits.heavyReadsWaiting, lowPriority: true,
+                  busy: "the server is answering \(limits.heavyReads + limits.heavyReadsWaiting) long reads (audits, exports); retry")
+    }
+
+    /// `body`'s result, from a thread of its own; `unavailable` when `limit` run and
+    /// `waiting` wait.
     func run<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LedgerError>, Never>) in
             do throws(LedgerError) {
@@ -29,21 +50,48 @@ final class Offloader: Sendable {
         return try result.get()
     }
 
-    /// Starts `body` on a thread of its own and hands its result to `completion` there, its
-    /// slot already free; throws `unavailable` at once when `limit` are running.
+    /// Starts `body` on a thread of its own (or queues it) and hands its result to
+    /// `completion` there, its slot already passed on; throws `unavailable` at once when
+    /// `limit` run and `waiting` wait.
     func start<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T,
                             completion: @escaping @Sendable (Result<T, LedgerError>) -> Void) throws(LedgerError) {
-        let admitted = running.withLock { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
+        let job: @Sendable () -> Void = { [self] in
+            Thread.detachNewThread { [self] in
+                // Linux keeps a nice value per thread: who 0 is this thread alone.
+                if lowPriority { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
+                let result: Result<T, LedgerError>
+                do throws(LedgerError) { result = .success(try body()) } catch { result = .failure(error) }
+                finished()
+                completion(result)
+            }
         }
-        guard admitted else { throw LedgerError(.unavailable, "the node has \(limit) requests waiting on the cluster; retry") }
-        Thread.detachNewThread { [self] in
-            let result: Result<T, LedgerError>
-            do throws(LedgerError) { result = .success(try body()) } catch { result = .failure(error) }
-            running.withLock { $0 -= 1 }
-            completion(result)
+        let admission = state.withLock { state -> Admission in
+            if state.running < limit {
+                state.running += 1
+                return .now
+            }
+            guard state.queue.count < waiting else { return .refused }
+            state.queue.append(job)
+            return .queued
         }
+        switch admission {
+        case .now: job()
+        case .queued: break
+        case .refused: throw LedgerError(.unavailable, busy)
+        }
+    }
+
+    private enum Admission { case now, queued, refused }
+
+    /// A body finished: the next in the queue takes its slot.
+    private func finished() {
+        let next = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.queue.isEmpty else {
+                state.running -= 1
+                return nil
+            }
+            return state.queue.removeFirst()
+        }
+        next?()
     }
 }

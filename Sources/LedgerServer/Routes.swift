@@ -97,16 +97,23 @@ struct Routes: Sendable {
         return Reply.json(try ledger.status(of: subject, at: at, knownAt: knownAt).json)
     }
 
-    /// `GET /v1/subjects/{subject}/audit?at=T&knownAt=T|POS`: `audit --json`.
+    /// `GET /v1/subjects/{subject}/audit?at=T&knownAt=T|POS[&limit=N&cursor=C]`: `audit
+    /// --json`, or one page of it (`audit --json --limit N --cursor C`).
     func audit(_ request: Request, subject raw: String?) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         let query = Query(request)
         let (at, knownAt) = (try query.time("at") ?? .now(), try query.knownAt())
+        let (limit, cursor) = (try query.pageLimit(), try query.cursor())
         if let cluster = server.cluster {
+            guard limit == nil else { throw Reply.error(.badRequest, "limit: a cluster node does not page audits yet; leave limit and cursor out") }
             return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.audit(of: subject, at: at, knownAt: knownAt) })
         }
-        return Reply.json(try ledger.audit(of: subject, at: at, knownAt: knownAt).json)
+        let ledger = self.ledger
+        return Reply.json(try await heavy { () throws(LedgerError) in
+            guard let limit else { return try ledger.audit(of: subject, at: at, knownAt: knownAt).json }
+            return try ledger.audit(of: subject, at: at, knownAt: knownAt, limit: limit, after: cursor).json
+        })
     }
 
     /// `GET /v1/subjects/{subject}/events`: the subject's `export`, JSONL.
@@ -120,9 +127,14 @@ struct Routes: Sendable {
                 out.append(0x0A)
             }
         } else {
-            try ledger.events(of: subject).forEach { event in
-                out += try EventLine.export(event)
-                out.append(0x0A)
+            let ledger = self.ledger
+            out = try await heavy { () throws(LedgerError) in
+                var lines: [UInt8] = []
+                for event in try ledger.events(of: subject).collect() {
+                    lines += try EventLine.export(event)
+                    lines.append(0x0A)
+                }
+                return lines
             }
         }
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
@@ -181,9 +193,15 @@ struct Routes: Sendable {
         return Reply.text(try server.metrics.exposition(ledger), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
     }
 
-    /// `body` on a thread of its own, through the routes' shared `Offloader`.
+    /// `body`, a request over NATS, on a thread of its own (`Offloader.cluster`).
     static func offload<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
-        try await Offloader.shared.run(body)
+        try await Offloader.cluster.run(body)
+    }
+
+    /// `body`, a read whose cost grows with a subject's history, on a thread of its own among
+    /// the server's `heavyReads`.
+    func heavy<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
+        try await server.heavyReads.run(body)
     }
 
     // MARK: Parameters
@@ -215,6 +233,25 @@ struct Query {
                 ?? "expected an RFC 3339 time with a zone (e.g. 2026-03-05T00:00:00Z), got \(text)"))
         }
         return t
+    }
+
+    /// `limit`: how many audit entries a page holds (1 to `AuditPaging.maximumLimit`), `nil`
+    /// when absent; with a `cursor` and no limit, 100.
+    func pageLimit() throws -> Int? {
+        guard let text = parameters["limit"] else { return parameters["cursor"] == nil ? nil : 100 }
+        guard let limit = Int(text), (1 ... AuditPaging.maximumLimit).contains(limit) else {
+            throw Reply.error(.badRequest, "limit: expected a whole number from 1 to \(AuditPaging.maximumLimit), got \(text)")
+        }
+        return limit
+    }
+
+    /// `cursor`: where a page of an audit starts (a page's `next`), `nil` when absent.
+    func cursor() throws -> AuditCursor? {
+        guard let text = parameters["cursor"] else { return nil }
+        guard let cursor = AuditCursor(parsing: text) else {
+            throw Reply.error(.badRequest, "cursor: not a cursor a page gave (its `next`), got \(text)")
+        }
+        return cursor
     }
 
     /// `knownAt`: a time or a log position, `nil` when absent.

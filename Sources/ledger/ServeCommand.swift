@@ -15,9 +15,17 @@ struct ServeCommand: ParsableCommand {
             (Authorization: Bearer TOKEN). SIGTERM or Ctrl-C stops it once the requests in flight, \
             appends included, have finished. Behind a TLS-terminating proxy, keep --host 127.0.0.1.
 
+            A slow or stalled client is closed: one that takes over --header-timeout seconds to send a \
+            request's head (408), over --body-timeout to send its body, or sits idle over \
+            --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
+            which the server raises to its hard limit at start); beyond them a client waits. Audits, a \
+            subject's events and a customer's page run --heavy-reads at once, off the threads that \
+            answer status and /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
+
             Examples:
               ledger serve --store demo.lmdb
               ledger serve --store shop.lmdb --host 0.0.0.0 --port 8443
+              ledger serve --store shop.lmdb --header-timeout 5 --max-connections 500
             """
     )
 
@@ -27,16 +35,45 @@ struct ServeCommand: ParsableCommand {
     @Option(name: .long, help: "The port to listen on (0: any free port).")
     var port = 8080
 
+    @Option(name: .customLong("header-timeout"), help: "Seconds a client may take to send a request's head.")
+    var headerTimeout = 10.0
+
+    @Option(name: .customLong("body-timeout"), help: "Seconds a client may take to send a request's body.")
+    var bodyTimeout = 30.0
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may sit idle between requests.")
+    var idleTimeout = 60.0
+
+    @Option(name: .customLong("max-connections"), help: "Connections open at once.")
+    var maxConnections = ServerLimits().connections
+
+    @Option(name: .customLong("heavy-reads"), help: "Audits and exports run at once (default: the cores).")
+    var heavyReads = ServerLimits().heavyReads
+
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
         guard (0 ... 65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        for (name, seconds) in [("--header-timeout", headerTimeout), ("--body-timeout", bodyTimeout), ("--idle-timeout", idleTimeout)]
+        where !(seconds > 0 && seconds <= 86_400) {
+            throw ValidationError("\(name) must be more than 0 and at most 86400 seconds, not \(seconds)")
+        }
+        guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1, not \(maxConnections)") }
+        guard (1 ... 1024).contains(heavyReads) else { throw ValidationError("--heavy-reads must be 1 to 1024, not \(heavyReads)") }
+    }
+
+    /// The limits the options give, connections cut to the open-file limit (raised first).
+    var limits: ServerLimits {
+        func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
+        return ServerLimits(headerTimeout: duration(headerTimeout), bodyTimeout: duration(bodyTimeout), idleTimeout: duration(idleTimeout),
+                            connections: maxConnections, heavyReads: heavyReads)
+            .fitted(toOpenFiles: ServerLimits.raiseOpenFileLimit())
     }
 
     func run() throws {
         let ledger = try global.openLedger()
         defer { ledger.close() }
-        let server = try LedgerServer(ledger: ledger)
+        let server = try LedgerServer(ledger: ledger, limits: limits)
         let (host, path) = (self.host, global.storePath)
         try Blocking.run {
             try await server.run(host: host, port: port) { port in

@@ -192,6 +192,33 @@ import Testing
         }
     }
 
+    /// `--limit` gives a page and where the next starts; `--cursor` the pages after it, which
+    /// together are the whole timeline; a cursor no page gave is a usage error.
+    @Test func auditPagesWithLimitAndCursor() throws {
+        try withDirectory { dir in
+            let store = try store(dir)
+            let whole = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--json"]).json()
+            var positions: [Int?] = []
+            var page = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--limit", "4", "--json"]).json()
+            var pages = 1
+            while true {
+                positions += try #require(page["entries"] as? [[String: Any]]).map { $0["position"] as? Int }
+                guard let next = page["next"] as? String else { break }
+                #expect(next.hasPrefix("1773964800000.p9."))
+                page = try Run(["audit", "alex", "--store", store, "--cursor", next, "--limit", "4", "--json"]).json()
+                pages += 1
+            }
+            #expect(pages == 3)
+            #expect(page["next"] is NSNull)
+            #expect(positions == (whole["entries"] as? [[String: Any]])?.map { $0["position"] as? Int })
+            let people = try Run(["audit", "alex", "--store", store, "--at", "2026-03-20T00:00:00Z", "--limit", "4"])
+            #expect(people.stdout.hasSuffix("\nMore entries follow: --cursor 1773964800000.p9.4\n"))
+            let bad = try Run(["audit", "alex", "--store", store, "--cursor", "next-page"])
+            #expect(bad.status == 2)
+            #expect(bad.stderr.contains("--cursor: not a cursor a page gave (its \"next\"), got next-page"))
+        }
+    }
+
     /// Known at Mar 5 (before the refund was recorded on Mar 9), the timeline ends with the
     /// recovery and the subject is pro; the refund appears only once it was recorded.
     @Test func knownAtLeavesOutTheRefundRecordedAWeekLate() throws {

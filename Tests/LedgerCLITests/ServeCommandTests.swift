@@ -90,12 +90,12 @@ import Testing
 }
 
 extension ServeCommandTests {
-    /// Starts `ledger serve` on a free port of `store`; returns it and where it listens (`nil`,
+    /// Starts `ledger serve` on a free port of `store` with `options`; returns it and where it listens (`nil`,
     /// recorded as an issue, when it does not say).
-    static func serve(_ store: String) throws -> (Process, URL?) {
+    static func serve(_ store: String, _ options: [String] = []) throws -> (Process, URL?) {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
-        server.arguments = ["serve", "--store", store, "--port", "0"]
+        server.arguments = ["serve", "--store", store, "--port", "0"] + options
         let err = Pipe()
         server.standardError = err
         server.standardOutput = FileHandle.nullDevice

@@ -10,7 +10,7 @@ import Testing
 /// alone: tasks may wait minutes for one of the shared threads while other suites run.
 @Suite struct OffloadTests {
     @Test func beyondTheLimitARequestIsToldToRetry() async throws {
-        let offloader = Offloader(limit: Offloader.shared.limit)
+        let offloader = Offloader(limit: Offloader.cluster.limit, busy: "busy")
         let (entered, release, finished) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         let returned = Mutex(0)
         for _ in 0 ..< offloader.limit {
@@ -36,6 +36,47 @@ import Testing
         for _ in 0 ..< offloader.limit { #expect(finished.wait(timeout: .now() + 60) == .success) }
         #expect(returned.withLock { $0 } == offloader.limit)
         // The slots are free again, and a body's result comes back.
+        #expect(try await offloader.run { () throws(LedgerError) in 7 } == 7)
+    }
+}
+
+/// Heavy reads (audits, exports): `limit` run, `waiting` more wait their turn and run in
+/// order as slots free, beyond them a request is told to retry; they run at a lower priority.
+@Suite struct HeavyReadTests {
+    @Test func readsBeyondTheLimitWaitTheirTurnThenAreRefused() async throws {
+        let offloader = Offloader(limit: 2, waiting: 2, lowPriority: true, busy: "busy")
+        let (entered, release, finished) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let order = Mutex<[Int]>([])
+        let priorities = Mutex<[Int32]>([])
+        for index in 0 ..< 4 {
+            try offloader.start({ () throws(LedgerError) -> Int in
+                order.withLock { $0.append(index) }
+                errno = 0
+                let priority = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+                priorities.withLock { $0.append(priority) }
+                entered.signal()
+                release.wait()
+                return index
+            }, completion: { _ in finished.signal() })
+        }
+        // Two run; two wait, not started.
+        for _ in 0 ..< 2 { #expect(entered.wait(timeout: .now() + 60) == .success) }
+        #expect(entered.wait(timeout: .now() + 0.3) == .timedOut)
+        #expect(order.withLock { Set($0) } == [0, 1])
+        // A fifth is refused at once.
+        var refused: LedgerError?
+        do throws(LedgerError) { try offloader.start({ () throws(LedgerError) in 0 }, completion: { _ in }) } catch { refused = error }
+        #expect(refused?.code == .unavailable)
+        #expect(refused?.message == "busy")
+        // Each slot freed starts the next waiting, in order.
+        release.signal()
+        #expect(finished.wait(timeout: .now() + 60) == .success)
+        #expect(entered.wait(timeout: .now() + 60) == .success)
+        #expect(order.withLock { $0.last } == 2)
+        for _ in 0 ..< 3 { release.signal() }
+        for _ in 0 ..< 3 { #expect(finished.wait(timeout: .now() + 60) == .success) }
+        #expect(order.withLock { $0 }.suffix(2) == [2, 3])
+        #expect(priorities.withLock { $0 } == [10, 10, 10, 10])
         #expect(try await offloader.run { () throws(LedgerError) in 7 } == 7)
     }
 }

@@ -39,14 +39,14 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A page of an audit: the entries from `offset`, at most `limit` of them.
-public struct AuditPaging: Sendable, Hashable {
-    public var limit: Int
-    public var offset: Int
+package struct AuditPaging: Sendable, Hashable {
+    package var limit: Int
+    package var offset: Int
 
-    public init(limit: Int, offset: Int = 0) {
+    package init(limit: Int, offset: Int = 0) {
         (self.limit, self.offset) = (max(1, limit), max(0, offset))
     }
 
     /// The most entries a page may ask for.
-    public static let maximumLimit = 10_000
+    package static let maximumLimit = 10_000
 }

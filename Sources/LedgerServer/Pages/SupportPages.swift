@@ -120,6 +120,9 @@ struct SupportPages: Sendable {
 
     // MARK: A customer
 
+    /// Timeline entries a page shows.
+    static let timelinePage = 200
+
     /// `/ui/subjects/{subject}?at=T&knownAt=T|POS`: the customer's card and timeline.
     func customer(_ request: Request, subject raw: String?) async throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
@@ -127,9 +130,12 @@ struct SupportPages: Sendable {
         let query = Query(request)
         let at: Timestamp
         let known: KnownAt?
+        let cursor: AuditCursor?
         do {
-            at = try query.time("at") ?? .now()
-            known = try query.knownAt()
+            // A later page of the timeline: its cursor holds the moment and the knowledge.
+            cursor = try query.cursor()
+            at = try cursor?.at ?? query.time("at") ?? .now()
+            known = try cursor.map { $0.knownAt } ?? query.knownAt()
         } catch let reply as Reply {
             guard case .object(let object) = reply.body, case .string(let message)? = object["error"] else { throw reply }
             var page = HTML.page(subject, #"<p class="error">\#(HTML.escape(message))</p><p><a href="/ui/subjects/\#(HTML.component(subject))">Now</a></p>"#)
@@ -140,13 +146,20 @@ struct SupportPages: Sendable {
         if let cluster = routes.server.cluster {
             page = try await Routes.offload { () throws(LedgerError) in try cluster.customer(subject, at: at, knownAt: known) }
         } else {
-            let status = try ledger.status(of: subject, at: at, knownAt: known)
-            page = CustomerPage(cards: status.answers.map { ($0.model, $0.view?.card) }, audit: try ledger.audit(of: subject, at: at, knownAt: known),
-                                zone: try ledger.timeZone(of: subject, at: at), version: try ledger.version(of: subject))
+            // A page of the timeline at a time: a long history's first page is quick, and each
+            // page a heavy read beside the others.
+            let ledger = self.ledger
+            page = try await routes.heavy { () throws(LedgerError) in
+                let status = try ledger.status(of: subject, at: at, knownAt: known)
+                return CustomerPage(cards: status.answers.map { ($0.model, $0.view?.card) },
+                                    audit: try ledger.audit(of: subject, at: at, knownAt: known, limit: Self.timelinePage, after: cursor),
+                                    zone: try ledger.timeZone(of: subject, at: at), version: try ledger.version(of: subject))
+            }
         }
         let zone = page.zone
         var html = "<h1>\(HTML.escape(subject))</h1>"
-        html += controls(subject: subject, at: query["at"] ?? "", knownAt: query["knownAt"] ?? "")
+        html += controls(subject: subject, at: cursor.map { $0.at.description } ?? query["at"] ?? "",
+                         knownAt: cursor.map { Self.knownText($0.knownAt) } ?? query["knownAt"] ?? "")
         var scope = "as of \(at)"
         if let zone { scope += " (\(at.local(in: zone)) in \(zone), the zone of the latest session)" }
         switch known {
@@ -178,6 +191,14 @@ struct SupportPages: Sendable {
         html += "</div>"
         html += try timeline(page.audit, zone: zone)
         return HTML.page(subject, html)
+    }
+
+    /// `knownAt` as the form's field takes it.
+    static func knownText(_ knownAt: KnownAt) -> String {
+        switch knownAt {
+        case .time(let t): t.description
+        case .position(let p): String(p)
+        }
     }
 
     func controls(subject: String, at: String, knownAt: String) -> String {
@@ -219,6 +240,10 @@ struct SupportPages: Sendable {
             html += "</div>"
         }
         if report.laterEvents > 0 { html += #"<p class="muted">\#(report.laterEvents) later event(s) occurred after this moment and are not shown.</p>"# }
+        if let next = report.next {
+            let link = "/ui/subjects/\(HTML.component(report.subject))?cursor=\(HTML.component(next.description))"
+            html += #"<p><a href="\#(link)">Later entries</a> (\#(Self.timelinePage) a page, as known when the first was read)</p>"#
+        }
         return html
     }
 }

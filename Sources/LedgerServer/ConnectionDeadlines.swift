@@ -1,0 +1,176 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// How long a connection may take over each part of a request, and how long it may sit idle:
+/// a client that sends a request's head slowly, its body slowly, or nothing at all is closed,
+/// so that slow or stalled clients cannot hold every connection (`ServerLimits.connections`).
+/// A request being answered has no deadline: its route decides how long it takes.
+///
+/// Two handlers share one clock per connection: `RawBytesWatch`, first in the pipeline, sees
+/// a request's first byte (before its head is whole, which the HTTP decoder alone knows);
+/// `RequestPartsWatch`, after the decoder, sees the head, the end of the body and the end of
+/// each response.
+final class ConnectionClock {
+    enum Phase {
+        /// Between requests (or before the first): `idle` runs.
+        case idle
+        /// A request's first bytes came, its head is not whole: `head` runs.
+        case readingHead
+        /// The head came, the body has not ended: `body` runs.
+        case readingBody
+        /// The request is read and its response not yet written: no deadline.
+        case answering
+    }
+
+    private let limits: ServerLimits
+    private(set) var phase = Phase.idle
+    /// Bytes came while a response was being written (a pipelined request).
+    private var bytesWhileAnswering = false
+    private var deadline: Scheduled<Void>?
+    private weak var context: ChannelHandlerContext?
+
+    init(limits: ServerLimits) { self.limits = limits }
+
+    /// The connection opened, on the raw handler's `context` (where a 408 is written).
+    func opened(_ context: ChannelHandlerContext) {
+        self.context = context
+        enter(.idle)
+    }
+
+    func bytesArrived() {
+        switch phase {
+        case .idle: enter(.readingHead)
+        case .answering: bytesWhileAnswering = true
+        case .readingHead, .readingBody: break
+        }
+    }
+
+    func headArrived() { enter(.readingBody) }
+
+    func bodyEnded() { enter(.answering) }
+
+    func responseEnded() {
+        guard phase == .answering else { return }
+        enter(bytesWhileAnswering ? .readingHead : .idle)
+        bytesWhileAnswering = false
+    }
+
+    func closed() {
+        deadline?.cancel()
+        deadline = nil
+        context = nil
+    }
+
+    private func enter(_ next: Phase) {
+        phase = next
+        deadline?.cancel()
+        deadline = nil
+        let timeout: Duration? = switch next {
+        case .idle: limits.idleTimeout
+        case .readingHead: limits.headerTimeout
+        case .readingBody: limits.bodyTimeout
+        case .answering: nil
+        }
+        guard let timeout, let context else { return }
+        deadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .nanoseconds(Int64(timeout / .nanoseconds(1)))) { [weak self] in
+            self?.expired(next)
+        }
+    }
+
+    /// A deadline passed: the connection closes; one whose request head was late is told so
+    /// first (`408`, as no response has begun).
+    private func expired(_ expected: Phase) {
+        guard phase == expected, let context else { return }
+        deadline = nil
+        if phase == .readingHead {
+            let reply = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+            context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: reply)), promise: nil)
+        }
+        context.close(promise: nil)
+    }
+}
+
+/// First in a connection's pipeline: tells the clock when bytes arrive.
+final class RawBytesWatch: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    let clock: ConnectionClock
+
+    init(clock: ConnectionClock) { self.clock = clock }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { clock.opened(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        clock.opened(context)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        clock.bytesArrived()
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        clock.closed()
+        context.fireChannelInactive()
+    }
+}
+
+/// After the HTTP decoder: tells the clock of each request's head and end and each
+/// response's end. It finds the clock in its own pipeline's `RawBytesWatch`.
+final class RequestPartsWatch: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private var clock: ConnectionClock?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        clock = try? context.pipeline.syncOperations.handler(type: RawBytesWatch.self).clock
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: clock?.headArrived()
+        case .body: break
+        case .end: clock?.bodyEnded()
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { clock?.responseEnded() }
+        context.write(data, promise: promise)
+    }
+}
+
+/// HTTP/1.1 with `ConnectionClock`'s deadlines: Hummingbird's own channel, with the raw
+/// watch put first in each connection's pipeline and the parts watch after the decoder.
+struct DeadlinedHTTP1Channel: ServerChildChannel {
+    let inner: HTTP1Channel
+    let limits: ServerLimits
+
+    init(responder: @escaping HTTPChannelHandler.Responder, limits: ServerLimits) {
+        inner = HTTP1Channel(responder: responder, configuration: .init(additionalChannelHandlers: [RequestPartsWatch()]))
+        self.limits = limits
+    }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(RawBytesWatch(clock: ConnectionClock(limits: limits)), position: .first)
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return inner.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: HTTP1Channel.Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}

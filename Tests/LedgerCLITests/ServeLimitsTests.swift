@@ -1,0 +1,155 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Glibc
+@_spi(Storage) import LedgerCore
+@_spi(Storage) import LedgerTestSupport
+import Testing
+
+/// `ledger serve` against slow and stalled clients: a real server process, talked to over raw
+/// sockets.
+@Suite struct ServeLimitsTests {
+    /// A request's head sent in part, and no more: `408`, then the connection closes.
+    @Test func aHeadSentInPartIsTimedOut() throws {
+        try withServer(["--header-timeout", "1"]) { url, _ in
+            let client = try #require(RawClient(port: url.port ?? 0))
+            defer { client.close() }
+            client.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            let (answer, closed) = client.readUntilClosed(seconds: 20)
+            #expect(answer.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"), "\(answer)")
+            #expect(closed)
+        }
+    }
+
+    /// A connection that sends nothing is closed once idle that long; one that finished a
+    /// request is closed the same way.
+    @Test func anIdleConnectionIsClosed() throws {
+        try withServer(["--idle-timeout", "1"]) { url, _ in
+            let silent = try #require(RawClient(port: url.port ?? 0))
+            defer { silent.close() }
+            let (nothing, closed) = silent.readUntilClosed(seconds: 20)
+            #expect(nothing == "")
+            #expect(closed)
+            let done = try #require(RawClient(port: url.port ?? 0))
+            defer { done.close() }
+            done.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let (answer, closedAfter) = done.readUntilClosed(seconds: 20)
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(answer)")
+            #expect(answer.hasSuffix("ok\n"))
+            #expect(closedAfter)
+        }
+    }
+
+    /// A body sent in part, and no more: the connection closes; nothing is appended.
+    @Test func aBodySentInPartIsTimedOut() throws {
+        try withServer(["--body-timeout", "1"]) { url, store in
+            let token = try #require(try ServeCommandTests.token(.writer, store))
+            let client = try #require(RawClient(port: url.port ?? 0))
+            defer { client.close() }
+            let line = #"{"type":"account.signed_in","subject":"u","occurredAt":"2026-03-02T10:00:00Z","source":"app","data":{}}"#
+            client.send("POST /v1/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\nContent-Length: \(line.utf8.count)\r\n\r\n"
+                        + line.prefix(20))
+            let (_, closed) = client.readUntilClosed(seconds: 20)
+            #expect(closed)
+            #expect(try Run(["subjects", "--store", store]).stdout == "")
+        }
+    }
+
+    /// Beyond --max-connections a client waits for a connection to close, then is answered.
+    @Test func connectionsBeyondTheCapWaitForOneToClose() throws {
+        try withServer(["--max-connections", "2", "--idle-timeout", "60"]) { url, _ in
+            let held = try (0 ..< 2).map { _ in try #require(RawClient(port: url.port ?? 0)) }
+            // Both accepted and idle: a request on each is answered.
+            for client in held {
+                client.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                #expect(client.read(seconds: 20).hasPrefix("HTTP/1.1 200 OK\r\n"))
+            }
+            let third = try #require(RawClient(port: url.port ?? 0))
+            defer { third.close() }
+            third.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(third.read(seconds: 1) == "")
+            held[0].close()
+            #expect(third.read(seconds: 20).hasPrefix("HTTP/1.1 200 OK\r\n"))
+            held[1].close()
+        }
+    }
+
+    /// `body` with a server of a new store started with `options`.
+    func withServer(_ options: [String], _ body: (URL, String) throws -> Void) throws {
+        try withStorePath { store in
+            #expect(try Run(["init", "--store", store]).status == 0)
+            let (server, url) = try ServeCommandTests.serve(store, options)
+            defer {
+                if server.isRunning { kill(server.processIdentifier, SIGTERM) }
+                server.waitUntilExit()
+            }
+            guard let url else { return }
+            try body(url, store)
+        }
+    }
+}
+
+/// A TCP client of 127.0.0.1 that sends and reads bytes as they are, with timeouts.
+final class RawClient {
+    private var socket: Int32
+
+    init?(port: Int) {
+        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(socket)
+            return nil
+        }
+    }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// What arrives within `seconds` of the first wait (stopping at the first pause after
+    /// some bytes came), `""` when nothing does.
+    func read(seconds: Double) -> String {
+        let (text, _) = receive(seconds: seconds, untilClosed: false)
+        return text
+    }
+
+    /// What arrives until the server closes the connection, and whether it did within `seconds`.
+    func readUntilClosed(seconds: Double) -> (String, Bool) {
+        receive(seconds: seconds, untilClosed: true)
+    }
+
+    private func receive(seconds: Double, untilClosed: Bool) -> (String, Bool) {
+        var received: [UInt8] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date() < deadline {
+            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let waitMs = received.isEmpty || untilClosed ? Int32(max(1, deadline.timeIntervalSinceNow * 1000)) : 200
+            guard poll(&poller, 1, waitMs) > 0 else {
+                if !received.isEmpty && !untilClosed { break }
+                continue
+            }
+            let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return (String(decoding: received, as: UTF8.self), true) }
+            received += buffer[0 ..< count]
+        }
+        return (String(decoding: received, as: UTF8.self), false)
+    }
+
+    func close() {
+        guard socket >= 0 else { return }
+        Glibc.close(socket)
+        socket = -1
+    }
+
+    deinit { close() }
+}
