@@ -18,15 +18,15 @@ struct AuditCommand: ParsableCommand {
             recorded by time T or up to position POS: what support could have seen then, against what \
             turned out to be true.
 
+            --limit N shows N entries at most, and says where the next page starts; --cursor C (a \
+            page's "next") shows the page after it, as of the moment and as known at the position \
+            the first page was read with.
+
             Examples:
               ledger audit user-42
               ledger audit user-42 --at 2026-03-05T00:00:00Z --known-at 120
               ledger audit user-42 --known-at 1200 --json
-              ledger audit user-42 --limit 100 --json     # one page; its "next" goes to --cursor
-
-            --limit N shows N entries at most, and says where the next page starts; --cursor C (a \
-            page's "next") shows the page after it, as of the moment and as known at the position \
-            the first page was read with.
+              ledger audit user-42 --limit 100 --json   # a page; "next" is its --cursor
             """
     )
 
