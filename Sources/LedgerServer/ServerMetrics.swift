@@ -67,11 +67,15 @@ struct ServerContext: RequestContext, RemoteAddressRequestContext {
         remoteAddress = source.channel.remoteAddress
     }
 
-    /// Whether the request came straight from this machine (not through a proxy, which says
-    /// so with `X-Forwarded-For`).
+    /// Who sent `request`: the peer, or behind a proxy on loopback the client it names.
+    func client(_ request: Request) -> ClientAddress {
+        ClientAddress(request, peer: remoteAddress)
+    }
+
+    /// Whether the request came straight from this machine: a loopback peer and no proxy
+    /// header of any form (a proxy here forwards others' requests).
     func isLoopback(_ request: Request) -> Bool {
-        guard request.headers[HTTPField.Name("X-Forwarded-For") ?? .via] == nil, let address = remoteAddress?.ipAddress else { return false }
-        return address == "127.0.0.1" || address == "::1" || address.hasPrefix("127.") || address == "::ffff:127.0.0.1"
+        client(request).isDirectLoopback
     }
 }
 

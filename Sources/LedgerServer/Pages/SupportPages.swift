@@ -68,10 +68,11 @@ struct SupportPages: Sendable {
         return response
     }
 
-    /// Whether the browser reached the server over HTTPS (through a proxy that says so): the
-    /// cookie is then `Secure`.
+    /// Whether the browser reached the server over HTTPS (through a proxy that says so, in
+    /// any form: `Forwarded: proto=https` or `X-Forwarded-Proto: https`): the cookie is then
+    /// `Secure`.
     static func isSecure(_ request: Request) -> Bool {
-        request.headers[HTTPField.Name("X-Forwarded-Proto") ?? .via]?.lowercased() == "https"
+        ProxyHeaders(request.headers).isHTTPS
     }
 
     // MARK: Finding a customer

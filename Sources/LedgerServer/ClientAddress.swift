@@ -1,0 +1,49 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Who sent a request: the address the server throttles sign-ins by, and whether it came
+/// through a proxy, which `/metrics` needs to know.
+///
+/// The socket's peer is the client unless the request carries a proxy header (any form
+/// ``ProxyHeaders`` reads). With one, a peer on loopback is taken to be the proxy, and the
+/// client is the one that proxy names (the right-most value: the hop it added); a peer
+/// elsewhere stays the client, since anyone can write those headers.
+struct ClientAddress: Sendable, Equatable {
+    /// The client's address as text (`203.0.113.9`, `2001:db8::17`); `unknown` when neither
+    /// the socket nor a proxy on loopback says.
+    let address: String
+    /// Whether the request carries a proxy header of any form.
+    let proxied: Bool
+    /// Whether the socket's peer is on this machine.
+    let peerIsLoopback: Bool
+
+    /// Whether the request came straight from this machine: a loopback peer and no proxy
+    /// header, so not a proxy on this machine forwarding someone else.
+    var isDirectLoopback: Bool { peerIsLoopback && !proxied }
+
+    /// The client of a request with `headers` from `peer` (its IP address as text, `nil` when
+    /// the socket has none, as in tests through the router).
+    init(_ headers: HTTPFields, peer: String?) {
+        let said = ProxyHeaders(headers)
+        let peer = peer.map(Self.unmapped)
+        peerIsLoopback = peer.map(Self.isLoopback) ?? false
+        proxied = said.present
+        address = (proxied && peerIsLoopback ? said.client : nil) ?? peer ?? "unknown"
+    }
+
+    /// The client of `request` from `peer`, the socket's remote address.
+    init(_ request: Request, peer: SocketAddress?) {
+        self.init(request.headers, peer: peer?.ipAddress)
+    }
+
+    /// `::ffff:192.0.2.1` (an IPv4 address on an IPv6 socket) as `192.0.2.1`.
+    static func unmapped(_ address: String) -> String {
+        let lowered = address.lowercased()
+        return lowered.hasPrefix("::ffff:") && lowered.contains(".") ? String(lowered.dropFirst("::ffff:".count)) : lowered
+    }
+
+    static func isLoopback(_ address: String) -> Bool {
+        address == "::1" || address.hasPrefix("127.")
+    }
+}
