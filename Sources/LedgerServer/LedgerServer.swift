@@ -111,7 +111,7 @@ public struct LedgerServer: Sendable {
         on(.get, "/healthz") { _, _ in try routes.health() }
         on(.get, "/metrics") { request, context in try routes.metrics(request, loopback: context.isLoopback(request)) }
         on(.get, "/login") { request, _ in try pages.loginPage(request) }
-        on(.post, "/login") { request, _ in try await pages.login(request) }
+        on(.post, "/login") { request, context in try await pages.login(request, client: context.client(request)) }
         on(.post, "/logout") { request, _ in pages.logout(request) }
         on(.get, "/") { request, _ in try await pages.home(request) }
         on(.get, "/ui/subjects/{subject}") { request, context in try await pages.customer(request, subject: context.parameters.get("subject")) }

@@ -4,9 +4,11 @@ import Synchronization
 
 /// The support pages' sign-ins, in memory (a restart signs everyone out): a random session id
 /// in an `HttpOnly`, `SameSite=Strict` cookie, standing for a token — checked again on every
-/// request, so revoking the token ends its sessions — until it expires. Failed sign-ins are
-/// limited across all clients (`failureLimit` a minute), which makes guessing a token, already
-/// 256 random bits, slower still.
+/// request, so revoking the token ends its sessions — until it expires.
+///
+/// Failed sign-ins are counted per client (``SignInThrottle``): `failureLimit` a minute and
+/// that client's next wrong tokens are refused, which makes guessing a token, already 256
+/// random bits, slower still, without one client locking others out.
 final class Sessions: Sendable {
     struct Session: Sendable {
         var name: String
@@ -17,16 +19,15 @@ final class Sessions: Sendable {
     static let cookie = "ledger_session"
     /// How long a sign-in lasts.
     static let lifetimeSeconds: Int64 = 12 * 3600
-    /// Failed sign-ins allowed in `windowSeconds`, all clients together.
+    /// Failed sign-ins a client may make in `windowSeconds`.
     static let failureLimit = 10
     static let windowSeconds: Int64 = 60
+    /// The most clients whose failures are kept.
+    static let trackedClients = 10_000
 
-    private let state = Mutex(State())
-
-    private struct State {
-        var sessions: [String: Session] = [:]
-        var failures: [Timestamp] = []
-    }
+    private let sessions = Mutex<[String: Session]>([:])
+    /// Failed sign-ins by client.
+    let throttle = SignInThrottle(limit: failureLimit, windowSeconds: windowSeconds, capacity: trackedClients)
 
     /// A new session for `token`; returns its id.
     func open(for token: AccessToken, at now: Timestamp = .now()) -> String {
@@ -35,19 +36,19 @@ final class Sessions: Sendable {
         for index in bytes.indices { bytes[index] = UInt8.random(in: .min ... .max, using: &generator) }
         let id = bytes.map { String(format: "%02x", $0) }.joined()
         let session = Session(name: token.name, digest: token.digest, expires: now.adding(seconds: Self.lifetimeSeconds))
-        state.withLock { state in
-            state.sessions = state.sessions.filter { $0.value.expires > now }
-            state.sessions[id] = session
+        sessions.withLock { sessions in
+            sessions = sessions.filter { $0.value.expires > now }
+            sessions[id] = session
         }
         return id
     }
 
     /// The live session `id` names, if any.
     func session(_ id: String, at now: Timestamp = .now()) -> Session? {
-        state.withLock { state in
-            guard let session = state.sessions[id] else { return nil }
+        sessions.withLock { sessions in
+            guard let session = sessions[id] else { return nil }
             guard session.expires > now else {
-                state.sessions[id] = nil
+                sessions[id] = nil
                 return nil
             }
             return session
@@ -55,19 +56,17 @@ final class Sessions: Sendable {
     }
 
     func close(_ id: String) {
-        _ = state.withLock { $0.sessions.removeValue(forKey: id) }
+        _ = sessions.withLock { $0.removeValue(forKey: id) }
     }
 
-    /// Whether a sign-in may be tried now: fewer than `failureLimit` failed in the last minute.
-    func mayTry(at now: Timestamp = .now()) -> Bool {
-        state.withLock { state in
-            state.failures = state.failures.filter { now.milliseconds - $0.milliseconds < Self.windowSeconds * 1000 }
-            return state.failures.count < Self.failureLimit
-        }
+    /// Whether `client` may try a wrong token now: fewer than `failureLimit` failed in the
+    /// last `windowSeconds`.
+    func mayFail(_ client: String, at now: Timestamp = .now()) -> Bool {
+        throttle.allows(client, at: now)
     }
 
-    /// A sign-in failed.
-    func failed(at now: Timestamp = .now()) {
-        state.withLock { $0.failures.append(now) }
+    /// A sign-in by `client` failed.
+    func failed(_ client: String, at now: Timestamp = .now()) {
+        throttle.failed(client, at: now)
     }
 }

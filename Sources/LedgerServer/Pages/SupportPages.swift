@@ -45,14 +45,17 @@ struct SupportPages: Sendable {
         return response
     }
 
-    func login(_ request: Request) async throws -> Response {
+    /// `POST /login` from `client`. The token is checked first (in constant time), so a valid
+    /// one always signs in; only a wrong one counts against its client, and a client past its
+    /// limit has its wrong tokens refused (`429`) until its failures leave the window.
+    func login(_ request: Request, client: ClientAddress) async throws -> Response {
         let body = try await request.body.collect(upTo: 64 * 1024)
-        guard sessions.mayTry() else {
-            return loginForm(message: "Too many failed sign-ins; wait a minute and try again.", status: .tooManyRequests)
-        }
         let secret = HTML.form(Array(body.readableBytesView))["token"]?.trimmingCharacters(in: .whitespaces) ?? ""
         guard !secret.isEmpty, let token = try routes.server.tokens.token(forSecret: secret) else {
-            sessions.failed()
+            guard sessions.mayFail(client.address) else {
+                return loginForm(message: "Too many failed sign-ins from this address; wait a minute and try again.", status: .tooManyRequests)
+            }
+            sessions.failed(client.address)
             return loginForm(message: "That token is not valid.", status: .unauthorized)
         }
         var response = HTML.redirect("/")
