@@ -88,6 +88,7 @@ public struct LedgerServer: Sendable {
         let router = Router(context: ServerContext.self)
         router.middlewares.add(LogRequestsMiddleware(.info))
         router.middlewares.add(UnmatchedMetricsMiddleware(metrics: metrics))
+        router.middlewares.add(SameOriginMiddleware())
         let routes = Routes(server: self)
         let pages = SupportPages(routes: routes, sessions: sessions)
         let (metrics, logger) = (self.metrics, self.logger)
