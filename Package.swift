@@ -215,6 +215,7 @@ let package = Package(
                 "LedgerCore",
                 "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

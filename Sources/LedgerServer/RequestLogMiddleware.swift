@@ -1,0 +1,21 @@
+import Hummingbird
+import Logging
+
+/// Logs each request's method and path, never its query: a query holds what support staff
+/// searched for, subjects' names and times, and now and then a token someone put in
+/// `?token=`, none of which a log should keep.
+struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    let level: Logger.Level
+
+    init(_ level: Logger.Level) {
+        self.level = level
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        context.logger.log(level: level, "Request", metadata: [
+            "hb.request.path": .string(request.uri.path),
+            "hb.request.method": .string(request.method.rawValue),
+        ])
+        return try await next(request, context)
+    }
+}
