@@ -86,6 +86,7 @@ public struct LedgerServer: Sendable {
 
     func router() -> Router<ServerContext> {
         let router = Router(context: ServerContext.self)
+        router.middlewares.add(NoSniffMiddleware())
         router.middlewares.add(RequestLogMiddleware(.info))
         router.middlewares.add(UnmatchedMetricsMiddleware(metrics: metrics))
         router.middlewares.add(SameOriginMiddleware())
