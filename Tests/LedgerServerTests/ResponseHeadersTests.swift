@@ -6,7 +6,7 @@ import LedgerServer
 import Testing
 
 /// Headers every answer carries: `X-Content-Type-Options: nosniff`, whatever the route and
-/// status.
+/// status, and on the pages a content security policy that pins the base URL.
 @Suite struct ResponseHeadersTests {
     @Test func everyAnswerSaysNosniff() async throws {
         try await Served.run { client, served async throws in
@@ -30,6 +30,16 @@ import Testing
                                                     body: ByteBuffer(string: "token=" + (served.support.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")))
             #expect(signedIn.status == .seeOther)
             #expect(signedIn.headers[.xContentTypeOptions] == "nosniff")
+        }
+    }
+
+    /// No `<base>` an injection could add moves where the page's relative links and forms go.
+    @Test func thePagesPolicyPinsTheBaseURL() async throws {
+        try await Served.run { client, _ async throws in
+            let page = try await client.execute(uri: "/login", method: .get)
+            let policy = page.headers[.contentSecurityPolicy] ?? ""
+            #expect(policy.hasPrefix("default-src 'none'"))
+            #expect(policy.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.contains("base-uri 'none'"), "\(policy)")
         }
     }
 }

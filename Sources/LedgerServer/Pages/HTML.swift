@@ -65,7 +65,7 @@ enum HTML {
             \(body)
             </main></body></html>
             """
-        return Reply.text(html, headers: [.contentType: "text/html; charset=utf-8", .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        return Reply.text(html, headers: [.contentType: "text/html; charset=utf-8", .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
                                           .xContentTypeOptions: "nosniff"])
     }
 
