@@ -82,7 +82,7 @@ struct NodeCommand: ParsableCommand {
 
     func run() throws {
         let node = try ClusterNode(urls: nats, path: store, name: name, partitions: partitions, replicas: replicas) { line in
-            FileHandle.standardError.write(Data("\(line)\n".utf8))
+            Terminal.warn(Terminal.safe(line))
         }
         node.start()
         let ready = "ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster"
@@ -203,7 +203,7 @@ extension AppendCommand {
             }
         }
         guard problems.isEmpty else {
-            FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+            Terminal.report(problems)
             if global.json { print(JSON.object(["errors": .array(problems.map(\.json))]).text) }
             throw ExitCode(2)
         }

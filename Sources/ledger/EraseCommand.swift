@@ -64,22 +64,22 @@ struct EraseCommand: ParsableCommand {
     static func words(_ report: ErasureReport) -> String {
         var lines: [String] = []
         if report.alreadyErased {
-            lines.append("\(report.subject) was erased before, and nothing personal about the customer has been recorded since.")
+            lines.append("\(Terminal.safe(report.subject)) was erased before, and nothing personal about the customer has been recorded since.")
         } else {
-            lines.append("Erasing \(report.subject):")
+            lines.append("Erasing \(Terminal.safe(report.subject)):")
             if let position = report.requestedAt { lines.append("  requested  account.deletion_requested at #\(position)") }
             for step in report.steps {
                 let outcome = switch step.outcome {
                 case .completed: "done"
                 case .done: "done before"
-                case .failed: "FAILED: " + (step.error ?? "")
+                case .failed: "FAILED: " + Terminal.safe(step.error ?? "")
                 }
                 lines.append("  " + step.name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + outcome)
             }
             if let position = report.deletedAt {
                 lines.append("  deleted    account.deleted at #\(position): the key is destroyed; personal fields read as \"[Deleted User]\"")
             } else {
-                lines.append("Not erased: a step failed. Mend what it says, then run `ledger erase \(report.subject)` again; it retries only what failed.")
+                lines.append("Not erased: a step failed. Mend what it says, then run `ledger erase \(Terminal.safe(report.subject))` again; it retries only what failed.")
             }
         }
         if report.subscriptionWarning { lines.append(subscriptionWords(renews: report.subscriptionRenews)) }

@@ -127,9 +127,8 @@ struct AppendCommand: ParsableCommand {
     /// Problems one per line on stderr (SPEC §5) and, with --json, as a list on stdout: with the
     /// `append` shape of what earlier files appended, when they did.
     private func report(_ problems: [InputProblem], total: Int, appended: StreamSummary? = nil) {
-        var text = problems.map { $0.description + "\n" }.joined()
-        if total > problems.count { text += "… and \(total - problems.count) more problems (the first \(problems.count) are shown); nothing was appended\n" }
-        FileHandle.standardError.write(Data(text.utf8))
+        Terminal.report(problems, then: total > problems.count
+            ? "… and \(total - problems.count) more problems (the first \(problems.count) are shown); nothing was appended" : nil)
         if global.json {
             let errors = problems.map(\.json)
             var object = JSONObject()

@@ -144,7 +144,7 @@ struct LookupCommand: ParsableCommand {
         if global.json {
             print(JSON.object([("subjects", .array(subjects.map(JSON.string)))]).text)
         } else if subjects.isEmpty {
-            FileHandle.standardError.write(Data("No subject holds \(transactionId.map { "transaction \($0)" } ?? "subscription \(originalTransactionId ?? "")").\n".utf8))
+            Terminal.warn("No subject holds \(transactionId.map { "transaction \(Terminal.safe($0))" } ?? "subscription \(Terminal.safe(originalTransactionId ?? ""))").")
         } else {
             for subject in subjects { print(Terminal.safe(subject)) }
         }

@@ -122,7 +122,7 @@ struct IngestAppStoreCommand: ParsableCommand {
     /// Reports `problems` (SPEC §5: FILE:LINE: POINTER: REASON on stderr; with --json, the
     /// list on stdout) and exits 2.
     private func refuse(_ problems: [InputProblem]) throws -> Never {
-        FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+        Terminal.report(problems)
         if global.json {
             let errors = problems.map(\.json)
             print(JSON.object([("errors", .array(errors))]).text)

@@ -35,11 +35,6 @@ struct LedgerCommand: ParsableCommand {
         ]
     )
 
-    /// `text`, line by line, made safe for a terminal (`Terminal.safe`).
-    static func safeLines(_ text: String) -> String {
-        text.split(separator: "\n", omittingEmptySubsequences: false).map { Terminal.safe(String($0)) }.joined(separator: "\n")
-    }
-
     /// The subcommands' names.
     static var subcommandNames: [String] {
         configuration.groupedSubcommands.flatMap(\.subcommands).map { $0._commandName }
@@ -83,12 +78,12 @@ struct LedgerCommand: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
         } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("\(prefix) \(Self.safeLines(failure.message))\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(Terminal.safeLines(failure.message))\n".utf8))
             Foundation.exit(failure.exitCode)
         } catch let error as LedgerError {
             // The library's errors already say what went wrong and what to do; what they quote
             // of the input (a subject, a field) is made safe for a terminal.
-            FileHandle.standardError.write(Data("\(prefix) \(Self.safeLines("\(error)"))\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(Terminal.safeLines("\(error)"))\n".utf8))
             Foundation.exit(error.code == .invalidEvent ? 2 : 1)
         } catch let code as ExitCode {
             // A command that has printed its own result and only sets the status (verify).
@@ -99,10 +94,11 @@ struct LedgerCommand: ParsableCommand {
                 exit(withError: error)
             }
             if code == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                // Argument parser's messages quote the arguments, which are outside text too.
+                FileHandle.standardError.write(Data((Terminal.safeLines(fullMessage(for: error)) + "\n").utf8))
                 Foundation.exit(2)
             }
-            FileHandle.standardError.write(Data("\(prefix) \(fullMessage(for: error))\n".utf8))
+            FileHandle.standardError.write(Data("\(prefix) \(Terminal.safeLines(fullMessage(for: error)))\n".utf8))
             Foundation.exit(1)
         }
     }

@@ -258,7 +258,7 @@ struct RebuildCommand: ParsableCommand {
         let after = chosen ?? before
         let rate = report.foldSeconds > 0 ? Double(report.events) / report.foldSeconds : 0
         print("\(dryRun ? "Dry run" : "Rebuilt") \(report.models.joined(separator: ", ")): folded \(counted(report.events, "event")) in \(String(format: "%.2f", report.foldSeconds)) s (\(formatCount(Int(rate))) events/s).")
-        print("Policy \(before.name) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(after.name) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
+        print("Policy \(Terminal.safe(before.name)) v\(before.version) (\(report.policyFrom.prefix(12))…) → \(Terminal.safe(after.name)) v\(after.version) (\(report.policyTo.prefix(12))…); views compared at \(t), in \(String(format: "%.2f", report.compareSeconds)) s.")
         // A rebuild makes a whole new generation: the models not named are rebuilt with the
         // named ones, under the same policy, so none is left stale.
         let others = ledger.modelNames.filter { !report.models.contains($0) }

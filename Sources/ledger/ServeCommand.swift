@@ -77,7 +77,7 @@ struct ServeCommand: ParsableCommand {
         let (host, path) = (self.host, global.storePath)
         try Blocking.run {
             try await server.run(host: host, port: port) { port in
-                FileHandle.standardError.write(Data("Serving \(path) on http://\(host):\(port) (SIGTERM or Ctrl-C stops)\n".utf8))
+                FileHandle.standardError.write(Data("Serving \(Terminal.safe(path)) on http://\(host):\(port) (SIGTERM or Ctrl-C stops)\n".utf8))
             }
         }
     }

@@ -60,9 +60,9 @@ struct InitCommand: ParsableCommand {
                 ("policy", .object([("name", .string(recorded.name)), ("version", .integer(recorded.version)), ("hash", .string(recorded.hash))])),
             ]).text)
         } else if exists {
-            print("Recorded the App Store settings in \(path).")
+            print("Recorded the App Store settings in \(Terminal.safe(path)).")
         } else {
-            print("Created an empty store at \(path) with policy \(recorded.name) v\(recorded.version).")
+            print("Created an empty store at \(Terminal.safe(path)) with policy \(Terminal.safe(recorded.name)) v\(recorded.version).")
         }
     }
 }
@@ -85,7 +85,7 @@ func readPolicy(_ file: String, json: Bool = false) throws -> Policy {
         let problems = failure.violations.map { violation in
             InputProblem(file: file, line: line(of: violation.field, in: Array(data)), pointer: violation.field, message: violation.message)
         }
-        FileHandle.standardError.write(Data(problems.map { $0.description + "\n" }.joined().utf8))
+        Terminal.report(problems)
         if json { print(JSON.object([("errors", .array(problems.map(\.json)))]).text) }
         throw ExitCode(2)
     }
@@ -176,11 +176,11 @@ struct StatsCommand: ParsableCommand {
             return
         }
         print("""
-            Store          \(ledger.log.path)
+            Store          \(Terminal.safe(ledger.log.path))
             Events         \(stats.events)
             Subjects       \(stats.subjects)
             Last position  \(stats.lastPosition)
-            Policy         \(policy.name) v\(policy.version) (\(policy.hash.prefix(12))…)
+            Policy         \(Terminal.safe(policy.name)) v\(policy.version) (\(policy.hash.prefix(12))…)
             Size           \(formatBytes(stats.usedBytes)) used of a \(formatBytes(stats.mapSize)) map
 
             """)
@@ -262,10 +262,10 @@ struct VerifyCommand: ParsableCommand {
         if global.json {
             print(Self.json(report, models: models).text)
         } else if let problem = report.problem {
-            print(Terminal.paint("FAILED", .red) + " after \(report.eventsChecked) good events: \(problem)")
+            print(Terminal.paint("FAILED", .red) + " after \(report.eventsChecked) good events: \(Terminal.safe("\(problem)"))")
         } else if !models.isEmpty {
             print("Log OK: \(report.eventsChecked) events. Read models " + Terminal.paint("FAILED", .red) + ":")
-            for problem in models { print("  \(problem)") }
+            for problem in models { print("  \(Terminal.safe("\(problem)"))") }
         } else {
             print(Terminal.paint("OK", .green) + ": \(report.eventsChecked) events; positions gap-free, hash chain intact, indexes complete; read models (\(ledger.modelNames.joined(separator: ", "))) equal a fresh rebuild.")
             print(Self.words(report.personal))
@@ -353,7 +353,7 @@ struct PolicyCommand: ParsableCommand {
                                ("policy", document)]).text)
             return
         }
-        print(Terminal.paint("\(policy.name) v\(policy.version)", .bold) + "  sha256 \(policy.hash)")
-        print(document.pretty())
+        print(Terminal.paint("\(Terminal.safe(policy.name)) v\(policy.version)", .bold) + "  sha256 \(policy.hash)")
+        print(Terminal.safeLines(document.pretty()))
     }
 }

@@ -41,28 +41,23 @@ enum Terminal {
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
-    /// `text` from outside (event data, a subject) made harmless for a terminal: every control
-    /// character — C0, DEL, C1; escape sequences, carriage returns, newlines — written as a
-    /// visible escape (`\e`, `\r`, `\n`, `\t`, else `\u{9B}`), so that data can neither
-    /// recolour, clear nor overwrite what a support agent reads. JSON output is escaped anyway.
-    static func safe(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\u{1B}": out += "\\e"
-            case "\r": out += "\\r"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case _ where isControl(scalar): out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+    /// `text` from outside (event data, a subject, a key, a file name, a message quoting
+    /// input) made harmless for a terminal by the ledger's one rule, `VisibleText.shown`:
+    /// every control (C0, DEL, C1: escape sequences, carriage returns, newlines), bidirectional
+    /// and invisible character written as `‹U+XXXX›`, so that data can neither recolour, clear
+    /// nor overwrite what a support agent reads, nor reorder or hide part of it. JSON output
+    /// escapes controls instead (`JSON.Escaping.output`).
+    static func safe(_ text: String) -> String { VisibleText.shown(text) }
+
+    /// `safe(_:)` line by line: a message of several lines keeps its line breaks.
+    static func safeLines(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map { safe(String($0)) }.joined(separator: "\n")
     }
 
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value)
+    /// Input problems on standard error, one `FILE:LINE: POINTER: MESSAGE` line each (SPEC §5),
+    /// each made safe: a key, a file name or a value the message quotes is outside text.
+    static func report(_ problems: [InputProblem], then more: String? = nil) {
+        warn((problems.map { safe($0.description) } + (more.map { [$0] } ?? [])).joined(separator: "\n"))
     }
 }
 

@@ -40,10 +40,10 @@ import Testing
                 let shown = run.stdout + run.stderr
                 #expect(!shown.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F ... 0x9F).contains($0.value) }, "\(shown)")
             }
-            #expect(runs[0].stdout.contains(#"session started on d\e]0;pwned\u{7} in UTC"#))
-            #expect(runs[0].stdout.contains(#"support note by bob\u{9B}"#))
-            #expect(runs[1].stdout.contains(#"access: on d\e]0;pwned\u{7}: in a session"#))
-            #expect(runs[4].stdout == #"user-\e[1m1"# + "\n")
+            #expect(runs[0].stdout.contains("session started on d‹U+001B›]0;pwned‹U+0007› in UTC"))
+            #expect(runs[0].stdout.contains("support note by bob‹U+009B›"))
+            #expect(runs[1].stdout.contains("access: on d‹U+001B›]0;pwned‹U+0007›: in a session"))
+            #expect(runs[4].stdout == "user-‹U+001B›[1m1\n")
             let json = try Run(["audit", "user-1", "--at", "2026-03-03T00:00:00Z", "--json", "--store", store])
             #expect(json.stdout.contains(#"d\u001b]0;pwned\u0007"#))
         }
