@@ -42,11 +42,12 @@ struct Reply: Error {
     /// What a client learns of a fault of the server's.
     static let internalError = Reply.error(.internalServerError, "the server failed to answer; its log says why")
 
-    /// The response of `body` as JSON text, a line as the command line prints it.
+    /// The response of `body` as JSON text, a line as the command line prints it (controls
+    /// escaped, C1 and DEL included: `JSON.Escaping.output`).
     static func json(_ body: JSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var fields = headers
         fields[.contentType] = "application/json; charset=utf-8"
-        return text(body.serialized() + "\n", status: status, headers: fields)
+        return text(body.serialized(escaping: .output) + "\n", status: status, headers: fields)
     }
 
     /// A response of `text`, plain unless `headers` say otherwise.

@@ -70,7 +70,7 @@ struct AuditCommand: ParsableCommand {
             let client = try ClusterOptions.connect(url)
             defer { client.close() }
             let report = try client.audit(of: subject, at: t, knownAt: knownAt)
-            print(global.json ? report.json.serialized() : Self.render(report))
+            print(global.json ? report.json.text : Self.render(report))
             return
         }
         let known = try knownAt.map(parseKnownAt)
@@ -82,7 +82,7 @@ struct AuditCommand: ParsableCommand {
             try ledger.audit(of: subject, at: t, knownAt: known)
         }
         if global.json {
-            print(report.json.serialized())
+            print(report.json.text)
             return
         }
         print(Self.render(report))

@@ -10,6 +10,7 @@ extension JSON {
     static func double(_ v: Double) -> JSON { JSONNumber(v).map(JSON.number) ?? .null }
     static func object(_ members: [(String, JSON)]) -> JSON { .object(JSONObject(members)) }
 
-    /// Compact JSON on one line.
-    var text: String { serialized() }
+    /// Compact JSON on one line, as output: DEL and C1 controls as `\u00XX` escapes, like C0
+    /// (`JSON.Escaping.output`), so that no control reaches a terminal. Every `--json` is this.
+    var text: String { serialized(escaping: .output) }
 }

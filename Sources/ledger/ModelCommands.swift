@@ -89,7 +89,7 @@ struct StatusCommand: ParsableCommand {
                 : " the \(name) model was built by another code version, whose states this ledger cannot read, so it is left out (run `ledger rebuild \(name)`)"))
         }
         if global.json {
-            print(json.serialized())
+            print(json.text)
             return
         }
         var header = "\(Terminal.safe(subject)) at \(t)"
@@ -194,7 +194,7 @@ struct RebuildCommand: ParsableCommand {
             let unswitched = CommandFailure.failure("the rebuild is recorded, but \(counted(missed.count, "node")) did not switch; "
                 + "\(missed.count == 1 ? "it follows by itself" : "they follow by themselves") (see `ledger stats --cluster`)")
             if global.json {
-                print(report.serialized())
+                print(report.text)
                 if !missed.isEmpty { throw unswitched }
                 return
             }
@@ -252,7 +252,7 @@ struct RebuildCommand: ParsableCommand {
             throw error.code == .unknownModel ? CommandFailure.input(error.message) : error
         }
         if global.json {
-            print(report.json.serialized())
+            print(report.json.text)
             return
         }
         let after = chosen ?? before
@@ -372,7 +372,7 @@ struct DueCommand: ParsableCommand {
             }
         }
         if global.json {
-            print(DueItem.json(items, from: start, to: end).serialized())
+            print(DueItem.json(items, from: start, to: end).text)
             return
         }
         print(Terminal.paint("\(counted(items.count, "item")) due at \(start) ≤ at < \(end)", .bold))

@@ -50,6 +50,37 @@ import Testing
         }
     }
 
+    /// `--json` escapes DEL and the C1 controls (U+009B is a one-byte CSI) as it escapes C0:
+    /// `\u009b`, lower-case hex. What it reads back is the same event.
+    @Test func jsonOutputEscapesC1Controls() throws {
+        try withDirectory { dir in
+            let store = dir + "/s.lmdb"
+            let subject = "user-\u{9B}1"
+            let lines = [
+                #"{"id":"0b6d2f4e-8a1c-4c3b-9f00-1234567890ab","type":"account.created","subject":"user-\u009b1","occurredAt":"2026-03-01T09:00:00Z","source":"app","data":{"signedIn":true}}"#,
+                #"{"type":"support.note_added","subject":"user-\u009b1","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"hi \u009b2J\u007f\u0085","agent":"bob\u009f"}}"#,
+            ]
+            #expect(try Run(["append", "--store", store, "-"], stdin: lines.joined(separator: "\n") + "\n").status == 0)
+            let runs = [
+                "export": try Run(["export", "--store", store]),
+                "event": try Run(["event", "1", "--json", "--store", store]),
+                "status": try Run(["status", subject, "--at", "2026-03-03T00:00:00Z", "--json", "--store", store]),
+                "audit": try Run(["audit", subject, "--at", "2026-03-03T00:00:00Z", "--json", "--store", store]),
+                "subjects": try Run(["subjects", "--json", "--store", store]),
+            ]
+            for (name, run) in runs {
+                #expect(run.status == 0, "\(name): \(run.stderr)")
+                #expect(!run.stdout.unicodeScalars.contains { (0x7F ... 0x9F).contains($0.value) }, "\(name): \(run.stdout.debugDescription)")
+                #expect(run.stdout.contains(#"user-\u009b1"#), "\(name): \(run.stdout)")
+            }
+            #expect(runs["export"]?.stdout.contains(#""text":"hi \u009b2J\u007f\u0085""#) == true)
+            #expect(runs["subjects"]?.stdout == #"{"subjects":["user-\u009b1"]}"# + "\n")
+            // The export appends back as the same events: duplicates.
+            let again = try Run(["append", "--store", store, "--json", "-"], stdin: runs["export"]?.stdout ?? "")
+            #expect(again.stdout == #"{"appended":0,"duplicates":2,"firstPosition":null,"lastPosition":null}"# + "\n", "\(again.stderr)")
+        }
+    }
+
     /// A right-to-left override makes `user-\u{202E}gnp.exe` read as `user-exe.png`; a
     /// zero-width space makes two subjects look alike. People see each as `‹U+XXXX›`.
     @Test func bidiAndInvisibleCharactersAreShownToPeople() throws {

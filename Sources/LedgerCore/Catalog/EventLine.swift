@@ -12,7 +12,9 @@ extension Envelope {
 @_spi(Storage) public enum EventLine {
     /// A stored event as one canonical line (no newline): sorted keys, UTC millisecond times,
     /// `schemaVersion` and `data` as stored (never upcast, so the line appends back to the same
-    /// event), `meta` only when not empty, plus `position` and `recordedAt`.
+    /// event), `meta` only when not empty, plus `position` and `recordedAt`. DEL and C1
+    /// controls are `\u00XX` escapes (`JSON.Escaping.output`): the line is output, which a
+    /// terminal may show; it reads back as the same event.
     /// - Throws: `LedgerError.corruptRecord` when the payload does not decode as its type.
     public static func export(_ stored: StoredEvent) throws(LedgerError) -> [UInt8] {
         guard var object = object(of: stored.draft) else {
@@ -22,12 +24,13 @@ extension Envelope {
         object["position"] = .integer(Int64(clamping: stored.position))
         object["recordedAt"] = .string(stored.recordedAt.description)
         var out: [UInt8] = []
-        JSON.object(object).write(into: &out, sortedKeys: true)
+        JSON.object(object).write(into: &out, sortedKeys: true, escaping: .output)
         return out
     }
 
     /// A draft as one canonical line, as `export` writes its event but without `position` and
-    /// `recordedAt` (the bytes a cluster's stream holds); `EventDraft(jsonLine:)` reads it back.
+    /// `recordedAt` (the bytes a cluster's stream holds: canonical, `JSON.Escaping.canonical`);
+    /// `EventDraft(jsonLine:)` reads it back.
     /// - Throws: `LedgerError.invalidEvent` when the payload does not decode as its type.
     public static func line(of draft: EventDraft) throws(LedgerError) -> [UInt8] {
         guard let object = object(of: draft) else {

@@ -27,27 +27,51 @@ public enum JSON: Sendable, Hashable {
     /// A whole number that fits in 64 bits.
     public static func integer(_ value: Int64) -> JSON { .number(JSONNumber(value)) }
 
+    /// Which characters a string literal escapes beyond `"`, `\` and the C0 controls, which
+    /// JSON itself requires.
+    @_spi(Storage) public enum Escaping: Sendable {
+        /// Nothing more: the canonical bytes. App Store payloads are stored as this text, so
+        /// derived ids, the hash chain and policy hashes are computed over it; changing it
+        /// would change those of existing stores. Never change it.
+        case canonical
+        /// Also DEL and the C1 controls (U+007F–U+009F) as `\u00XX`, as C0 is: JSON written
+        /// out, which a terminal may show (U+009B alone starts an escape sequence). It reads
+        /// back as the same value.
+        case output
+    }
+
     /// The value written as compact JSON. With `sortedKeys`, object keys are in byte order at
     /// every level (the canonical form export and derived ids use).
     public func serialized(sortedKeys: Bool = false) -> String {
+        serialized(sortedKeys: sortedKeys, escaping: .canonical)
+    }
+
+    /// The value written as compact JSON, escaping as `escaping` says: `.output` for what a
+    /// command or a route writes out.
+    @_spi(Storage) public func serialized(sortedKeys: Bool = false, escaping: Escaping) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(64)
-        write(into: &out, sortedKeys: sortedKeys)
+        write(into: &out, sortedKeys: sortedKeys, escaping: escaping)
         return String(decoding: out, as: UTF8.self)
     }
 
     /// Appends the compact JSON of this value to `out`.
     public func write(into out: inout [UInt8], sortedKeys: Bool = false) {
+        write(into: &out, sortedKeys: sortedKeys, escaping: .canonical)
+    }
+
+    /// Appends the compact JSON of this value to `out`, escaping as `escaping` says.
+    @_spi(Storage) public func write(into out: inout [UInt8], sortedKeys: Bool = false, escaping: Escaping) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .number(let n): out.append(contentsOf: n.text.utf8)
-        case .string(let s): JSON.writeString(s, into: &out)
+        case .string(let s): JSON.writeString(s, into: &out, escaping: escaping)
         case .array(let items):
             out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                item.write(into: &out, sortedKeys: sortedKeys)
+                item.write(into: &out, sortedKeys: sortedKeys, escaping: escaping)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let object):
@@ -55,21 +79,44 @@ public enum JSON: Sendable, Hashable {
             let pairs = sortedKeys ? object.pairs.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) } : object.pairs
             for (i, (key, value)) in pairs.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSON.writeString(key, into: &out)
+                JSON.writeString(key, into: &out, escaping: escaping)
                 out.append(UInt8(ascii: ":"))
-                value.write(into: &out, sortedKeys: sortedKeys)
+                value.write(into: &out, sortedKeys: sortedKeys, escaping: escaping)
             }
             out.append(UInt8(ascii: "}"))
         }
     }
 
     /// Writes a JSON string literal: `"` and `\` escaped, control characters as `\n`, `\t`…
-    /// or `\u00XX`, everything else as UTF-8.
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    /// or `\u00XX` (lower-case hex), everything else as UTF-8; with `.output`, DEL and C1 as
+    /// `\u00XX` too.
+    static func writeString(_ s: String, into out: inout [UInt8], escaping: Escaping = .canonical) {
         // A hex digit from arithmetic: a table would be an array allocated per call.
         func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
         out.append(UInt8(ascii: "\""))
+        // DEL is one byte in UTF-8; U+0080–U+009F are the two bytes 0xC2 0x80–0x9F.
+        var lead = false
         for byte in s.utf8 {
+            if escaping == .output {
+                if lead {
+                    lead = false
+                    if byte <= 0x9F {
+                        out.append(contentsOf: "\\u00".utf8)
+                        out.append(hex(byte >> 4))
+                        out.append(hex(byte & 0xF))
+                        continue
+                    }
+                    out.append(0xC2)
+                }
+                if byte == 0xC2 {
+                    lead = true
+                    continue
+                }
+                if byte == 0x7F {
+                    out.append(contentsOf: "\\u007f".utf8)
+                    continue
+                }
+            }
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
             case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
