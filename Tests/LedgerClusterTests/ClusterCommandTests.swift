@@ -196,7 +196,7 @@ extension ClusterTests {
                     Issue.record("no plan for \(subject)")
                     continue
                 }
-                #expect(page.body.contains("<h2>entitlement: \(plan)"), "\(subject): \(plan)")
+                #expect(page.body.contains("<h2>entitlement: <bdi>\(plan)"), "\(subject): \(plan)")
                 // The plan's card cites the event its JSON names: the cluster's position (each
                 // node's store numbers its events otherwise).
                 let json = try await http("\(node)/v1/subjects/\(subject)/status?at=\(at)", token: token).body
@@ -209,7 +209,7 @@ extension ClusterTests {
             #expect(cites > 0)
             if let original = originals.first {
                 let found = try await http("\(node)/?q=\(original)&by=originalTransactionId", token: "", cookie: cookie)
-                #expect(found.body.contains("<h2>Holding originalTransactionId \(original)</h2>"))
+                #expect(found.body.contains("<h2>Holding originalTransactionId <bdi>\(original)</bdi></h2>"))
             }
             // The webhook writes one store: refused.
             #expect(try await http("\(node)/appstore/v2/notifications", token: token, post: "{}").status == 503)

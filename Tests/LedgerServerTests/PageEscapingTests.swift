@@ -6,7 +6,8 @@ import HummingbirdTesting
 import LedgerServer
 import Testing
 
-/// The JSON API escapes C1 controls (GitHub issue 59).
+/// The pages show what a browser would hide or act on, and keep a right-to-left run from
+/// reordering the text around it (GitHub issue 59); the JSON API escapes C1 controls.
 @Suite struct PageEscapingTests {
     static func purchase(_ subject: String, transaction: String) -> LedgerEvent {
         LedgerEvent(subject: subject, occurredAt: Timestamp(rfc3339: "2026-03-01T09:30:00Z") ?? .now(), source: .appstore,
@@ -17,6 +18,48 @@ import Testing
 
     static func path(_ subject: String) -> String {
         "/ui/subjects/" + (subject.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "") + "?at=\(Served.at)"
+    }
+
+    /// `user-\u{202E}gnp.exe` once read as `user-exe.png` in the heading and the links: the
+    /// override is shown, and each outside value sits in a `<bdi>`.
+    @Test func aBidiOverrideIsShownAndOutsideValuesAreIsolated() async throws {
+        let subject = "user-\u{202E}gnp.exe"
+        try await Served.run(configure: { ledger in
+            try ledger.append([Self.purchase(subject, transaction: "t-rlo"),
+                               LedgerEvent(subject: subject, occurredAt: Timestamp(rfc3339: "2026-03-02T10:00:00Z") ?? .now(), source: .support,
+                                           data: SupportNoteAdded(text: "see \u{2067}אבג\u{2069} and \u{200B}", agent: "bob").eventData)])
+        }) { client, served async throws in
+            let cookie = try await PagesTests.signIn(client, served.support)
+            let page = try await client.execute(uri: Self.path(subject), method: .get, headers: cookie)
+            #expect(page.status == .ok)
+            #expect(page.text.contains("<title>user-‹U+202E›gnp.exe · ledger</title>"))
+            #expect(page.text.contains("<h1><bdi>user-‹U+202E›gnp.exe</bdi></h1>"))
+            #expect(page.text.contains("‹U+2067›אבג‹U+2069› and ‹U+200B›"))
+            #expect(page.text.contains("<td><bdi>guest</bdi> → <bdi>pro</bdi></td>"))
+            let held = try await client.execute(uri: "/?q=t-rlo&by=transactionId", method: .get, headers: cookie)
+            #expect(held.text.contains(#"<li><a href="/ui/subjects/user-%E2%80%AEgnp.exe"><bdi>user-‹U+202E›gnp.exe</bdi></a></li>"#), "\(held.text)")
+            #expect(held.text.contains("<h2>Holding transactionId <bdi>t-rlo</bdi></h2>"))
+            for text in [page.text, held.text] {
+                #expect(!text.unicodeScalars.contains { $0.properties.generalCategory == .format }, "a format character is in the page")
+            }
+        }
+    }
+
+    /// Controls were dropped, so that `nul-a\0b` looked like `nul-ab`: they are shown.
+    @Test func controlCharactersAreShownNeverDropped() async throws {
+        let subject = "nul-a\u{0}b"
+        try await Served.run(configure: { ledger in
+            try ledger.append([Self.purchase(subject, transaction: "t-nul\u{7}")])
+        }) { client, served async throws in
+            let cookie = try await PagesTests.signIn(client, served.support)
+            let page = try await client.execute(uri: Self.path(subject), method: .get, headers: cookie)
+            #expect(page.status == .ok)
+            #expect(page.text.contains("<h1><bdi>nul-a‹U+0000›b</bdi></h1>"))
+            #expect(page.text.contains("t-nul‹U+0007›"))
+            #expect(!page.text.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\n" && $0 != "\t" })
+            let none = try await client.execute(uri: "/?q=o%0D9&by=originalTransactionId", method: .get, headers: cookie)
+            #expect(none.text.contains("No subject holds originalTransactionId <bdi>o‹U+000D›9</bdi>."), "\(none.text)")
+        }
     }
 
     /// The JSON API escapes DEL and C1 controls as `\u00XX`, as the command line does.

@@ -1,12 +1,17 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+@_spi(Storage) import LedgerCore
 
 /// The support pages' HTML, built as strings with one escaping function: every value a page
-/// shows passes through `escape(_:)`, since event data is untrusted input.
+/// shows passes through `escape(_:)`, since event data is untrusted input; an outside value
+/// shown in text goes through `isolated(_:)`, which escapes it too.
 enum HTML {
     /// `text` safe inside an element or a quoted attribute: `&`, `<`, `>`, `"` and `'` become
-    /// entities, and control characters other than tab and newline are dropped.
+    /// entities, and every control, bidirectional or invisible character is shown by the
+    /// ledger's one rule (`VisibleText`, as the command line shows it), `‹U+202E›`: never
+    /// dropped, so that `nul-a\0b` does not read `nul-ab`, nor acted on. Tab and newline stay:
+    /// a page lays them out as spaces (or lines, in a `<pre>`).
     static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
@@ -17,13 +22,18 @@ enum HTML {
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&#39;"
-            case "\t", "\n": out.unicodeScalars.append(scalar)
-            default:
-                if scalar.value < 0x20 || (0x7F ... 0x9F).contains(scalar.value) { continue }
-                out.unicodeScalars.append(scalar)
+            case _ where VisibleText.isHidden(scalar) && !VisibleText.isLayout(scalar): out += VisibleText.name(of: scalar)
+            default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    /// An outside value (a subject, a transaction id, a value of event data) shown inline in
+    /// text: escaped (`escape(_:)`) and isolated in `<bdi>`, so that a right-to-left run in it
+    /// cannot reorder the page's text around it. An attribute value needs no `<bdi>`.
+    static func isolated(_ text: String) -> String {
+        "<bdi>" + escape(text) + "</bdi>"
     }
 
     /// `text` as one component of a URL's path or query.

@@ -98,8 +98,8 @@ struct SupportPages: Sendable {
                     subjects = by == "transactionId" ? try ledger.subjects(holdingTransaction: q) : try ledger.subjects(holdingOriginalTransaction: q)
                 }
                 results = subjects.isEmpty
-                    ? #"<p class="banner">No subject holds \#(by) \#(HTML.escape(q)).</p>"#
-                    : "<h2>Holding \(HTML.escape(by)) \(HTML.escape(q))</h2><ul>" + subjects.map(Self.subjectLink).map { "<li>\($0)</li>" }.joined() + "</ul>"
+                    ? #"<p class="banner">No subject holds \#(by) \#(HTML.isolated(q)).</p>"#
+                    : "<h2>Holding \(HTML.escape(by)) \(HTML.isolated(q))</h2><ul>" + subjects.map(Self.subjectLink).map { "<li>\($0)</li>" }.joined() + "</ul>"
             default:
                 return HTML.redirect("/ui/subjects/\(HTML.component(q))")
             }
@@ -119,7 +119,7 @@ struct SupportPages: Sendable {
     }
 
     static func subjectLink(_ subject: String) -> String {
-        #"<a href="/ui/subjects/\#(HTML.component(subject))">\#(HTML.escape(subject))</a>"#
+        #"<a href="/ui/subjects/\#(HTML.component(subject))">\#(HTML.isolated(subject))</a>"#
     }
 
     // MARK: A customer
@@ -161,7 +161,7 @@ struct SupportPages: Sendable {
             }
         }
         let zone = page.zone
-        var html = "<h1>\(HTML.escape(subject))</h1>"
+        var html = "<h1>\(HTML.isolated(subject))</h1>"
         html += controls(subject: subject, at: cursor.map { $0.at.description } ?? query["at"] ?? "",
                          knownAt: cursor.map { Self.knownText($0.knownAt) } ?? query["knownAt"] ?? "")
         var scope = "as of \(at)"
@@ -172,7 +172,7 @@ struct SupportPages: Sendable {
         case nil: scope += ", everything recorded"
         }
         html += #"<p class="muted">\#(HTML.escape(scope))</p>"#
-        if page.version == 0 { html += #"<p class="banner">No events for subject \#(HTML.escape(subject)): these are the views of a customer the store has never seen.</p>"# }
+        if page.version == 0 { html += #"<p class="banner">No events for subject \#(HTML.isolated(subject)): these are the views of a customer the store has never seen.</p>"# }
         html += #"<div class="grid">"#
         for (model, card) in page.cards {
             html += #"<section class="card">"#
@@ -182,13 +182,13 @@ struct SupportPages: Sendable {
             }
             let headline = card.headline.map { part in
                 switch part {
-                case .text(let words): words
-                case .value(let value): ViewCard.words(for: value, zone: zone)
+                case .text(let words): HTML.escape(words)
+                case .value(let value): HTML.isolated(ViewCard.words(for: value, zone: zone))
                 }
             }.joined()
-            html += "<h2>\(HTML.escape(model))\(headline.isEmpty ? "" : ": " + HTML.escape(headline))</h2><table>"
+            html += "<h2>\(HTML.escape(model))\(headline.isEmpty ? "" : ": " + headline)</h2><table>"
             for row in card.rows {
-                html += #"<tr><td class="label">\#(HTML.escape(row.label))</td><td>\#(HTML.escape(ViewCard.words(for: row.value, zone: zone)))</td></tr>"#
+                html += #"<tr><td class="label">\#(HTML.escape(row.label))</td><td>\#(HTML.isolated(ViewCard.words(for: row.value, zone: zone)))</td></tr>"#
             }
             html += "</table></section>"
         }
@@ -226,12 +226,12 @@ struct SupportPages: Sendable {
             let head = entry.position.map { "#\($0) " } ?? ""
             let what = entry.type == "time" ? entry.summary : "\(entry.type) [\(entry.source ?? "?")]"
             html += #"<div class="entry\#(entry.type == "time" ? " time" : "")"><div>\#(HTML.escape(when)) · \#(HTML.escape(head))<b>\#(HTML.escape(what))</b></div>"#
-            if entry.type != "time" { html += "<div>\(HTML.escape(entry.summary))</div>" }
+            if entry.type != "time" { html += "<div>\(HTML.isolated(entry.summary))</div>" }
             if let lateness = entry.lateness { html += #"<div class="late">late: \#(HTML.escape(lateness))</div>"# }
             if !entry.changes.isEmpty {
                 html += "<table>"
                 for change in entry.changes {
-                    html += "<tr><td>\(HTML.escape(change.model)).\(HTML.escape(change.field))</td><td>\(HTML.escape(AuditChange.words(change.from))) → \(HTML.escape(AuditChange.words(change.to)))</td>"
+                    html += "<tr><td>\(HTML.escape(change.model)).\(HTML.escape(change.field))</td><td>\(HTML.isolated(AuditChange.words(change.from))) → \(HTML.isolated(AuditChange.words(change.to)))</td>"
                         + #"<td class="rule">\#(HTML.escape(change.rule))</td></tr>"#
                 }
                 html += "</table>"
