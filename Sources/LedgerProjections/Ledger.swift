@@ -282,17 +282,6 @@ public final class Ledger: Sendable {
         return Audit.report(subject: subject, events: events, at: t, knownAt: knownAt, models: engine.models, policy: try policy())
     }
 
-    /// One page of the audit: at most `limit` entries, from the start or from where `cursor`
-    /// (a page's `next`) says — its moment and knowledge then replace `t` and `knownAt`. The
-    /// walk stops once the page is worked out, so an early page of a long history is quick.
-    public func audit(of subject: String, at t: Timestamp = .now(), knownAt: KnownAt? = nil, limit: Int,
-                      after cursor: AuditCursor? = nil) throws(LedgerError) -> AuditReport {
-        let (at, known) = cursor.map { ($0.at, $0.knownAt) } ?? (t, knownAt)
-        let events = try attributed(subject, knownAt: known, revealing: true)
-        return Audit.report(subject: subject, events: events, at: at, knownAt: known, models: engine.models, policy: try policy(),
-                            paging: AuditPaging(limit: min(limit, AuditPaging.maximumLimit), offset: cursor?.offset ?? 0))
-    }
-
     /// The entries of `model`'s time-ordered index (`ReadModel.indexEntries`) with
     /// from ≤ at < to, sorted by (at, key, kind, detail).
     public func index(of model: String, from: Timestamp, to: Timestamp) throws(LedgerError) -> [(key: String, entry: IndexEntry)] {

@@ -168,7 +168,9 @@ struct Routes: Sendable {
         if let cluster = server.cluster {
             return Reply.json(DueItem.json(try await Self.offload { () throws(LedgerError) in try cluster.due(from: from, to: to) }, from: from, to: to))
         }
-        return Reply.json(DueItem.json(try ledger.due(from: from, to: to), from: from, to: to))
+        // A wide window reads every customer's items in it: a heavy read.
+        let ledger = self.ledger
+        return Reply.json(try await heavy { () throws(LedgerError) in DueItem.json(try ledger.due(from: from, to: to), from: from, to: to) })
     }
 
     /// `GET /v1/stats`: `stats --json`.
@@ -245,9 +247,13 @@ struct Query {
         return limit
     }
 
-    /// `cursor`: where a page of an audit starts (a page's `next`), `nil` when absent.
+    /// `cursor`: where a page of an audit starts (a page's `next`), `nil` when absent. It
+    /// holds the moment and the knowledge: given with `at` or `knownAt`, it is refused.
     func cursor() throws -> AuditCursor? {
         guard let text = parameters["cursor"] else { return nil }
+        guard parameters["at"] == nil && parameters["knownAt"] == nil else {
+            throw Reply.error(.badRequest, "cursor: it holds the moment and the knowledge of its first page; leave at and knownAt out")
+        }
         guard let cursor = AuditCursor(parsing: text) else {
             throw Reply.error(.badRequest, "cursor: not a cursor a page gave (its `next`), got \(text)")
         }

@@ -54,6 +54,9 @@ struct AuditCommand: ParsableCommand {
         if let limit, !(1 ... AuditPaging.maximumLimit).contains(limit) {
             throw ValidationError("--limit must be 1 to \(AuditPaging.maximumLimit), not \(limit)")
         }
+        if cursor != nil && (at != nil || knownAt != nil) {
+            throw ValidationError("--cursor holds the moment and the knowledge of its first page: leave --at and --known-at out")
+        }
         if let cursor, AuditCursor(parsing: cursor) == nil {
             throw ValidationError("--cursor: not a cursor a page gave (its \"next\"), got \(Terminal.safe(cursor))")
         }

@@ -216,6 +216,11 @@ import Testing
             let bad = try Run(["audit", "alex", "--store", store, "--cursor", "next-page"])
             #expect(bad.status == 2)
             #expect(bad.stderr.contains("--cursor: not a cursor a page gave (its \"next\"), got next-page"))
+            let both = try Run(["audit", "alex", "--store", store, "--cursor", "1773964800000.p9.4", "--at", "2026-03-20T00:00:00Z"])
+            #expect(both.status == 2)
+            #expect(both.stderr.contains("--cursor holds the moment and the knowledge of its first page: leave --at and --known-at out"))
+            let huge = try Run(["audit", "alex", "--store", store, "--cursor", "1773964800000.p9.9223372036854775807"])
+            #expect(huge.status == 2)
         }
     }
 

@@ -82,7 +82,7 @@ import Testing
         let cursors = [AuditCursor(at: mar1, knownAt: .position(22), offset: 200), AuditCursor(at: mar1, knownAt: .time(mar1), offset: 0)]
         for cursor in cursors { #expect(AuditCursor(parsing: cursor.description) == cursor) }
         #expect(AuditCursor(parsing: "1772357400000.p22.200")?.knownAt == .position(22))
-        for bad in ["", "1.p2", "1.p2.3.4", "x.p2.3", "1.q2.3", "1.p-2.3", "1.p2.-3", "1.p.3", "99999999999999999.p2.3"] {
+        for bad in ["", "1.p2", "1.p2.3.4", "x.p2.3", "1.q2.3", "1.p-2.3", "1.p2.-3", "1.p.3", "99999999999999999.p2.3", "1.p2.9223372036854775807", "1.p2.1000000001"] {
             #expect(AuditCursor(parsing: bad) == nil, "\(bad)")
         }
     }

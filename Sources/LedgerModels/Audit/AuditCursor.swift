@@ -13,6 +13,9 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         (self.at, self.knownAt, self.offset) = (at, knownAt, offset)
     }
 
+    /// The most entries a cursor may skip: more than any timeline holds, far from overflow.
+    package static let maximumOffset = 1_000_000_000
+
     /// `AT.KNOWN.OFFSET`: `at` in milliseconds, the knowledge as `p` and a position or `t`
     /// and milliseconds, the offset (`1772668800000.p1234.200`).
     public var description: String {
@@ -26,7 +29,7 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
     /// The cursor `text` writes, `nil` for anything else.
     public init?(parsing text: String) {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let at = Int64(parts[0]), let offset = Int(parts[2]), offset >= 0,
+        guard parts.count == 3, let at = Int64(parts[0]), let offset = Int(parts[2]), (0 ... Self.maximumOffset).contains(offset),
               let kind = parts[1].first, let value = Int64(parts[1].dropFirst()), value >= 0 else { return nil }
         switch kind {
         case "p": knownAt = .position(UInt64(value))
@@ -44,7 +47,7 @@ package struct AuditPaging: Sendable, Hashable {
     package var offset: Int
 
     package init(limit: Int, offset: Int = 0) {
-        (self.limit, self.offset) = (max(1, limit), max(0, offset))
+        (self.limit, self.offset) = (min(max(1, limit), Self.maximumLimit), min(max(0, offset), AuditCursor.maximumOffset))
     }
 
     /// The most entries a page may ask for.
