@@ -13,21 +13,28 @@ import NIOHTTPTypes
 /// `RequestPartsWatch`, after the decoder, sees the head, the end of the body and the end of
 /// each response.
 final class ConnectionClock {
+    /// What the connection is waiting for, and so which deadline runs.
     enum Phase {
         /// Between requests (or before the first): `idle` runs.
         case idle
         /// A request's first bytes came, its head is not whole: `head` runs.
         case readingHead
-        /// The head came, the body has not ended: `body` runs.
+        /// A head came and its body has not ended (answered early or not): `body` runs.
         case readingBody
-        /// The request is read and its response not yet written: no deadline.
+        /// Every request read, a response still owed: no deadline.
         case answering
     }
 
     private let limits: ServerLimits
     private(set) var phase = Phase.idle
-    /// Bytes came while a response was being written (a pipelined request).
-    private var bytesWhileAnswering = false
+    /// Requests whose head came and whose response has not ended. Counted, not flagged: a
+    /// response may end before its body is read (a `403`, a `401`), and pipelined requests
+    /// may be read while an earlier one is answered.
+    private var owed = 0
+    /// A head came and its body has not ended.
+    private var bodyOpen = false
+    /// Bytes came that no head has accounted for yet.
+    private var bytesPending = false
     private var deadline: Scheduled<Void>?
     private weak var context: ChannelHandlerContext?
 
@@ -36,25 +43,30 @@ final class ConnectionClock {
     /// The connection opened, on the raw handler's `context` (where a 408 is written).
     func opened(_ context: ChannelHandlerContext) {
         self.context = context
-        enter(.idle)
+        settle()
     }
 
     func bytesArrived() {
-        switch phase {
-        case .idle: enter(.readingHead)
-        case .answering: bytesWhileAnswering = true
-        case .readingHead, .readingBody: break
-        }
+        guard !bodyOpen else { return }
+        bytesPending = true
+        if phase == .idle { settle() }
     }
 
-    func headArrived() { enter(.readingBody) }
+    func headArrived() {
+        owed += 1
+        bodyOpen = true
+        bytesPending = false
+        settle()
+    }
 
-    func bodyEnded() { enter(.answering) }
+    func bodyEnded() {
+        bodyOpen = false
+        settle()
+    }
 
     func responseEnded() {
-        guard phase == .answering else { return }
-        enter(bytesWhileAnswering ? .readingHead : .idle)
-        bytesWhileAnswering = false
+        owed = max(0, owed - 1)
+        settle()
     }
 
     func closed() {
@@ -63,7 +75,10 @@ final class ConnectionClock {
         context = nil
     }
 
-    private func enter(_ next: Phase) {
+    /// The phase the counts give, with its deadline (started afresh only when the phase changes).
+    private func settle() {
+        let next: Phase = if bodyOpen { .readingBody } else if owed > 0 { .answering } else if bytesPending { .readingHead } else { .idle }
+        guard next != phase || deadline == nil else { return }
         phase = next
         deadline?.cancel()
         deadline = nil
@@ -80,11 +95,11 @@ final class ConnectionClock {
     }
 
     /// A deadline passed: the connection closes; one whose request head was late is told so
-    /// first (`408`, as no response has begun).
+    /// first (`408`: no response is owed, so none is being written).
     private func expired(_ expected: Phase) {
         guard phase == expected, let context else { return }
         deadline = nil
-        if phase == .readingHead {
+        if phase == .readingHead && owed == 0 {
             let reply = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
             context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: reply)), promise: nil)
         }

@@ -2,8 +2,8 @@ import Hummingbird
 import Logging
 
 /// Logs each request's method and path, never its query: a query holds what support staff
-/// searched for, subjects' names and times, and now and then a token someone put in
-/// `?token=`, none of which a log should keep.
+/// searched for (a transaction id, a subject), the moments they looked at, and now and then a
+/// token someone put in `?token=`. A path still names the subject it reads.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     let level: Logger.Level
 

@@ -4,7 +4,7 @@ import Glibc
 /// What one client may take of the server (`ledger serve`'s options of the same names): how
 /// long it may take to send a request's head and body, how long a connection may sit idle,
 /// how many connections are open at once, and how many heavy reads (audits, a subject's
-/// events) run at once and wait their turn.
+/// events, the due list) run at once and wait their turn.
 public struct ServerLimits: Sendable, Hashable {
     /// From a request's first byte to the end of its head (`408`, then closed).
     public var headerTimeout: Duration

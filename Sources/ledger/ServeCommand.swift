@@ -19,7 +19,7 @@ struct ServeCommand: ParsableCommand {
             request's head (408), over --body-timeout to send its body, or sits idle over \
             --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
             which the server raises to its hard limit at start); beyond them a client waits. Audits, a \
-            subject's events and a customer's page run --heavy-reads at once, off the threads that \
+            subject's events, the due list and a customer's page run --heavy-reads at once, off the threads that \
             answer status and /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
 
             Examples:
@@ -73,11 +73,17 @@ struct ServeCommand: ParsableCommand {
     func run() throws {
         let ledger = try global.openLedger()
         defer { ledger.close() }
+        let limits = self.limits
         let server = try LedgerServer(ledger: ledger, limits: limits)
         let (host, path) = (self.host, global.storePath)
+        // What the server holds clients to, as it is: --max-connections may have been cut.
+        func seconds(_ d: Duration) -> String { String(format: "%g s", Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) }
+        let held = "Clients: head \(seconds(limits.headerTimeout)), body \(seconds(limits.bodyTimeout)), idle \(seconds(limits.idleTimeout)); "
+            + "\(limits.connections) connections; \(limits.heavyReads) heavy reads at once\n"
         try Blocking.run {
             try await server.run(host: host, port: port) { port in
                 FileHandle.standardError.write(Data("Serving \(Terminal.safe(path)) on http://\(host):\(port) (SIGTERM or Ctrl-C stops)\n".utf8))
+                FileHandle.standardError.write(Data(held.utf8))
             }
         }
     }

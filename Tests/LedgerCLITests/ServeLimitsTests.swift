@@ -56,6 +56,20 @@ import Testing
         }
     }
 
+    /// A request answered before its body is read (a missing token) holds no connection
+    /// open for ever: once the body ends, the idle deadline runs.
+    @Test func aConnectionAnsweredBeforeItsBodyStillIdlesOut() throws {
+        try withServer(["--idle-timeout", "1", "--body-timeout", "60"]) { url, _ in
+            let client = try #require(RawClient(port: url.port ?? 0))
+            defer { client.close() }
+            client.send("POST /v1/events HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n12345")
+            #expect(client.read(seconds: 20).hasPrefix("HTTP/1.1 401 Unauthorized\r\n"))
+            client.send("67890")
+            let (_, closed) = client.readUntilClosed(seconds: 20)
+            #expect(closed)
+        }
+    }
+
     /// Beyond --max-connections a client waits for a connection to close, then is answered.
     @Test func connectionsBeyondTheCapWaitForOneToClose() throws {
         try withServer(["--max-connections", "2", "--idle-timeout", "60"]) { url, _ in

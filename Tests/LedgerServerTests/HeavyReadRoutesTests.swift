@@ -40,8 +40,9 @@ import Testing
                     #expect(health.status == .ok)
                     let status = try await client.execute(uri: "/v1/subjects/user-42/status?at=\(Served.at)", method: .get, headers: bearer)
                     #expect(status.status == .ok)
-                    try await Task.sleep(for: .milliseconds(200))
-                    // The audit and the events wait for the slot; the page, with no session, is sent to sign in.
+                    // The page, with no session, is sent to sign in; the audit and the events wait for the slot.
+                    for _ in 0 ..< 600 where answered.list.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(50)) }
+                    try await Task.sleep(for: .milliseconds(100))
                     #expect(answered.list.withLock { $0 } == ["/ui/subjects/user-42 303"])
                     release.signal()
                     try await group.waitForAll()

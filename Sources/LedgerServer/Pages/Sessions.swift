@@ -9,8 +9,10 @@ import Synchronization
 /// most `capacity` sessions live at once: signing in beyond drops the least recently used.
 ///
 /// Failed sign-ins are counted per client (``SignInThrottle``): `failureLimit` a minute and
-/// that client's next wrong tokens are refused, which makes guessing a token, already 256
-/// random bits, slower still, without one client locking others out.
+/// that client's next wrong tokens are refused (`429`), without one client locking others
+/// out. A valid token is checked first and always signs in, so the throttle keeps a client
+/// from flooding the log, not from guessing: what makes guessing hopeless is a token's 256
+/// random bits.
 final class Sessions: Sendable {
     struct Session: Sendable {
         var name: String
