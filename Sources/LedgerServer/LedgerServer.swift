@@ -35,7 +35,7 @@ public struct LedgerServer: Sendable {
     let metrics = ServerMetrics()
     /// What one client may take: timeouts, connections, heavy reads at once.
     let limits: ServerLimits
-    /// Where heavy reads (audits, a subject's events, a customer's page) run, `limits.heavyReads`
+    /// Where heavy reads (audits, a subject's events, the due list, a customer's page) run, `limits.heavyReads`
     /// at once, off the threads that answer everything else.
     let heavyReads: Offloader
 
