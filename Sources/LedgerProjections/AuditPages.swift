@@ -11,6 +11,6 @@ extension Ledger {
         let (at, known) = cursor.map { ($0.at, $0.knownAt) } ?? (t, knownAt)
         let events = try attributed(subject, knownAt: known, revealing: true)
         return Audit.report(subject: subject, events: events, at: at, knownAt: known, models: engine.models, policy: try policy(),
-                            paging: AuditPaging(limit: min(limit, AuditPaging.maximumLimit), offset: cursor?.offset ?? 0))
+                            paging: AuditPaging(limit: limit, offset: cursor?.offset ?? 0))
     }
 }

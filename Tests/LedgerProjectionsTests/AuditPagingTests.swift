@@ -16,11 +16,18 @@ import Testing
             + (1 ... 20).map { Make.signedIn("u", at: mar1.adding(hours: Int64($0) * 12 + 5), $0 % 2 == 0) }
     }
 
-    @Test func thePagesTogetherAreTheWholeAudit() throws {
+    /// `body` with a store holding `history()`.
+    func withHistory(_ body: (Ledger) throws -> Void) throws {
         try withStorePath { path in
             let ledger = try Ledger(path: path, policy: .reference)
             defer { ledger.close() }
             try ledger.append(history())
+            try body(ledger)
+        }
+    }
+
+    @Test func thePagesTogetherAreTheWholeAudit() throws {
+        try withHistory { ledger in
             let at = days(30, after: mar1)
             let whole = try ledger.audit(of: "u", at: at)
             #expect(whole.entries.count > 20)
@@ -40,10 +47,7 @@ import Testing
     /// Events appended between pages (even ones that happened earlier) move no entry of the
     /// later pages: the cursor holds the position the first page was read at.
     @Test func aCursorReadsAsKnownWhenTheFirstPageWasRead() throws {
-        try withStorePath { path in
-            let ledger = try Ledger(path: path, policy: .reference)
-            defer { ledger.close() }
-            try ledger.append(history())
+        try withHistory { ledger in
             let at = days(30, after: mar1)
             let whole = try ledger.audit(of: "u", at: at)
             let first = try ledger.audit(of: "u", at: at, limit: 5)
@@ -61,10 +65,7 @@ import Testing
 
     /// A page's JSON is the audit's with `next`; an audit read whole has no `next`.
     @Test func aPagesJSONSaysWhereTheNextStarts() throws {
-        try withStorePath { path in
-            let ledger = try Ledger(path: path, policy: .reference)
-            defer { ledger.close() }
-            try ledger.append(history())
+        try withHistory { ledger in
             let at = days(30, after: mar1)
             guard case .object(let page) = try ledger.audit(of: "u", at: at, limit: 3).json,
                   case .object(let whole) = try ledger.audit(of: "u", at: at).json else {

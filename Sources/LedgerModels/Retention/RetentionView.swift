@@ -131,17 +131,9 @@ struct RetentionSubject {
 
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
         (self.own, self.access) = (own, access)
-        var times = Plan.changeTimes(of: access, policy: policy, signIns: false)
-        // Ascending: each fact's times come mostly in order already (a period's purchase, then
-        // its end, which is the next one's purchase), runs the sort takes whole.
-        times.sort()
-        var kept = 0
-        for i in times.indices where kept == 0 || times[kept - 1] != times[i] {
-            times[kept] = times[i]
-            kept += 1
-        }
-        times.removeLast(times.count - kept)
-        self.times = times
+        // Ascending, each once (each fact's times come mostly in order already: a period's
+        // purchase, then its end, which is the next one's purchase — runs the sort takes whole).
+        times = ChangeTimes.sorted(Plan.changeTimes(of: access, policy: policy, signIns: false), after: nil)
     }
 
     /// Which stretch between the subject's change times `t` falls in: the number of the
