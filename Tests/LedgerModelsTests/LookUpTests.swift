@@ -3,7 +3,8 @@
 import Testing
 
 /// The rules' shortcuts give what the plain walks they replace give: `known(at:)` halves a
-/// sorted list, and `billingGrace`/`billingIssue` pass over failures a bound shows shut.
+/// sorted list, `billingGrace`/`billingIssue` pass over failures a bound shows shut, and the
+/// times access may end leave out what ends nothing.
 @Suite struct LookUpTests {
     let day: Int64 = 86_400_000
 
@@ -58,5 +59,43 @@ import Testing
             // Both sides of the windows are asked: some times in grace, most not.
             #expect(asked > 5 && asked < 200)
         }
+    }
+
+    /// A transaction's coverage is cut by its first revocation and by its first refund, or the
+    /// first after a reversal: only those marks' times can end access.
+    @Test func theMarksThatCutAreTheFirstRevocationAndTheFirstRefundAfterEachReversal() {
+        var facts = SubscriptionFacts()
+        let marks: [(Int64, SubscriptionFacts.Mark.Kind, String)] = [
+            (1, .refund, "t0"), (2, .refund, "t0"), (3, .reversal, "t0"), (4, .refund, "t0"), (5, .revoke, "t0"), (6, .revoke, "t0"),
+            (7, .revoke, "t1"), (8, .reversal, "t1"), (9, .refund, "t1"), (10, .reversal, "t2"), (11, .refund, "t2"),
+        ]
+        for (on, kind, id) in marks {
+            facts.marks.append(Dated(at: Timestamp(milliseconds: on * day), position: UInt64(on), value: .init(kind: kind, transactionId: id)))
+        }
+        #expect(facts.cuttingMarks() == [1, 4, 5, 7, 9, 11].map { Timestamp(milliseconds: $0 * day) })
+    }
+
+    /// A failure's windows count from its subscription's last period purchased by then: its own
+    /// time opens windows only when no period of it was purchased and known by then — a day
+    /// before the period's purchase (or before it was reported), not on that day or after.
+    @Test func aFailureOpensWindowsOfItsOwnOnlyWithoutAPeriodBefore() {
+        var policy = Policy.reference.subscription
+        (policy.billingGraceDays, policy.billingRetryDays) = (16, 60)
+        func at(_ n: Int64) -> Timestamp { Timestamp(milliseconds: n * day) }
+        var facts = SubscriptionFacts()
+        // "o" bought on day 10 and reported then; "late" bought on day 10, reported on day 20.
+        for (position, (original, reported)) in [("o", Int64(10)), ("late", 20)].enumerated() {
+            facts.transactions.append(Dated(at: at(reported), position: UInt64(position + 1),
+                                            value: .init(kind: .purchase, id: original, originalId: original, productId: "p",
+                                                         purchasedAt: at(10), expiresAt: at(40), isTrial: false)))
+        }
+        facts.transactions.sort { ($0.at, $0.position) < ($1.at, $1.position) }
+        for (position, (original, failed)) in [("o", Int64(9)), ("o", 10), ("o", 11), ("late", 19), ("late", 20), ("none", 12)].enumerated() {
+            facts.failures.insertDated(Dated(at: at(failed), position: UInt64(position + 10), value: .init(originalId: original, graceExpiresAt: nil)))
+        }
+        let periods: [Int64] = [10, 40, 40 + 16, 40 + 60]
+        let ownWindows: [Int64] = [9, 19, 12].flatMap { [$0 + 16, $0 + 60] }
+        #expect(Set(facts.endTimes(policy: policy)) == Set((periods + ownWindows).map(at)))
+        #expect(Set(facts.endTimes(policy: policy)).isSubset(of: Set(facts.changeTimes(policy: policy))))
     }
 }

@@ -122,6 +122,34 @@ import Testing
         #expect(inFlow > 500 && active > 500, "in the flow \(inFlow) times, active \(active)")
     }
 
+    /// The look back for where access ended visits only `Plan.endTimes`: wherever the plan
+    /// goes from access to none, over the facts known at any time of the history, it does so
+    /// at one of them — under the reference policy, and one whose offline grace is shorter
+    /// than its verification interval (a failed verification then ends a device's access).
+    @Test func paidAccessEndsOnlyAtAnEndTime() async {
+        var shortOffline = Policy.reference.subscription
+        shortOffline.offlineGraceHours = 6
+        var ends = 0
+        await checkProperty(count: 30, input: Gen.uint64()) { seed in
+            for (name, subject) in try Self.subjects(seed: seed, count: 4, perSubject: 2...16) {
+                let facts = subject.facts()
+                for policy in [Policy.reference.subscription, shortOffline] {
+                    let endTimes = Set(Plan.endTimes(of: facts, policy: policy))
+                    let instants = Self.instants(of: subject, policy: policy)
+                    for known in Self.times(of: subject) {
+                        let paid = instants.map { Plan.decide(facts, at: $0, known: known, policy: policy).isPaid }
+                        for i in instants.indices.dropLast() where paid[i] && !paid[i + 1] {
+                            ends += 1
+                            #expect(endTimes.contains(instants[i + 1]),
+                                    "seed \(seed), \(name): access ends at \(instants[i + 1]) known at \(known), offline grace \(policy.offlineGraceHours) h")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(ends > 400, "access ended \(ends) times")
+    }
+
     /// SPEC §4: "the view at t uses only events whose occurredAt ≤ t" — every model's view at
     /// t of the whole history equals its view of the history cut at t, what comes after t
     /// included (a later grant, renewal or refund must not show in `nextTier`).

@@ -123,19 +123,51 @@ public enum Plan {
     public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription, signIns: Bool = true) -> [Timestamp] {
         var times = facts.subscription.changeTimes(policy: policy)
         times.reserveCapacity(times.count + 2 * facts.grants.count + 4 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
-        for g in facts.grants {
-            times.append(g.at)
-            times.append(g.value)
-        }
+        for g in facts.grants { times.append(g.at) }
+        for s in facts.snapshots { times.append(s.at) }
+        appendEnds(of: facts, policy: policy, to: &times)
+        if signIns { for s in facts.signIns { times.append(s.at) } }
+        return times
+    }
+
+    /// The times at which paid access may end with no new event (a superset, and a subset of
+    /// `changeTimes`): a store period or billing grace ending (`SubscriptionFacts.endTimes`),
+    /// a grant running out, a verified device snapshot arriving, its windows passing or the
+    /// first refund or revocation after it voiding it, a deletion.
+    /// A look back for where access ended visits these alone: a subject failing to renew every
+    /// hour has a change time an hour and none of them ends anything.
+    public static func endTimes(of facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
+        var times = facts.subscription.endTimes(policy: policy)
+        appendEnds(of: facts, policy: policy, to: &times)
+        return times
+    }
+
+    /// The times beyond the subscription's at which paid access may end.
+    private static func appendEnds(of facts: SubjectFacts, policy: Policy.Subscription, to times: inout [Timestamp]) {
+        for g in facts.grants { times.append(g.value) }
+        // The first refund or revocation after a snapshot voids it (`deviceSnapshot`): both
+        // lists are in (occurredAt, position) order, so the one after each snapshot is found
+        // walking the marks once.
+        let marks = facts.subscription.marks
+        var void = marks.startIndex
+        // A failed verification moves the latest verified snapshot to its offline grace: it
+        // ends nothing, unless a policy's offline grace is shorter than the interval. A
+        // verified one replaces the latest (with `free`, or expired).
+        let failuresEnd = policy.offlineGraceHours < policy.verificationIntervalHours
         for s in facts.snapshots {
+            guard case .verified(_, let expiresAt) = s.value else {
+                if failuresEnd { times.append(s.at) }
+                continue
+            }
             times.append(s.at)
-            guard case .verified(_, let expiresAt) = s.value else { continue }
+            while void < marks.endIndex && ((marks[void].at, marks[void].position) <= (s.at, s.position) || marks[void].value.kind == .reversal) {
+                void += 1
+            }
+            if void < marks.endIndex { times.append(marks[void].at) }
             times.append(s.at.adding(hours: policy.verificationIntervalHours))
             times.append(s.at.adding(hours: policy.offlineGraceHours))
             if let expiresAt { times.append(expiresAt) }
         }
-        if signIns { for s in facts.signIns { times.append(s.at) } }
         for d in facts.deletions { times.append(d.at) }
-        return times
     }
 }

@@ -444,35 +444,62 @@ extension SubscriptionFacts {
 
     /// Every time at which coverage, billing grace or the billing issue may change with no new
     /// event, whatever the facts known (a superset; see `ReadModel.changeTimes`): the facts'
-    /// own times, every period start and end, and, once a renewal has failed, each time a
-    /// covered period can end (an expiry, an extension, an upgrade, a refund or revocation, a
-    /// failure with none) plus billingGraceDays and plus billingRetryDays, and each store
-    /// grace end: a failure's windows count from one of those.
+    /// own times — a view at t knows what arrived by t — and `endTimes`.
     public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
+        var times = endTimes(policy: policy)
+        times.reserveCapacity(times.count + transactions.count + extensions.count + upgrades.count + marks.count + autoRenew.count + failures.count)
+        for i in transactions.indices { times.append(transactions[i].at) }   // by index: a transaction copied out retains its three strings
+        for e in extensions { times.append(e.at) }
+        for u in upgrades { times.append(u.at) }
+        // Every mark's arrival: a view at t knows a reversal from then on.
+        for m in marks { times.append(m.at) }
+        for a in autoRenew { times.append(a.at) }
+        for f in failures { times.append(f.at) }
+        return times
+    }
+
+    /// The times of the marks that may cut a transaction's coverage short: its first
+    /// revocation, and its first refund and the first after each reversal (a transaction
+    /// revoked or refunded a thousand times ends once, `endWithCause`).
+    func cuttingMarks() -> [Timestamp] {
+        var times: [Timestamp] = []
+        var (revoked, refunded): (Set<String>, Set<String>) = ([], [])
+        for m in marks {
+            switch m.value.kind {
+            case .revoke: if revoked.insert(m.value.transactionId).inserted { times.append(m.at) }
+            case .refund: if refunded.insert(m.value.transactionId).inserted { times.append(m.at) }
+            case .reversal: refunded.remove(m.value.transactionId)
+            }
+        }
+        return times
+    }
+
+    /// The times at which coverage or a billing grace may end with no new event (a superset,
+    /// and a subset of `changeTimes`): every period start and end, and, once a renewal has
+    /// failed, each time a covered period can end (an expiry, an extension, an upgrade, a
+    /// refund or revocation) plus billingGraceDays and plus billingRetryDays, each store grace
+    /// end, and the store's ends (`cuttingMarks` of the refunds and revocations). A failure's windows count from the end of its subscription's
+    /// last period purchased by then, or from the failure itself when there is none: only
+    /// then does its own time open a window (a subscription failing to renew every hour adds
+    /// no window per failure). Over the facts known at a given time, a failure, an auto-renew
+    /// change or a reversal ends nothing, and neither does a fact's arrival: a look back for
+    /// where access ended visits only these.
+    public func endTimes(policy: Policy.Subscription) -> [Timestamp] {
         // Appended one by one: an array literal or a mapped array per fact is an allocation.
         var times: [Timestamp] = []
         let periodEnds = transactions.count + extensions.count + upgrades.count + marks.count + failures.count
-        times.reserveCapacity(3 * transactions.count + 2 * (extensions.count + upgrades.count)
-                              + marks.count + ends.count + autoRenew.count + 2 * failures.count
+        times.reserveCapacity(2 * transactions.count + extensions.count + upgrades.count + marks.count + ends.count + failures.count
                               + (failures.isEmpty ? 0 : 2 * periodEnds))
-        for i in transactions.indices {   // by index: a transaction copied out retains its three strings
-            times.append(transactions[i].at)
+        for i in transactions.indices {
             times.append(transactions[i].value.purchasedAt)
             times.append(transactions[i].value.expiresAt)
         }
-        for e in extensions {
-            times.append(e.at)
-            times.append(e.value.expiresAt)
-        }
-        for u in upgrades {
-            times.append(u.at)
-            times.append(u.value.startsAt)
-        }
-        for m in marks { times.append(m.at) }
+        for e in extensions { times.append(e.value.expiresAt) }
+        for u in upgrades { times.append(u.value.startsAt) }
+        let cuts = cuttingMarks()
+        times += cuts
         for e in ends { times.append(e.at) }
-        for a in autoRenew { times.append(a.at) }
         for f in failures {
-            times.append(f.at)
             if let end = f.value.graceExpiresAt { times.append(end) }
         }
         guard !failures.isEmpty else { return times }
@@ -483,8 +510,15 @@ extension SubscriptionFacts {
         for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
         for e in extensions { windows(from: e.value.expiresAt) }
         for u in upgrades { windows(from: u.value.startsAt) }
-        for m in marks { windows(from: m.at) }
-        for f in failures { windows(from: f.at) }
+        for cut in cuts { windows(from: cut) }
+        // The earliest time each subscription has a period purchased and known: a failure at
+        // or after it is known only with that period, whose end its windows count from.
+        var periodFrom: [String: Timestamp] = [:]
+        for i in transactions.indices {
+            let from = max(transactions[i].value.purchasedAt, transactions[i].at)
+            periodFrom[transactions[i].value.originalId] = min(periodFrom[transactions[i].value.originalId] ?? from, from)
+        }
+        for f in failures where periodFrom[f.value.originalId].map({ f.at < $0 }) ?? true { windows(from: f.at) }
         return times
     }
 }

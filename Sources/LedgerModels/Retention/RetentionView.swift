@@ -129,11 +129,29 @@ struct RetentionSubject {
     /// stretches of access (the due list asks a dozen per flow).
     let times: [Timestamp]
 
+    private let policy: Policy.Subscription
+    private let endTimes = EndTimes()
+
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
-        (self.own, self.access) = (own, access)
+        (self.own, self.access, self.policy) = (own, access, policy)
         // Ascending, each once (each fact's times come mostly in order already: a period's
         // purchase, then its end, which is the next one's purchase — runs the sort takes whole).
         times = ChangeTimes.sorted(Plan.changeTimes(of: access, policy: policy, signIns: false), after: nil)
+    }
+
+    /// The times paid access may end (`Plan.endTimes`), in order, each once: worked out the
+    /// first time a look back for where access ended asks, then kept for the others (the due
+    /// list asks one per stretch). Costs a reader a reference in a value: the subject's facts
+    /// never change under it.
+    var ends: [Timestamp] {
+        if let sorted = endTimes.sorted { return sorted }
+        let sorted = ChangeTimes.sorted(Plan.endTimes(of: access, policy: policy), after: nil)
+        endTimes.sorted = sorted
+        return sorted
+    }
+
+    private final class EndTimes {
+        var sorted: [Timestamp]?
     }
 
     /// Which stretch between the subject's change times `t` falls in: the number of the
@@ -323,11 +341,12 @@ enum RetentionRules {
     /// `nil` when no stretch of access ended by `t`.
     ///
     /// Asked when the subject has no access at `t`: the latest stretch then ends at the latest
-    /// of the entitlement's change times `c` ≤ t with access just before `c` (any later one has
-    /// none just before it, being inside the gap that runs to `t`).
+    /// of the times access may end (`Plan.endTimes`) `c` ≤ t with access just before `c` (any
+    /// later one has none just before it, being inside the gap that runs to `t`; and access
+    /// that stops at a change time stops at one of those).
     static func accessEnd(_ state: RetentionSubject, at t: Timestamp, known: Timestamp,
                           policy: Policy) -> (at: Timestamp, rule: String, period: Coverage?)? {
-        for c in state.times.reversed() where c <= t {
+        for c in state.ends.reversed() where c <= t {
             let before = Plan.decide(state.access, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription)
             guard before.isPaid else { continue }
             guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return (c, before.reason.rule, nil) }
