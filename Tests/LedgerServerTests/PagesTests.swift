@@ -81,6 +81,30 @@ import Testing
         }
     }
 
+    /// A long timeline shows 200 entries and a link to the next 200, which holds the rest
+    /// and no link.
+    @Test func aLongTimelineLinksToItsLaterEntries() async throws {
+        try await Served.run(configure: { ledger in
+            let start = Timestamp(rfc3339: "2026-03-02T00:00:00Z") ?? .now()
+            try ledger.append((0 ..< 250).map { i in
+                LedgerEvent(subject: "user-42", occurredAt: start.adding(seconds: Int64(i)), source: .support,
+                            data: SupportNoteAdded(text: "note \(i)", agent: "bob").eventData)
+            })
+        }) { client, served async throws in
+            let cookie = try await Self.signIn(client, served.support)
+            let first = try await client.execute(uri: "/ui/subjects/user-42?at=2026-03-05T00:00:00Z", method: .get, headers: cookie)
+            #expect(first.status == .ok)
+            #expect(first.text.components(separatedBy: #"<div class="entry"#).count - 1 == 200)
+            let link = try #require(first.text.firstMatch(of: /<a href="(\/ui\/subjects\/user-42\?cursor=[^"]+)">Later entries<\/a>/)?.1)
+            let second = try await client.execute(uri: String(link), method: .get, headers: cookie)
+            #expect(second.status == .ok)
+            let total = try served.ledger.audit(of: "user-42", at: Timestamp(rfc3339: "2026-03-05T00:00:00Z") ?? .now()).entries.count
+            #expect(second.text.components(separatedBy: #"<div class="entry"#).count - 1 == total - 200)
+            #expect(second.text.contains("note 249"))
+            #expect(!second.text.contains("Later entries"))
+        }
+    }
+
     /// Event data is untrusted: a note holding a script shows as text.
     @Test func whatAnEventHoldsIsShownAsText() async throws {
         try await Served.run(configure: { ledger in

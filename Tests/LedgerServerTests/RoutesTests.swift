@@ -173,6 +173,45 @@ extension TestResponse {
         }
     }
 
+    /// `limit` gives one page and its `next`; the cursor gives the page after, as the library
+    /// pages it, the last with `next` null.
+    @Test func auditPagesFollowTheirCursor() async throws {
+        try await Served.run { client, served async throws in
+            let at = Timestamp(rfc3339: Served.at) ?? .now()
+            let first = try await client.execute(uri: "/v1/subjects/user-42/audit?at=\(Served.at)&limit=1", method: .get, headers: served.bearer(served.support))
+            #expect(first.status == .ok)
+            let page = try served.ledger.audit(of: "user-42", at: at, limit: 1)
+            #expect(first.text == page.json.serialized() + "\n")
+            let next = try #require(page.next)
+            let second = try await client.execute(uri: "/v1/subjects/user-42/audit?cursor=\(next.description)&limit=100", method: .get,
+                                                  headers: served.bearer(served.support))
+            #expect(second.status == .ok)
+            let rest = try served.ledger.audit(of: "user-42", limit: 100, after: next)
+            #expect(second.text == rest.json.serialized() + "\n")
+            #expect(rest.next == nil && second.text.contains(#""next":null"#))
+            #expect(page.entries + rest.entries == (try served.ledger.audit(of: "user-42", at: at)).entries)
+        }
+    }
+
+    /// A limit out of 1…10,000 or not a number, a cursor no page gave, or one beside `at`
+    /// or `knownAt`: 400, naming the parameter.
+    @Test func aBadLimitOrCursorIsABadRequestNamingIt() async throws {
+        try await Served.run { client, served async throws in
+            let limit = "limit: expected a whole number from 1 to 10000, got "
+            let cases = [
+                ("limit=0", limit + "0"), ("limit=10001", limit + "10001"), ("limit=ten", limit + "ten"),
+                ("cursor=nonsense", "cursor: not a cursor a page gave (its `next`), got nonsense"),
+                ("cursor=1772668800000.p3.1&at=2026-03-05T00:00:00Z",
+                 "cursor: it holds the moment and the knowledge of its first page; leave at and knownAt out"),
+            ]
+            for (query, problem) in cases {
+                let response = try await client.execute(uri: "/v1/subjects/user-42/audit?" + query, method: .get, headers: served.bearer(served.support))
+                #expect(response.status == .badRequest, "\(query)")
+                #expect(response.text == JSON.object(["error": .string(problem)]).serialized() + "\n", "\(query)")
+            }
+        }
+    }
+
     @Test func eventsAreTheSubjectsExport() async throws {
         try await Served.run { client, served async throws in
             let response = try await client.execute(uri: "/v1/subjects/user-42/events", method: .get, headers: served.bearer(served.support))
