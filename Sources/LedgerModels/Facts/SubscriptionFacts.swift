@@ -513,12 +513,32 @@ extension SubscriptionFacts {
         for cut in cuts { windows(from: cut) }
         // The earliest time each subscription has a period purchased and known: a failure at
         // or after it is known only with that period, whose end its windows count from.
+        // By subscription, the one just asked about kept aside: a subject's transactions and
+        // failures are mostly of one, and hashing its id for each is most of the work here.
         var periodFrom: [String: Timestamp] = [:]
+        var run: (original: String, from: Timestamp)?
+        func settle() { if let run { periodFrom[run.original] = min(periodFrom[run.original] ?? run.from, run.from) } }
         for i in transactions.indices {
             let from = max(transactions[i].value.purchasedAt, transactions[i].at)
-            periodFrom[transactions[i].value.originalId] = min(periodFrom[transactions[i].value.originalId] ?? from, from)
+            if let current = run, current.original == transactions[i].value.originalId {
+                run = (current.original, min(current.from, from))
+            } else {
+                settle()
+                run = (transactions[i].value.originalId, from)
+            }
         }
-        for f in failures where periodFrom[f.value.originalId].map({ f.at < $0 }) ?? true { windows(from: f.at) }
+        settle()
+        var last: (original: String, from: Timestamp?)?
+        for f in failures {
+            let from: Timestamp?
+            if let last, last.original == f.value.originalId {
+                from = last.from
+            } else {
+                from = periodFrom[f.value.originalId]
+                last = (f.value.originalId, from)
+            }
+            if from.map({ f.at < $0 }) ?? true { windows(from: f.at) }
+        }
         return times
     }
 }

@@ -487,8 +487,9 @@ enum RetentionRules {
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow
     /// could count from plus each tier boundary after it, and recovery passes running out.
     static func changeTimes(of state: RetentionSubject, policy: Policy) -> [Timestamp] {
-        // A sign-in moves no tier (it starts or ends no paid access), nor any day 0.
-        var times = Plan.changeTimes(of: state.access, policy: policy.subscription, signIns: false)
+        // A sign-in moves no tier (it starts or ends no paid access), nor any day 0: the
+        // subject's times (`RetentionSubject.times`), each once.
+        var times = state.times
         times += state.organizerCancellations.map(\.at)
         guard let r = policy.retention else { return times }
         for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(days: r.recoveryPassDays)] }
@@ -496,8 +497,10 @@ enum RetentionRules {
         // fee until pendingDeletionFromDay), which a long grace can put inside another tier.
         let boundaries = Set((Array(stages(family: false, rule: "", r)) + stages(family: true, rule: "", r)).map(\.1)
                              + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
-        for zero in Set(times) {
-            times += boundaries.map { zero.adding(days: $0) }
+        let boundaryDays = Array(boundaries)
+        times.reserveCapacity(times.count * (1 + boundaryDays.count))
+        for zero in times.indices {
+            for days in boundaryDays { times.append(times[zero].adding(days: days)) }
         }
         return times
     }
