@@ -463,13 +463,29 @@ extension SubscriptionFacts {
     /// revoked or refunded a thousand times ends once, `endWithCause`).
     func cuttingMarks() -> [Timestamp] {
         var times: [Timestamp] = []
-        var (revoked, refunded): (Set<String>, Set<String>) = ([], [])
+        // Whether each transaction is revoked, and refunded since its latest reversal; the one
+        // the latest mark named kept aside (a transaction's marks mostly come together, and
+        // hashing its id for each is most of the work here).
+        var settled: [String: (revoked: Bool, refunded: Bool)] = [:]
+        var current: (id: String, revoked: Bool, refunded: Bool)?
         for m in marks {
-            switch m.value.kind {
-            case .revoke: if revoked.insert(m.value.transactionId).inserted { times.append(m.at) }
-            case .refund: if refunded.insert(m.value.transactionId).inserted { times.append(m.at) }
-            case .reversal: refunded.remove(m.value.transactionId)
+            if current?.id != m.value.transactionId {
+                if let current { settled[current.id] = (current.revoked, current.refunded) }
+                let known = settled[m.value.transactionId] ?? (false, false)
+                current = (m.value.transactionId, known.revoked, known.refunded)
             }
+            guard var mark = current else { continue }
+            switch m.value.kind {
+            case .revoke where !mark.revoked:
+                mark.revoked = true
+                times.append(m.at)
+            case .refund where !mark.refunded:
+                mark.refunded = true
+                times.append(m.at)
+            case .reversal: mark.refunded = false
+            case .revoke, .refund: break
+            }
+            current = mark
         }
         return times
     }
