@@ -98,4 +98,25 @@ import Testing
         #expect(Set(facts.endTimes(policy: policy)) == Set((periods + ownWindows).map(at)))
         #expect(Set(facts.endTimes(policy: policy)).isSubset(of: Set(facts.changeTimes(policy: policy))))
     }
+
+    /// A store end cuts a billing grace short only as its subscription's first end after a
+    /// failure of it: ends with no failure between cut nothing, whichever subscription ends.
+    @Test func theEndsThatCutAreEachSubscriptionsFirstAfterAFailure() {
+        var facts = SubscriptionFacts()
+        // (day, position, failure or end, subscription); a failure and an end on day 7, the failure first.
+        let facts7: [(Int64, UInt64, Bool, String)] = [
+            (1, 1, true, "o"), (2, 2, false, "o"), (3, 3, false, "o"), (4, 4, true, "x"), (5, 5, false, "o"), (6, 6, false, "x"),
+            (7, 7, true, "o"), (7, 8, false, "o"), (8, 9, false, "x"),
+        ]
+        for (on, position, failed, original) in facts7 {
+            let at = Timestamp(milliseconds: on * day)
+            if failed {
+                facts.failures.append(Dated(at: at, position: position, value: .init(originalId: original, graceExpiresAt: nil)))
+            } else {
+                facts.ends.append(Dated(at: at, position: position, value: .init(originalId: original, graceOnly: on == 3)))
+            }
+        }
+        #expect(facts.graceCuttingEnds() == [2, 6, 7].map { Timestamp(milliseconds: $0 * day) })
+    }
 }
+

@@ -133,7 +133,7 @@ public enum Plan {
     /// The times at which paid access may end with no new event (a superset, and a subset of
     /// `changeTimes`): a store period or billing grace ending (`SubscriptionFacts.endTimes`),
     /// a grant running out, a verified device snapshot arriving, its windows passing or the
-    /// first refund or revocation after it voiding it, a deletion.
+    /// first refund, revocation or expiry after it voiding it, a deletion.
     /// A look back for where access ended visits these alone: a subject failing to renew every
     /// hour has a change time an hour and none of them ends anything.
     public static func endTimes(of facts: SubjectFacts, policy: Policy.Subscription) -> [Timestamp] {
@@ -145,11 +145,11 @@ public enum Plan {
     /// The times beyond the subscription's at which paid access may end.
     private static func appendEnds(of facts: SubjectFacts, policy: Policy.Subscription, to times: inout [Timestamp]) {
         for g in facts.grants { times.append(g.value) }
-        // The first refund or revocation after a snapshot voids it (`deviceSnapshot`): both
-        // lists are in (occurredAt, position) order, so the one after each snapshot is found
-        // walking the marks once.
-        let marks = facts.subscription.marks
-        var void = marks.startIndex
+        // The first refund, revocation or store expiry after a snapshot voids it
+        // (`deviceSnapshot`): the lists are in (occurredAt, position) order, so the one after
+        // each snapshot is found walking each list once.
+        let (marks, ends) = (facts.subscription.marks, facts.subscription.ends)
+        var (void, end) = (marks.startIndex, ends.startIndex)
         // A failed verification moves the latest verified snapshot to its offline grace: it
         // ends nothing, unless a policy's offline grace is shorter than the interval. A
         // verified one replaces the latest (with `free`, or expired).
@@ -164,6 +164,10 @@ public enum Plan {
                 void += 1
             }
             if void < marks.endIndex { times.append(marks[void].at) }
+            while end < ends.endIndex && ((ends[end].at, ends[end].position) <= (s.at, s.position) || ends[end].value.graceOnly) {
+                end += 1
+            }
+            if end < ends.endIndex { times.append(ends[end].at) }
             times.append(s.at.adding(hours: policy.verificationIntervalHours))
             times.append(s.at.adding(hours: policy.offlineGraceHours))
             if let expiresAt { times.append(expiresAt) }

@@ -453,6 +453,8 @@ extension SubscriptionFacts {
         for u in upgrades { times.append(u.at) }
         // Every mark's arrival: a view at t knows a reversal from then on.
         for m in marks { times.append(m.at) }
+        // Every store end: a `subscription.expired` ends a billing issue, which gives no access.
+        for e in ends { times.append(e.at) }
         for a in autoRenew { times.append(a.at) }
         for f in failures { times.append(f.at) }
         return times
@@ -490,11 +492,45 @@ extension SubscriptionFacts {
         return times
     }
 
+    /// The times of the store's ends that may cut a billing grace short: each subscription's
+    /// first end after a failure of it (`episode`: the first end after the failure ends its
+    /// grace). A store ending a subscription a thousand times with no failure between cuts
+    /// nothing after the first.
+    func graceCuttingEnds() -> [Timestamp] {
+        var times: [Timestamp] = []
+        guard !failures.isEmpty, !ends.isEmpty else { return times }
+        // Whether each subscription failed since its latest end, in (occurredAt, position)
+        // order of both lists, the one just named kept aside as in `cuttingMarks`.
+        var settled: [String: Bool] = [:]
+        var current: (original: String, failed: Bool)?
+        func open(_ original: String) -> Bool {
+            if current?.original != original {
+                if let current { settled[current.original] = current.failed }
+                current = (original, settled[original] ?? false)
+            }
+            return current?.failed ?? false
+        }
+        var f = failures.startIndex
+        for e in ends.indices {
+            while f < failures.endIndex && (failures[f].at, failures[f].position) < (ends[e].at, ends[e].position) {
+                _ = open(failures[f].value.originalId)
+                current?.failed = true
+                f += 1
+            }
+            if open(ends[e].value.originalId) {
+                times.append(ends[e].at)
+                current?.failed = false
+            }
+        }
+        return times
+    }
+
     /// The times at which coverage or a billing grace may end with no new event (a superset,
     /// and a subset of `changeTimes`): every period start and end, and, once a renewal has
     /// failed, each time a covered period can end (an expiry, an extension, an upgrade, a
     /// refund or revocation) plus billingGraceDays and plus billingRetryDays, each store grace
-    /// end, and the store's ends (`cuttingMarks` of the refunds and revocations). A failure's windows count from the end of its subscription's
+    /// end, and the store's ends after a failure (`cuttingMarks` of the refunds and
+    /// revocations, `graceCuttingEnds` of the ends). A failure's windows count from the end of its subscription's
     /// last period purchased by then, or from the failure itself when there is none: only
     /// then does its own time open a window (a subscription failing to renew every hour adds
     /// no window per failure). Over the facts known at a given time, a failure, an auto-renew
@@ -514,7 +550,7 @@ extension SubscriptionFacts {
         for u in upgrades { times.append(u.value.startsAt) }
         let cuts = cuttingMarks()
         times += cuts
-        for e in ends { times.append(e.at) }
+        times += graceCuttingEnds()
         for f in failures {
             if let end = f.value.graceExpiresAt { times.append(end) }
         }
