@@ -1,0 +1,158 @@
+@_spi(Storage) import LedgerCore
+
+/// When the subscription rules' answers may change with no new event (SPEC §4): the times a
+/// view or the audit asks again at (`changeTimes`), and the fewer at which paid access may
+/// end (`endTimes`), where a look back for the latest stretch of access asks.
+extension SubscriptionFacts {
+    /// Every time at which coverage, billing grace or the billing issue may change with no new
+    /// event, whatever the facts known (a superset; see `ReadModel.changeTimes`): the facts'
+    /// own times — a view at t knows what arrived by t — and `endTimes`.
+    public func changeTimes(policy: Policy.Subscription) -> [Timestamp] {
+        var times = endTimes(policy: policy)
+        times.reserveCapacity(times.count + transactions.count + extensions.count + upgrades.count + marks.count + autoRenew.count + failures.count)
+        for i in transactions.indices { times.append(transactions[i].at) }   // by index: a transaction copied out retains its three strings
+        for e in extensions { times.append(e.at) }
+        for u in upgrades { times.append(u.at) }
+        // Every mark's arrival: a view at t knows a reversal from then on.
+        for m in marks { times.append(m.at) }
+        // Every store end: a `subscription.expired` ends a billing issue, which gives no access.
+        for e in ends { times.append(e.at) }
+        for a in autoRenew { times.append(a.at) }
+        for f in failures { times.append(f.at) }
+        return times
+    }
+
+    /// The times of the marks that may cut a transaction's coverage short: its first
+    /// revocation, and its first refund and the first after each reversal (a transaction
+    /// revoked or refunded a thousand times ends once, `endWithCause`).
+    func cuttingMarks() -> [Timestamp] {
+        var times: [Timestamp] = []
+        // Whether each transaction is revoked, and refunded since its latest reversal; the one
+        // the latest mark named kept aside (a transaction's marks mostly come together, and
+        // hashing its id for each is most of the work here).
+        var settled: [String: (revoked: Bool, refunded: Bool)] = [:]
+        var current: (id: String, revoked: Bool, refunded: Bool)?
+        for m in marks {
+            if current?.id != m.value.transactionId {
+                if let current { settled[current.id] = (current.revoked, current.refunded) }
+                let known = settled[m.value.transactionId] ?? (false, false)
+                current = (m.value.transactionId, known.revoked, known.refunded)
+            }
+            guard var mark = current else { continue }
+            switch m.value.kind {
+            case .revoke where !mark.revoked:
+                mark.revoked = true
+                times.append(m.at)
+            case .refund where !mark.refunded:
+                mark.refunded = true
+                times.append(m.at)
+            case .reversal: mark.refunded = false
+            case .revoke, .refund: break
+            }
+            current = mark
+        }
+        return times
+    }
+
+    /// The times of the store's ends that may cut a billing grace short: each subscription's
+    /// first end after a failure of it (`episode`: the first end after the failure ends its
+    /// grace). A store ending a subscription a thousand times with no failure between cuts
+    /// nothing after the first.
+    func graceCuttingEnds() -> [Timestamp] {
+        var times: [Timestamp] = []
+        guard !failures.isEmpty, !ends.isEmpty else { return times }
+        // Whether each subscription failed since its latest end, in (occurredAt, position)
+        // order of both lists, the one just named kept aside as in `cuttingMarks`.
+        var settled: [String: Bool] = [:]
+        var current: (original: String, failed: Bool)?
+        func open(_ original: String) -> Bool {
+            if current?.original != original {
+                if let current { settled[current.original] = current.failed }
+                current = (original, settled[original] ?? false)
+            }
+            return current?.failed ?? false
+        }
+        var f = failures.startIndex
+        for e in ends.indices {
+            while f < failures.endIndex && (failures[f].at, failures[f].position) < (ends[e].at, ends[e].position) {
+                _ = open(failures[f].value.originalId)
+                current?.failed = true
+                f += 1
+            }
+            if open(ends[e].value.originalId) {
+                times.append(ends[e].at)
+                current?.failed = false
+            }
+        }
+        return times
+    }
+
+    /// The times at which coverage or a billing grace may end with no new event (a superset,
+    /// and a subset of `changeTimes`): every period start and end, and, once a renewal has
+    /// failed, each time a covered period can end (an expiry, an extension, an upgrade, a
+    /// refund or revocation) plus billingGraceDays and plus billingRetryDays, each store grace
+    /// end, and the store's ends after a failure (`cuttingMarks` of the refunds and
+    /// revocations, `graceCuttingEnds` of the ends). A failure's windows count from the end of
+    /// its subscription's last period purchased by then, or from the failure itself when there
+    /// is none: only then does its own time open a window (a subscription failing to renew
+    /// every hour adds no window per failure). Over the facts known at a given time, a
+    /// failure, an auto-renew change or a reversal ends nothing, and neither does a fact's
+    /// arrival: a look back for where access ended visits only these.
+    public func endTimes(policy: Policy.Subscription) -> [Timestamp] {
+        // Appended one by one: an array literal or a mapped array per fact is an allocation.
+        var times: [Timestamp] = []
+        let periodEnds = transactions.count + extensions.count + upgrades.count + marks.count + failures.count
+        times.reserveCapacity(2 * transactions.count + extensions.count + upgrades.count + marks.count + ends.count + failures.count
+                              + (failures.isEmpty ? 0 : 2 * periodEnds))
+        for i in transactions.indices {
+            times.append(transactions[i].value.purchasedAt)
+            times.append(transactions[i].value.expiresAt)
+        }
+        for e in extensions { times.append(e.value.expiresAt) }
+        for u in upgrades { times.append(u.value.startsAt) }
+        let cuts = cuttingMarks()
+        times += cuts
+        times += graceCuttingEnds()
+        for f in failures {
+            if let end = f.value.graceExpiresAt { times.append(end) }
+        }
+        guard !failures.isEmpty else { return times }
+        func windows(from end: Timestamp) {
+            times.append(end.adding(days: policy.billingGraceDays))
+            times.append(end.adding(days: policy.billingRetryDays))
+        }
+        for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
+        for e in extensions { windows(from: e.value.expiresAt) }
+        for u in upgrades { windows(from: u.value.startsAt) }
+        for cut in cuts { windows(from: cut) }
+        // The earliest time each subscription has a period purchased and known: a failure at
+        // or after it is known only with that period, whose end its windows count from.
+        // By subscription, the one just asked about kept aside: a subject's transactions and
+        // failures are mostly of one, and hashing its id for each is most of the work here.
+        var periodFrom: [String: Timestamp] = [:]
+        var run: (original: String, from: Timestamp)?
+        func settle() { if let run { periodFrom[run.original] = min(periodFrom[run.original] ?? run.from, run.from) } }
+        for i in transactions.indices {
+            let from = max(transactions[i].value.purchasedAt, transactions[i].at)
+            if let current = run, current.original == transactions[i].value.originalId {
+                run = (current.original, min(current.from, from))
+            } else {
+                settle()
+                run = (transactions[i].value.originalId, from)
+            }
+        }
+        settle()
+        var last: (original: String, from: Timestamp?)?
+        for f in failures {
+            let from: Timestamp?
+            if let last, last.original == f.value.originalId {
+                from = last.from
+            } else {
+                from = periodFrom[f.value.originalId]
+                last = (f.value.originalId, from)
+            }
+            if from.map({ f.at < $0 }) ?? true { windows(from: f.at) }
+        }
+        return times
+    }
+}
