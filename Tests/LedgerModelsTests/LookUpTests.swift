@@ -68,11 +68,13 @@ import Testing
         let marks: [(Int64, SubscriptionFacts.Mark.Kind, String)] = [
             (1, .refund, "t0"), (2, .refund, "t0"), (3, .reversal, "t0"), (4, .refund, "t0"), (5, .revoke, "t0"), (6, .revoke, "t0"),
             (7, .revoke, "t1"), (8, .reversal, "t1"), (9, .refund, "t1"), (10, .reversal, "t2"), (11, .refund, "t2"),
+            // Back to t0, refunded since its reversal: a refund cuts again only after another reversal.
+            (12, .refund, "t0"), (13, .reversal, "t0"), (14, .refund, "t0"),
         ]
         for (on, kind, id) in marks {
             facts.marks.append(Dated(at: Timestamp(milliseconds: on * day), position: UInt64(on), value: .init(kind: kind, transactionId: id)))
         }
-        #expect(facts.cuttingMarks() == [1, 4, 5, 7, 9, 11].map { Timestamp(milliseconds: $0 * day) })
+        #expect(facts.cuttingMarks() == [1, 4, 5, 7, 9, 11, 14].map { Timestamp(milliseconds: $0 * day) })
     }
 
     /// A failure's windows count from its subscription's last period purchased by then: its own
@@ -103,20 +105,22 @@ import Testing
     /// failure of it: ends with no failure between cut nothing, whichever subscription ends.
     @Test func theEndsThatCutAreEachSubscriptionsFirstAfterAFailure() {
         var facts = SubscriptionFacts()
-        // (day, position, failure or end, subscription); a failure and an end on day 7, the failure first.
+        // (day, position, failure or end, subscription); a failure and an end on day 7, the
+        // failure first; the ends of days 3 and 10 end a grace only.
         let facts7: [(Int64, UInt64, Bool, String)] = [
             (1, 1, true, "o"), (2, 2, false, "o"), (3, 3, false, "o"), (4, 4, true, "x"), (5, 5, false, "o"), (6, 6, false, "x"),
             (7, 7, true, "o"), (7, 8, false, "o"), (8, 9, false, "x"),
+            // A grace's end from the store cuts it too.
+            (9, 10, true, "x"), (10, 11, false, "x"),
         ]
         for (on, position, failed, original) in facts7 {
             let at = Timestamp(milliseconds: on * day)
             if failed {
                 facts.failures.append(Dated(at: at, position: position, value: .init(originalId: original, graceExpiresAt: nil)))
             } else {
-                facts.ends.append(Dated(at: at, position: position, value: .init(originalId: original, graceOnly: on == 3)))
+                facts.ends.append(Dated(at: at, position: position, value: .init(originalId: original, graceOnly: on == 3 || on == 10)))
             }
         }
-        #expect(facts.graceCuttingEnds() == [2, 6, 7].map { Timestamp(milliseconds: $0 * day) })
+        #expect(facts.graceCuttingEnds() == [2, 6, 7, 10].map { Timestamp(milliseconds: $0 * day) })
     }
 }
-

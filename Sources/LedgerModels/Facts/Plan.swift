@@ -122,9 +122,10 @@ public enum Plan {
     /// times has a thousand plan change times and none of them moves a tier.
     public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription, signIns: Bool = true) -> [Timestamp] {
         var times = facts.subscription.changeTimes(policy: policy)
-        times.reserveCapacity(times.count + 2 * facts.grants.count + 4 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
+        times.reserveCapacity(times.count + 2 * facts.grants.count + 7 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
         for g in facts.grants { times.append(g.at) }
-        for s in facts.snapshots { times.append(s.at) }
+        // A failed verification's arrival (a verified one's is among the ends).
+        for s in facts.snapshots where s.value == .failed { times.append(s.at) }
         appendEnds(of: facts, policy: policy, to: &times)
         if signIns { for s in facts.signIns { times.append(s.at) } }
         return times

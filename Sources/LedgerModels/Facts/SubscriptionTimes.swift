@@ -92,9 +92,9 @@ extension SubscriptionFacts {
     /// failed, each time a covered period can end (an expiry, an extension, an upgrade, a
     /// refund or revocation) plus billingGraceDays and plus billingRetryDays, each store grace
     /// end, and the store's ends after a failure (`cuttingMarks` of the refunds and
-    /// revocations, `graceCuttingEnds` of the ends). A failure's windows count from the end of
-    /// its subscription's last period purchased by then, or from the failure itself when there
-    /// is none: only then does its own time open a window (a subscription failing to renew
+    /// revocations, `graceCuttingEnds` of the ends). A failure's windows count from the latest
+    /// end of its subscription's periods purchased by then, or from the failure itself when
+    /// there is none: only then does its own time open a window (a subscription failing to renew
     /// every hour adds no window per failure). Over the facts known at a given time, a
     /// failure, an auto-renew change or a reversal ends nothing, and neither does a fact's
     /// arrival: a look back for where access ended visits only these.
