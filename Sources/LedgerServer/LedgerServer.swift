@@ -35,8 +35,8 @@ public struct LedgerServer: Sendable {
     let metrics = ServerMetrics()
     /// What one client may take: timeouts, connections, heavy reads at once.
     let limits: ServerLimits
-    /// Where heavy reads (audits, a subject's events, the due list, a customer's page) run, `limits.heavyReads`
-    /// at once, off the threads that answer everything else.
+    /// Where heavy reads (audits, a subject's events, the due list, a customer's page) run,
+    /// `limits.heavyReads` at once, off the threads that answer everything else.
     let heavyReads: Offloader
 
     /// A server of `ledger`, which it neither opens nor closes.
