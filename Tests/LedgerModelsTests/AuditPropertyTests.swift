@@ -27,20 +27,33 @@ import Testing
                 }
                 var running = views([], at: first.occurredAt)
                 var folded = 0
-                for entry in report.entries {
+                for (index, entry) in report.entries.enumerated() {
                     if entry.position != nil { folded += 1 }
                     var current: [String: [String: JSON]] = [:]
                     for (model, view) in running { current[model] = Dictionary(view.pairs, uniquingKeysWith: { a, _ in a }) }
                     for change in entry.changes { current[change.model, default: [:]][change.field] = change.to }
                     let expected = views(events[..<folded], at: entry.occurredAt)
-                    for (model, view) in expected {
-                        let restated = ReadModels.all.first { $0.name == model }.map { Self.restated($0) } ?? []
-                        for (field, value) in view.pairs where !restated.contains(field) {
-                            #expect(current[model]?[field] ?? .null == value, "seed \(seed), \(name), \(entry.type) at \(entry.occurredAt): \(model).\(field)")
-                        }
-                    }
+                    Self.expect(current, toBe: expected, "seed \(seed), \(name), \(entry.type) at \(entry.occurredAt)")
                     running = expected
+                    // Until the next entry nothing changes: halfway there, and a millisecond before.
+                    let next = index + 1 < report.entries.count ? report.entries[index + 1].occurredAt : end.adding(milliseconds: 1)
+                    let gap = next.milliseconds(since: entry.occurredAt)
+                    guard gap > 1 else { continue }
+                    for t in [entry.occurredAt.adding(milliseconds: gap / 2), next.adding(milliseconds: -1)] {
+                        Self.expect(current, toBe: views(events[..<folded], at: t), "seed \(seed), \(name), after \(entry.type) at \(entry.occurredAt), at \(t)")
+                    }
                 }
+            }
+        }
+    }
+
+    /// Each model's fields in `expected` (those a view restates left out) have their value in
+    /// `current`.
+    static func expect(_ current: [String: [String: JSON]], toBe expected: [String: FlatView], _ comment: String) {
+        for (model, view) in expected {
+            let restated = ReadModels.all.first { $0.name == model }.map { Self.restated($0) } ?? []
+            for (field, value) in view.pairs where !restated.contains(field) {
+                #expect(current[model]?[field] ?? .null == value, "\(comment): \(model).\(field)")
             }
         }
     }

@@ -71,6 +71,15 @@ import Testing
         #expect(try views(events, at: [ts("2026-03-08T08:00:00Z"), ts("2026-03-08T10:00:00Z")]) == [badge(maintenance: true), badge()])
     }
 
+    /// A task scheduled again is due on its latest date alone: moved off March 8 it is not due
+    /// then, moved onto March 9 it is; each view before the move sees the first date.
+    @Test func aRescheduledTaskIsDueOnItsLatestDate() throws {
+        let events = [Make.scheduled("u", at: mar1, task: "backup", due: "2026-03-08"),
+                      Make.scheduled("u", at: ts("2026-03-08T10:00:00Z"), task: "backup", due: "2026-03-09")]
+        let times = [ts("2026-03-08T09:59:59.999Z"), ts("2026-03-08T10:00:00Z"), ts("2026-03-08T23:59:59.999Z"), ts("2026-03-09T00:00:00Z")]
+        #expect(try views(events, at: times) == [badge(maintenance: true), badge(), badge(), badge(maintenance: true)])
+    }
+
     /// CH27 L232: the billing component is the entitlement's billingIssue (one shared rule):
     /// on from the failed renewal, off at the renewal that recovers it.
     @Test func theBillingComponentIsTheSharedBillingIssue() throws {

@@ -27,6 +27,26 @@ import Testing
         }
     }
 
+    /// A change window holds the shifted times after its start through its end: each end on
+    /// both sides, a shift of days, and a window open at its start.
+    @Test func aWindowHoldsTheShiftedTimesAfterItsStartThroughItsEnd() {
+        let zeros = [0, 10, 20, 30].map { Timestamp(milliseconds: $0) }
+        func shifted(after: Int64?, through: Int64, days: Int64 = 0) -> [Int64] {
+            var times: [Timestamp] = []
+            let window = ChangeWindow(after: after.map { Timestamp(milliseconds: $0 + days * day) }, through: Timestamp(milliseconds: through + days * day))
+            window.appendShifted(zeros, byDays: days, to: &times)
+            return times.map { $0.milliseconds - days * day }
+        }
+        #expect(shifted(after: 10, through: 30) == [20, 30])
+        #expect(shifted(after: 9, through: 30) == [10, 20, 30])
+        #expect(shifted(after: 11, through: 29) == [20])
+        #expect(shifted(after: 10, through: 30, days: 3) == [20, 30])
+        #expect(shifted(after: 9, through: 29, days: 3) == [10, 20])
+        #expect(shifted(after: nil, through: 19) == [0, 10])
+        #expect(shifted(after: 30, through: 40) == [])
+        #expect(shifted(after: 20, through: 10) == [])
+    }
+
     /// A subscription bought on day 0 for 30 days, failing to renew on each day of `failing`
     /// (every third with the store's grace end 5 days on), asked every 12 hours for 120 days
     /// under both grace sources: the grace and the issue are what asking every failure gives.

@@ -193,12 +193,13 @@ package enum Audit {
         let folds = models.filter { $0.keyedBySubject }.compactMap { model in makeTimeline(model, policy: policy) }
         var entries: [AuditEntry] = []
         let start = timeline.first?.occurredAt ?? t
-        var previous = folds.map { $0.step(facts, start, policy, factsChanged: true, factsTimes: factsTimes).step }
+        var previous = folds.map { $0.step(facts, start, horizon: start, policy, factsChanged: true, factsTimes: factsTimes).step }
 
         /// The views at `time`, how they differ from the previous ones, and the models' words
         /// for it (used when no event caused it). A model whose state and facts are as they were,
-        /// with none of its change times or the facts' passed since, is not asked again.
-        func step(to time: Timestamp) -> (changes: [AuditChange], summary: String) {
+        /// with none of its change times or the facts' passed since, is not asked again. The
+        /// models' change times are listed through `horizon`, the next event's time (or `t`).
+        func step(to time: Timestamp, horizon: Timestamp) -> (changes: [AuditChange], summary: String) {
             // Only times after the previous step are ever asked for (`ChangeTimes.between` and
             // `.any` look after it): a long history's past ones are not sorted at each step.
             if factsChanged { factsTimes = ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy.subscription), after: stepped) }
@@ -206,7 +207,7 @@ package enum Audit {
             var changes: [AuditChange] = []
             var sentences: [String] = []
             for (index, fold) in folds.enumerated() {
-                let (current, asked) = fold.step(facts, time, policy, factsChanged: factsChanged, factsTimes: factsTimes)
+                let (current, asked) = fold.step(facts, time, horizon: horizon, policy, factsChanged: factsChanged, factsTimes: factsTimes)
                 guard asked else { continue }
                 let changed = diff(model: fold.name, from: previous[index], to: current)
                 changes += changed
@@ -225,7 +226,7 @@ package enum Audit {
             var candidates = Set(ChangeTimes.between(factsTimes, after: after, before: before, through: t))
             for fold in folds { candidates.formUnion(ChangeTimes.between(fold.times, after: after, before: before, through: t)) }
             for time in candidates.sorted() {
-                let (changes, summary) = step(to: time)
+                let (changes, summary) = step(to: time, horizon: before ?? t)
                 guard !changes.isEmpty else { continue }
                 entries.append(AuditEntry(position: nil, type: "time", occurredAt: time, recordedAt: nil, source: nil,
                                           summary: summary, changes: changes))
@@ -235,7 +236,7 @@ package enum Audit {
         // With a page to fill: the entries to work out before the walk may stop.
         let enough = paging.map { $0.offset + $0.limit + 1 } ?? Int.max
         var last: Timestamp?
-        for event in timeline {
+        for (index, event) in timeline.enumerated() {
             if entries.count >= enough { break }
             if let last { timeEntries(after: last, before: event.occurredAt) }
             // Every event folds into the facts' activity, seldom changing what a view reads.
@@ -244,7 +245,8 @@ package enum Audit {
             if SubjectFacts.planReads.contains(event.type) || !facts.activity.answersAlike(activity) { factsChanged = true }
             for fold in folds { fold.apply(event) }
             entries.append(AuditEntry(position: event.position, type: event.type, occurredAt: event.occurredAt, recordedAt: event.recordedAt,
-                                      source: event.event.source.rawValue, summary: EventSummary.line(event), changes: step(to: event.occurredAt).changes))
+                                      source: event.event.source.rawValue, summary: EventSummary.line(event),
+                                      changes: step(to: event.occurredAt, horizon: index + 1 < timeline.count ? timeline[index + 1].occurredAt : t).changes))
             last = event.occurredAt
         }
         if let last, entries.count < enough { timeEntries(after: last, before: nil) }
@@ -287,8 +289,9 @@ private class Timeline {
     /// The model's change times for its current state and facts, sorted.
     var times: [Timestamp] { [] }
     func apply(_ event: RecordedEvent) {}
-    /// The view at `t`, and whether it was worked out (`false`: the last one stands).
-    func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
+    /// The view at `t`, and whether it was worked out (`false`: the last one stands); `times`
+    /// then holds the model's change times through `horizon`.
+    func step(_ facts: SubjectFacts, _ t: Timestamp, horizon: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
         (TimelineStep(view: FlatView(pairs: []), rules: [:]), false)
     }
 }
@@ -307,7 +310,16 @@ struct TimelineStep {
 enum ChangeTimes {
     /// `times` after `after` (all with `nil`), sorted, each once.
     static func sorted(_ times: [Timestamp], after: Timestamp?) -> [Timestamp] {
-        var later = after.map { bound in times.filter { $0 > bound } } ?? times
+        unique(after.map { bound in times.filter { $0 > bound } } ?? times)
+    }
+
+    /// `times` in `window`, sorted, each once.
+    static func sorted(_ times: [Timestamp], in window: ChangeWindow) -> [Timestamp] {
+        unique(times.filter(window.contains))
+    }
+
+    private static func unique(_ times: [Timestamp]) -> [Timestamp] {
+        var later = times
         later.sort()
         var kept = 0
         for i in later.indices where kept == 0 || later[kept - 1] != later[i] {
@@ -350,6 +362,8 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
     private var last: M.View?
     private var lastStep = TimelineStep(view: FlatView(pairs: []), rules: [:])
     private var lastTime: Timestamp?
+    /// The time through which `sortedTimes` lists the change times.
+    private var listedThrough: Timestamp?
     /// The state changed since the view was last worked out.
     private var dirty = true
 
@@ -376,8 +390,12 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
         if state != before { dirty = true }
     }
 
-    override func step(_ facts: SubjectFacts, _ t: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
-        if dirty || factsChanged { sortedTimes = ChangeTimes.sorted(M.changeTimes(of: state, facts: facts, policy: policy), after: lastTime) }
+    override func step(_ facts: SubjectFacts, _ t: Timestamp, horizon: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
+        if dirty || factsChanged || listedThrough.map({ $0 < horizon }) ?? true {
+            let window = ChangeWindow(after: lastTime, through: horizon)
+            sortedTimes = ChangeTimes.sorted(M.changeTimes(of: state, facts: facts, policy: policy, in: window), in: window)
+            listedThrough = horizon
+        }
         if !dirty && !factsChanged, let lastTime,
            !ChangeTimes.any(sortedTimes, after: lastTime, through: t), !ChangeTimes.any(factsTimes, after: lastTime, through: t) {
             self.lastTime = t

@@ -132,4 +132,8 @@ public enum BadgeModel: ReadModel {
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
         BadgeRules.changeTimes(of: state, facts: facts, policy: policy)
     }
+
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp] {
+        BadgeRules.changeTimes(of: state, facts: facts, policy: policy, in: window)
+    }
 }

@@ -57,11 +57,14 @@ package enum BadgeRules {
         let scheduled = state.scheduled.known(at: t)
         guard !scheduled.isEmpty else { return false }
         let today = LocalTime.day(at: t, in: LocalTime.zone(zone))
-        let done = Set(state.completed.known(at: t).map(\.value))
-        // A rescheduled task is due on its latest date.
-        var due: [String: Int64] = [:]
-        for task in scheduled { due[task.value.id] = task.value.dueDay }
-        return due.contains { $0.value == today && !done.contains($0.key) }
+        // The tasks ever scheduled for today (few), then for each whether its latest date is
+        // today (a rescheduled task is due on its latest date) and it is not done.
+        for candidate in scheduled where candidate.value.dueDay == today {
+            let id = candidate.value.id
+            guard scheduled.last(where: { $0.value.id == id })?.value.dueDay == today else { continue }
+            if !state.completed.known(at: t).contains(where: { $0.value == id }) { return true }
+        }
+        return false
     }
 
     /// A flag raised and not cleared since.
@@ -73,12 +76,22 @@ package enum BadgeRules {
 
     /// The maintenance and flag facts' times, and the local midnights that begin and end each
     /// due date in the latest session's zone and in UTC (the billing windows are the facts'
-    /// own, `Plan.changeTimes`).
-    static func changeTimes(of state: BadgeModel.State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
-        var times = state.completed.map(\.at) + state.flags.map(\.at)
+    /// own, `Plan.changeTimes`): those in `window`, and a few around it.
+    static func changeTimes(of state: BadgeModel.State, facts: SubjectFacts, policy: Policy,
+                            in window: ChangeWindow = ChangeWindow(after: nil, through: Timestamp(milliseconds: .max))) -> [Timestamp] {
+        var times: [Timestamp] = []
+        window.appendShifted(state.completed.lazy.map(\.at), byDays: 0, to: &times)
+        window.appendShifted(state.flags.lazy.map(\.at), byDays: 0, to: &times)
+        window.appendShifted(state.scheduled.lazy.map(\.at), byDays: 0, to: &times)
+        // A local date begins within 14 hours of its UTC one, and so ends: only the dates from
+        // two UTC days before the window to two after it can begin or end inside it.
+        func utcDay(_ t: Timestamp) -> Int64 { t.milliseconds.floorDivided(by: 86_400_000).quotient }
+        let firstDay = window.after.map { utcDay($0) - 3 } ?? Int64.min
+        let lastDay = utcDay(window.through) + 2
+        let due = state.scheduled.filter { $0.value.dueDay >= firstDay && $0.value.dueDay <= lastDay }
+        guard !due.isEmpty else { return times }
         let zones = Set([facts.activity.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
-        for task in state.scheduled {
-            times.append(task.at)
+        for task in due {
             for zone in zones {
                 times += [LocalTime.start(ofDay: task.value.dueDay, in: zone), LocalTime.start(ofDay: task.value.dueDay + 1, in: zone)]
             }

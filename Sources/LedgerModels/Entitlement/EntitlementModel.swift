@@ -73,7 +73,14 @@ public enum EntitlementModel: ReadModel {
         return !purchased
     }
 
+    /// Beyond the facts' own: the purchase attempts (`purchasePending`).
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
-        Plan.changeTimes(of: facts, policy: policy.subscription) + state.attempts.map(\.at)
+        state.attempts.map(\.at)
+    }
+
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp] {
+        var times: [Timestamp] = []
+        window.appendShifted(state.attempts.lazy.map(\.at), byDays: 0, to: &times)
+        return times
     }
 }

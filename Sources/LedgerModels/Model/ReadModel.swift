@@ -64,6 +64,11 @@ public protocol ReadModel: Sendable {
     /// change the state or the facts, takes the view to be the same. Only times after
     /// `answersFrom` matter. Unsorted, duplicates allowed. Default: none.
     static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp]
+    /// The change times that lie in `window`, and possibly others: how the audit asks, one
+    /// step at a time, so that a model whose times grow with its history (a tier's days after
+    /// every period, each task's due date) lists only those near the step. Default: all of
+    /// `changeTimes(of:facts:policy:)`.
+    static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp]
     /// Whether the model keeps a time-ordered index across keys (`indexEntries`). Default: no.
     static var isIndexed: Bool { get }
     /// Whether `status` shows the model (SPEC §5's shape): an index alone, such as `due`, is
@@ -102,6 +107,9 @@ extension ReadModel {
         }
     }
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] { [] }
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp] {
+        changeTimes(of: state, facts: facts, policy: policy)
+    }
     public static var isIndexed: Bool { false }
     public static var shownInStatus: Bool { true }
     public static var keyedBySubject: Bool { true }

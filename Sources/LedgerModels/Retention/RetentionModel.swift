@@ -54,4 +54,8 @@ public enum RetentionModel: ReadModel {
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy) -> [Timestamp] {
         RetentionRules.changeTimes(of: RetentionSubject(own: state, access: facts, policy: policy.subscription), policy: policy)
     }
+
+    public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp] {
+        RetentionRules.changeTimes(of: RetentionSubject(own: state, access: facts, policy: policy.subscription), policy: policy, in: window)
+    }
 }

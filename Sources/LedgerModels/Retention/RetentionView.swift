@@ -486,21 +486,29 @@ enum RetentionRules {
 
     /// The times the tier can change with no new event: the entitlement's, each day 0 a flow
     /// could count from plus each tier boundary after it, and recovery passes running out.
-    static func changeTimes(of state: RetentionSubject, policy: Policy) -> [Timestamp] {
+    static func changeTimes(of state: RetentionSubject, policy: Policy,
+                            in window: ChangeWindow = ChangeWindow(after: nil, through: Timestamp(milliseconds: .max))) -> [Timestamp] {
         // A sign-in moves no tier (it starts or ends no paid access), nor any day 0: the
         // subject's times (`RetentionSubject.times`), each once.
-        var times = state.times
-        times += state.organizerCancellations.map(\.at)
+        let cancellations = state.organizerCancellations.lazy.map(\.at)
+        var times: [Timestamp] = []
+        window.appendShifted(state.times, byDays: 0, to: &times)
+        window.appendShifted(cancellations, byDays: 0, to: &times)
         guard let r = policy.retention else { return times }
-        for pass in state.recoveryPasses { times += [pass.at, pass.at.adding(days: r.recoveryPassDays)] }
-        // The tiers' days, and the reactivation's own (free through browseOnlyUntilDay, for the
-        // fee until pendingDeletionFromDay), which a long grace can put inside another tier.
+        let passes = state.recoveryPasses.lazy.map(\.at)
+        let passEnds = passes.lazy.map { $0.adding(days: r.recoveryPassDays) }
+        // Each of these times may be a day 0, and so may begin each of the tiers' days, and the
+        // reactivation's own (free through browseOnlyUntilDay, for the fee until
+        // pendingDeletionFromDay), which a long grace can put inside another tier.
         let boundaries = Set((Array(stages(family: false, rule: "", r)) + stages(family: true, rule: "", r)).map(\.1)
                              + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
-        let boundaryDays = Array(boundaries)
-        times.reserveCapacity(times.count * (1 + boundaryDays.count))
-        for zero in times.indices {
-            for days in boundaryDays { times.append(times[zero].adding(days: days)) }
+        for days in [0] + boundaries.sorted() {
+            if days != 0 {
+                window.appendShifted(state.times, byDays: days, to: &times)
+                window.appendShifted(cancellations, byDays: days, to: &times)
+            }
+            window.appendShifted(passes, byDays: days, to: &times)
+            window.appendShifted(passEnds, byDays: days, to: &times)
         }
         return times
     }
