@@ -3,13 +3,15 @@ import Logging
 import NIOCore
 import NIOHTTPTypes
 
-/// How long a connection may take over each part of a request, and how long it may sit idle:
-/// a client that sends a request's head slowly, its body slowly, or nothing at all is closed,
-/// so that slow or stalled clients cannot hold every connection (`ServerLimits.connections`).
-/// A request being answered has no deadline: its route decides how long it takes.
+/// How long a connection may take over each part of a request, how long it may leave an answer
+/// unread, and how long it may sit idle: a client that sends a request's head slowly, its body
+/// slowly, nothing at all, or stops reading what it asked for is closed, so that slow or
+/// stalled clients cannot hold every connection (`ServerLimits.connections`). A request being
+/// answered, and read, has no deadline: its route decides how long it takes.
 ///
 /// Two handlers share one clock per connection: `RawBytesWatch`, first in the pipeline, sees
-/// a request's first byte (before its head is whole, which the HTTP decoder alone knows);
+/// a request's first byte (before its head is whole, which the HTTP decoder alone knows) and
+/// when the socket stops taking what is written to it;
 /// `RequestPartsWatch`, after the decoder, sees the head, the end of the body and the end of
 /// each response.
 final class ConnectionClock {
@@ -23,6 +25,8 @@ final class ConnectionClock {
         case readingBody
         /// Every request read, a response still owed: no deadline.
         case answering
+        /// More is written than the client has read (the channel is not writable): `write` runs.
+        case stalled
     }
 
     private let limits: ServerLimits
@@ -35,6 +39,8 @@ final class ConnectionClock {
     private var bodyOpen = false
     /// Bytes came that no head has accounted for yet.
     private var bytesPending = false
+    /// The channel takes writes (what is queued is under its high-water mark).
+    private var writable = true
     private var deadline: Scheduled<Void>?
     private weak var context: ChannelHandlerContext?
 
@@ -69,6 +75,11 @@ final class ConnectionClock {
         settle()
     }
 
+    func writabilityChanged(_ isWritable: Bool) {
+        writable = isWritable
+        settle()
+    }
+
     func closed() {
         deadline?.cancel()
         deadline = nil
@@ -77,7 +88,7 @@ final class ConnectionClock {
 
     /// The phase the counts give, with its deadline (started afresh only when the phase changes).
     private func settle() {
-        let next: Phase = if bodyOpen { .readingBody } else if owed > 0 { .answering } else if bytesPending { .readingHead } else { .idle }
+        let next: Phase = if !writable { .stalled } else if bodyOpen { .readingBody } else if owed > 0 { .answering } else if bytesPending { .readingHead } else { .idle }
         guard next != phase || deadline == nil else { return }
         phase = next
         deadline?.cancel()
@@ -87,6 +98,7 @@ final class ConnectionClock {
         case .readingHead: limits.headerTimeout
         case .readingBody: limits.bodyTimeout
         case .answering: nil
+        case .stalled: limits.writeTimeout
         }
         guard let timeout, let context else { return }
         deadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .nanoseconds(Int64(timeout / .nanoseconds(1)))) { [weak self] in
@@ -128,6 +140,11 @@ final class RawBytesWatch: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         clock.bytesArrived()
         context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        clock.writabilityChanged(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -2,7 +2,8 @@ import Foundation
 import Glibc
 
 /// What one client may take of the server (`ledger serve`'s options of the same names): how
-/// long it may take to send a request's head and body, how long a connection may sit idle,
+/// long it may take to send a request's head and body, how long it may leave an answer unread,
+/// how long a connection may sit idle,
 /// how many connections are open at once, and how many heavy reads (audits, a subject's
 /// events, the due list) run at once and wait their turn.
 public struct ServerLimits: Sendable, Hashable {
@@ -12,6 +13,9 @@ public struct ServerLimits: Sendable, Hashable {
     public var bodyTimeout: Duration
     /// Between requests on one connection, and before the first (closed).
     public var idleTimeout: Duration
+    /// While more of an answer waits to be sent than the client has read, past what the
+    /// connection buffers (closed).
+    public var writeTimeout: Duration
     /// Connections open at once; a client beyond them waits in the kernel's queue for one to
     /// close. At most the open-file limit less room for the store's own files.
     public var connections: Int
@@ -23,8 +27,9 @@ public struct ServerLimits: Sendable, Hashable {
     public var heavyReadsWaiting: Int
 
     public init(headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(60),
-                connections: Int = 1024, heavyReads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount), heavyReadsWaiting: Int = 64) {
-        (self.headerTimeout, self.bodyTimeout, self.idleTimeout) = (headerTimeout, bodyTimeout, idleTimeout)
+                writeTimeout: Duration = .seconds(30), connections: Int = 1024, heavyReads: Int = max(1, ProcessInfo.processInfo.activeProcessorCount),
+                heavyReadsWaiting: Int = 64) {
+        (self.headerTimeout, self.bodyTimeout, self.idleTimeout, self.writeTimeout) = (headerTimeout, bodyTimeout, idleTimeout, writeTimeout)
         (self.connections, self.heavyReads, self.heavyReadsWaiting) = (connections, heavyReads, heavyReadsWaiting)
     }
 

@@ -16,8 +16,8 @@ struct ServeCommand: ParsableCommand {
             appends included, have finished. Behind a TLS-terminating proxy, keep --host 127.0.0.1.
 
             A slow or stalled client is closed: one that takes over --header-timeout seconds to send a \
-            request's head (408), over --body-timeout to send its body, or sits idle over \
-            --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
+            request's head (408), over --body-timeout to send its body, over --write-timeout to read \
+            what it asked for, or sits idle over --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
             which the server raises to its hard limit at start); beyond them a client waits. Audits, a \
             subject's events, the due list and a customer's page run --heavy-reads at once, off the threads that \
             answer status and /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
@@ -44,6 +44,9 @@ struct ServeCommand: ParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may sit idle between requests.")
     var idleTimeout = 60.0
 
+    @Option(name: .customLong("write-timeout"), help: "Seconds an answer may wait for the client to read it.")
+    var writeTimeout = 30.0
+
     @Option(name: .customLong("max-connections"), help: "Connections open at once.")
     var maxConnections = ServerLimits().connections
 
@@ -54,7 +57,8 @@ struct ServeCommand: ParsableCommand {
 
     func validate() throws {
         guard (0 ... 65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
-        for (name, seconds) in [("--header-timeout", headerTimeout), ("--body-timeout", bodyTimeout), ("--idle-timeout", idleTimeout)]
+        for (name, seconds) in [("--header-timeout", headerTimeout), ("--body-timeout", bodyTimeout), ("--idle-timeout", idleTimeout),
+                               ("--write-timeout", writeTimeout)]
         where !(seconds > 0 && seconds <= 86_400) {
             throw ValidationError("\(name) must be more than 0 and at most 86400 seconds, not \(seconds)")
         }
@@ -66,7 +70,7 @@ struct ServeCommand: ParsableCommand {
     var limits: ServerLimits {
         func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
         return ServerLimits(headerTimeout: duration(headerTimeout), bodyTimeout: duration(bodyTimeout), idleTimeout: duration(idleTimeout),
-                            connections: maxConnections, heavyReads: heavyReads)
+                            writeTimeout: duration(writeTimeout), connections: maxConnections, heavyReads: heavyReads)
             .fitted(toOpenFiles: ServerLimits.raiseOpenFileLimit())
     }
 
@@ -78,7 +82,8 @@ struct ServeCommand: ParsableCommand {
         let (host, path) = (self.host, global.storePath)
         // What the server holds clients to, as it is: --max-connections may have been cut.
         func seconds(_ d: Duration) -> String { String(format: "%g s", Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) }
-        let held = "Clients: head \(seconds(limits.headerTimeout)), body \(seconds(limits.bodyTimeout)), idle \(seconds(limits.idleTimeout)); "
+        let held = "Clients: head \(seconds(limits.headerTimeout)), body \(seconds(limits.bodyTimeout)), idle \(seconds(limits.idleTimeout)), "
+            + "write \(seconds(limits.writeTimeout)); "
             + "\(limits.connections) connections; \(limits.heavyReads) heavy reads at once\n"
         try Blocking.run {
             try await server.run(host: host, port: port) { port in

@@ -70,6 +70,31 @@ import Testing
         }
     }
 
+    /// A client that asks for a long answer (a subject's 20 MB of events) and reads none of it
+    /// is closed once the answer has waited that long; it gets only what the sockets held.
+    @Test func anAnswerLeftUnreadIsTimedOut() throws {
+        try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
+            let text = String(repeating: "n", count: 40_000)
+            let lines = (0 ..< 500).map { i in
+                #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"\#(i) \#(text)","agent":"a"}}"#
+            }
+            let file = URL(fileURLWithPath: store).deletingLastPathComponent().appendingPathComponent("notes.jsonl")
+            try Data(lines.joined(separator: "\n").utf8).write(to: file)
+            #expect(try Run(["append", "--store", store, file.path]).status == 0)
+            let token = try #require(try ServeCommandTests.token(.support, store))
+            let client = try #require(RawClient(port: url.port ?? 0))
+            defer { client.close() }
+            client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            // The answer has begun (written whole, it waits on the client from then on).
+            let head = client.readFirst(seconds: 60)
+            #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            Thread.sleep(forTimeInterval: 3)
+            let (rest, closed) = client.readUntilClosed(seconds: 20)
+            #expect(head.utf8.count + rest.utf8.count < 20_000_000, "\(head.utf8.count + rest.utf8.count) bytes")
+            #expect(closed)
+        }
+    }
+
     /// Beyond --max-connections a client waits for a connection to close, then is answered.
     @Test func connectionsBeyondTheCapWaitForOneToClose() throws {
         try withServer(["--max-connections", "2", "--idle-timeout", "60"]) { url, _ in
@@ -134,6 +159,15 @@ final class RawClient {
     func read(seconds: Double) -> String {
         let (text, _) = receive(seconds: seconds, untilClosed: false)
         return text
+    }
+
+    /// The first bytes to arrive within `seconds` (one read of at most 4 KiB), `""` when none do.
+    func readFirst(seconds: Double) -> String {
+        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return "" }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        return count > 0 ? String(decoding: buffer[0 ..< count], as: UTF8.self) : ""
     }
 
     /// What arrives until the server closes the connection, and whether it did within `seconds`.
