@@ -362,7 +362,9 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
     private var last: M.View?
     private var lastStep = TimelineStep(view: FlatView(pairs: []), rules: [:])
     private var lastTime: Timestamp?
-    /// The time through which `sortedTimes` lists the change times.
+    /// The window `sortedTimes` lists the change times of: after `listedFrom` through
+    /// `listedThrough`.
+    private var listedFrom: Timestamp?
     private var listedThrough: Timestamp?
     /// The state changed since the view was last worked out.
     private var dirty = true
@@ -392,9 +394,16 @@ private final class TypedTimeline<M: ReadModel>: Timeline {
 
     override func step(_ facts: SubjectFacts, _ t: Timestamp, horizon: Timestamp, _ policy: Policy, factsChanged: Bool, factsTimes: [Timestamp]) -> (step: TimelineStep, asked: Bool) {
         if dirty || factsChanged || listedThrough.map({ $0 < horizon }) ?? true {
-            let window = ChangeWindow(after: lastTime, through: horizon)
+            var through = horizon
+            // Nothing changed but time: a window twice the last (an hour at least), so that a
+            // model the events leave alone is asked a few dozen times, not at every event.
+            if !dirty && !factsChanged, let listedFrom, let listedThrough {
+                let span = max(listedThrough.milliseconds(since: listedFrom), 3_600_000)
+                through = max(horizon, listedThrough.adding(milliseconds: span.multipliedClamping(by: 2)))
+            }
+            let window = ChangeWindow(after: lastTime, through: through)
             sortedTimes = ChangeTimes.sorted(M.changeTimes(of: state, facts: facts, policy: policy, in: window), in: window)
-            listedThrough = horizon
+            (listedFrom, listedThrough) = (lastTime ?? horizon, through)
         }
         if !dirty && !factsChanged, let lastTime,
            !ChangeTimes.any(sortedTimes, after: lastTime, through: t), !ChangeTimes.any(factsTimes, after: lastTime, through: t) {

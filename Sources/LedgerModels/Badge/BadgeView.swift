@@ -59,10 +59,11 @@ package enum BadgeRules {
         let today = LocalTime.day(at: t, in: LocalTime.zone(zone))
         // The tasks ever scheduled for today (few), then for each whether its latest date is
         // today (a rescheduled task is due on its latest date) and it is not done.
+        let completed = state.completed.known(at: t)
         for candidate in scheduled where candidate.value.dueDay == today {
             let id = candidate.value.id
             guard scheduled.last(where: { $0.value.id == id })?.value.dueDay == today else { continue }
-            if !state.completed.known(at: t).contains(where: { $0.value == id }) { return true }
+            if !completed.contains(where: { $0.value == id }) { return true }
         }
         return false
     }

@@ -16,8 +16,9 @@ public struct ChangeWindow: Sendable, Hashable {
         t <= through && after.map { t > $0 } ?? true
     }
 
-    /// Appends `zero + days` (days of 24 hours) for each of the ascending `zeros` that lands in
-    /// the window: found by halving, so a long list costs only what lands.
+    /// Appends `zero + days` (days of 24 hours) for each of `zeros` that lands in the window:
+    /// found by halving, so a long list costs only what lands. `zeros` must be ascending (a
+    /// list of dated facts is, by time), or times are missed.
     public func appendShifted<Zeros: RandomAccessCollection>(_ zeros: Zeros, byDays days: Int64, to times: inout [Timestamp])
     where Zeros.Element == Timestamp {
         let lower = after.map { bound in Self.firstIndex(in: zeros) { $0.adding(days: days) > bound } } ?? zeros.startIndex
