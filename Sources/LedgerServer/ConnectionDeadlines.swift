@@ -5,9 +5,9 @@ import NIOHTTPTypes
 
 /// How long a connection may take over each part of a request, how long it may leave an answer
 /// unread, and how long it may sit idle: a client that sends a request's head slowly, its body
-/// slowly, nothing at all, or stops reading what it asked for is closed, so that slow or
-/// stalled clients cannot hold every connection (`ServerLimits.connections`). A request being
-/// answered, and read, has no deadline: its route decides how long it takes.
+/// slowly, nothing at all, or all but stops reading what it asked for is closed, so that slow
+/// or stalled clients cannot hold every connection (`ServerLimits.connections`). A request
+/// being answered has no deadline: its route decides how long it takes.
 ///
 /// Two handlers share one clock per connection: `RawBytesWatch`, first in the pipeline, sees
 /// a request's first byte (before its head is whole, which the HTTP decoder alone knows) and
@@ -25,7 +25,8 @@ final class ConnectionClock {
         case readingBody
         /// Every request read, a response still owed: no deadline.
         case answering
-        /// More is written than the client has read (the channel is not writable): `write` runs.
+        /// More is written than the client has read (the channel is not writable): `write`
+        /// runs, and starts again each time the client has read `minimumProgress` more.
         case stalled
     }
 
@@ -42,6 +43,12 @@ final class ConnectionClock {
     /// The channel takes writes (what is queued is under its high-water mark).
     private var writable = true
     private var deadline: Scheduled<Void>?
+    /// The bytes the channel held unsent when the write deadline last started.
+    private var unsentAtStart = 0
+    /// What a client that is reading takes of an answer within each write deadline, at the
+    /// least: half the channel's default high-water mark (it turns writable again below the
+    /// other half).
+    static let minimumProgress = 32 * 1024
     private weak var context: ChannelHandlerContext?
 
     init(limits: ServerLimits) { self.limits = limits }
@@ -100,10 +107,21 @@ final class ConnectionClock {
         case .answering: nil
         case .stalled: limits.writeTimeout
         }
-        guard let timeout, let context else { return }
+        guard let timeout else { return }
+        if next == .stalled { unsentAtStart = unsent }
+        start(next, timeout)
+    }
+
+    private func start(_ phase: Phase, _ timeout: Duration) {
+        guard let context else { return }
         deadline = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .nanoseconds(Int64(timeout / .nanoseconds(1)))) { [weak self] in
-            self?.expired(next)
+            self?.expired(phase)
         }
+    }
+
+    /// The bytes written to the channel and not yet to the socket.
+    private var unsent: Int {
+        (try? context?.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
     /// A deadline passed: the connection closes; one whose request head was late is told so
@@ -111,6 +129,12 @@ final class ConnectionClock {
     private func expired(_ expected: Phase) {
         guard phase == expected, let context else { return }
         deadline = nil
+        // A client still reading, however slowly, is given another deadline.
+        if phase == .stalled, unsentAtStart - unsent >= Self.minimumProgress {
+            unsentAtStart = unsent
+            start(.stalled, limits.writeTimeout)
+            return
+        }
         if phase == .readingHead && owed == 0 {
             let reply = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
             context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: reply)), promise: nil)

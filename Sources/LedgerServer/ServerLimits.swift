@@ -13,8 +13,8 @@ public struct ServerLimits: Sendable, Hashable {
     public var bodyTimeout: Duration
     /// Between requests on one connection, and before the first (closed).
     public var idleTimeout: Duration
-    /// While more of an answer waits to be sent than the client has read, past what the
-    /// connection buffers (closed).
+    /// While more of an answer waits to be sent than the connection buffers, for the client to
+    /// read 32 KiB of it (closed): a client reading slower than that, or not at all.
     public var writeTimeout: Duration
     /// Connections open at once; a client beyond them waits in the kernel's queue for one to
     /// close. At most the open-file limit less room for the store's own files.

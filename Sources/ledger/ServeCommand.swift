@@ -17,7 +17,7 @@ struct ServeCommand: ParsableCommand {
 
             A slow or stalled client is closed: one that takes over --header-timeout seconds to send a \
             request's head (408), over --body-timeout to send its body, over --write-timeout to read \
-            what it asked for, or sits idle over --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
+            32 KiB of a long answer, or sits idle over --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
             which the server raises to its hard limit at start); beyond them a client waits. Audits, a \
             subject's events, the due list and a customer's page run --heavy-reads at once, off the threads that \
             answer status and /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
@@ -44,7 +44,7 @@ struct ServeCommand: ParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may sit idle between requests.")
     var idleTimeout = 60.0
 
-    @Option(name: .customLong("write-timeout"), help: "Seconds an answer may wait for the client to read it.")
+    @Option(name: .customLong("write-timeout"), help: "Seconds a long answer may wait for the client to read 32 KiB of it.")
     var writeTimeout = 30.0
 
     @Option(name: .customLong("max-connections"), help: "Connections open at once.")

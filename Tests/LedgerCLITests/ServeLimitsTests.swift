@@ -74,13 +74,7 @@ import Testing
     /// is closed once the answer has waited that long; it gets only what the sockets held.
     @Test func anAnswerLeftUnreadIsTimedOut() throws {
         try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
-            let text = String(repeating: "n", count: 40_000)
-            let lines = (0 ..< 500).map { i in
-                #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"\#(i) \#(text)","agent":"a"}}"#
-            }
-            let file = URL(fileURLWithPath: store).deletingLastPathComponent().appendingPathComponent("notes.jsonl")
-            try Data(lines.joined(separator: "\n").utf8).write(to: file)
-            #expect(try Run(["append", "--store", store, file.path]).status == 0)
+            try Self.appendNotes(store, count: 500)
             let token = try #require(try ServeCommandTests.token(.support, store))
             let client = try #require(RawClient(port: url.port ?? 0))
             defer { client.close() }
@@ -93,6 +87,40 @@ import Testing
             #expect(head.utf8.count + rest.utf8.count < 20_000_000, "\(head.utf8.count + rest.utf8.count) bytes")
             #expect(closed)
         }
+    }
+
+    /// A client reading a long answer slowly but steadily is not cut off: each deadline starts
+    /// again once it has read 32 KiB more. 12 MB, more than the sockets hold, read 64 KiB every
+    /// 50 ms for five seconds: the answer waits on the client all along.
+    @Test func anAnswerReadSlowlyIsNotCutOff() throws {
+        try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
+            try Self.appendNotes(store, count: 300)
+            let token = try #require(try ServeCommandTests.token(.support, store))
+            let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
+            defer { client.close() }
+            client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            #expect(client.readFirst(seconds: 60).hasPrefix("HTTP/1.1 200 OK\r\n"))
+            var received = 0
+            for _ in 0 ..< 100 {
+                let (bytes, closed) = client.readSteadily(64 * 1024, seconds: 10)
+                received += bytes
+                #expect(!closed, "closed after \(received) bytes")
+                if closed { break }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(received == 100 * 64 * 1024)
+        }
+    }
+
+    /// `count` notes of 40,000 characters about subject `u`, appended to `store`.
+    static func appendNotes(_ store: String, count: Int) throws {
+        let text = String(repeating: "n", count: 40_000)
+        let lines = (0 ..< count).map { i in
+            #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"\#(i) \#(text)","agent":"a"}}"#
+        }
+        let file = URL(fileURLWithPath: store).deletingLastPathComponent().appendingPathComponent("notes.jsonl")
+        try Data(lines.joined(separator: "\n").utf8).write(to: file)
+        #expect(try Run(["append", "--store", store, file.path]).status == 0)
     }
 
     /// Beyond --max-connections a client waits for a connection to close, then is answered.
@@ -133,9 +161,14 @@ import Testing
 final class RawClient {
     private var socket: Int32
 
-    init?(port: Int) {
+    /// Connected to `port`, with a receive buffer of `receiveBuffer` bytes when given (the
+    /// kernel's own otherwise).
+    init?(port: Int, receiveBuffer: Int32? = nil) {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { return nil }
+        if var size = receiveBuffer {
+            _ = setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -168,6 +201,22 @@ final class RawClient {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
         return count > 0 ? String(decoding: buffer[0 ..< count], as: UTF8.self) : ""
+    }
+
+    /// Reads until `count` bytes came, the server closed the connection, or `seconds` passed:
+    /// how many came, and whether it closed.
+    func readSteadily(_ count: Int, seconds: Double) -> (Int, Bool) {
+        var received = 0
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: count)
+        while received < count && Date() < deadline {
+            var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) > 0 else { continue }
+            let got = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, count - received, 0) }
+            if got <= 0 { return (received, true) }
+            received += got
+        }
+        return (received, false)
     }
 
     /// What arrives until the server closes the connection, and whether it did within `seconds`.
