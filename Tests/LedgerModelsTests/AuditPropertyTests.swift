@@ -25,6 +25,9 @@ import Testing
                     }
                     return out
                 }
+                // Every event is an entry, each entry and each gap checked on every field.
+                #expect(report.entries.count { $0.position != nil } == events.count, "seed \(seed), \(name)")
+                var checked = 0
                 var running = views([], at: first.occurredAt)
                 var folded = 0
                 for (index, entry) in report.entries.enumerated() {
@@ -33,29 +36,35 @@ import Testing
                     for (model, view) in running { current[model] = Dictionary(view.pairs, uniquingKeysWith: { a, _ in a }) }
                     for change in entry.changes { current[change.model, default: [:]][change.field] = change.to }
                     let expected = views(events[..<folded], at: entry.occurredAt)
-                    Self.expect(current, toBe: expected, "seed \(seed), \(name), \(entry.type) at \(entry.occurredAt)")
+                    checked += Self.expect(current, toBe: expected, "seed \(seed), \(name), \(entry.type) at \(entry.occurredAt)")
                     running = expected
                     // Until the next entry nothing changes: halfway there, and a millisecond before.
                     let next = index + 1 < report.entries.count ? report.entries[index + 1].occurredAt : end.adding(milliseconds: 1)
                     let gap = next.milliseconds(since: entry.occurredAt)
                     guard gap > 1 else { continue }
                     for t in [entry.occurredAt.adding(milliseconds: gap / 2), next.adding(milliseconds: -1)] {
-                        Self.expect(current, toBe: views(events[..<folded], at: t), "seed \(seed), \(name), after \(entry.type) at \(entry.occurredAt), at \(t)")
+                        checked += Self.expect(current, toBe: views(events[..<folded], at: t),
+                                               "seed \(seed), \(name), after \(entry.type) at \(entry.occurredAt), at \(t)")
                     }
                 }
+                #expect(checked >= 10 * report.entries.count, "seed \(seed), \(name): \(checked) fields checked over \(report.entries.count) entries")
             }
         }
     }
 
     /// Each model's fields in `expected` (those a view restates left out) have their value in
-    /// `current`.
-    static func expect(_ current: [String: [String: JSON]], toBe expected: [String: FlatView], _ comment: String) {
+    /// `current`; how many fields were compared.
+    @discardableResult
+    static func expect(_ current: [String: [String: JSON]], toBe expected: [String: FlatView], _ comment: String) -> Int {
+        var compared = 0
         for (model, view) in expected {
             let restated = ReadModels.all.first { $0.name == model }.map { Self.restated($0) } ?? []
             for (field, value) in view.pairs where !restated.contains(field) {
                 #expect(current[model]?[field] ?? .null == value, "\(comment): \(model).\(field)")
+                compared += 1
             }
         }
+        return compared
     }
 
     /// A report read back from its JSON (as a cluster's client reads a node's) is the report.
