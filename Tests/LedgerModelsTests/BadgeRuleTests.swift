@@ -120,6 +120,19 @@ import Testing
         #expect(try views(events, at: [days(2, after: mar1), days(3, after: mar1)]) == [badge(security: true), badge()])
     }
 
+    /// Each flag's latest fact decides it: a flag cleared and raised again counts, one raised
+    /// again and cleared does not, whatever another flag's facts in between.
+    @Test func aFlagsLatestFactDecidesIt() throws {
+        let events = [Make.flag("u", at: mar1, "newDevice", raised: true), Make.flag("u", at: days(1, after: mar1), "newDevice", raised: false),
+                      Make.flag("u", at: days(2, after: mar1), "passwordLeak", raised: false),
+                      Make.flag("u", at: days(3, after: mar1), "newDevice", raised: true),
+                      Make.flag("u", at: days(4, after: mar1), "passwordLeak", raised: true),
+                      Make.flag("u", at: days(5, after: mar1), "newDevice", raised: false),
+                      Make.flag("u", at: days(6, after: mar1), "passwordLeak", raised: false)]
+        let times = (1 ... 6).map { days($0, after: mar1) }
+        #expect(try views(events, at: times) == [badge(), badge(), badge(security: true), badge(security: true), badge(security: true), badge()])
+    }
+
     /// CH27 L229: count = unreadInbox + maintenanceDueToday + billingIssue + securityFlag.
     @Test func theCountAddsEveryComponent() throws {
         let apr1 = ts("2026-04-01T12:00:00Z")

@@ -68,11 +68,15 @@ package enum BadgeRules {
         return false
     }
 
-    /// A flag raised and not cleared since.
+    /// A flag raised and not cleared since: some flag's latest fact raises it. Walked from the
+    /// latest fact back, each name decided by the first of its facts met (a flag raised and
+    /// cleared a thousand times is decided by its latest).
     static func securityFlag(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
-        var raised: [String: Bool] = [:]
-        for flag in state.flags.known(at: t) { raised[flag.value.name] = flag.value.raised }
-        return raised.values.contains(true)
+        var decided: Set<String> = []
+        for flag in state.flags.known(at: t).reversed() where decided.insert(flag.value.name).inserted {
+            if flag.value.raised { return true }
+        }
+        return false
     }
 
     /// The maintenance and flag facts' times, and the local midnights that begin and end each
@@ -89,13 +93,11 @@ package enum BadgeRules {
         func utcDay(_ t: Timestamp) -> Int64 { t.milliseconds.floorDivided(by: 86_400_000).quotient }
         let firstDay = window.after.map { utcDay($0) - 3 } ?? Int64.min
         let lastDay = utcDay(window.through) + 2
-        let due = state.scheduled.filter { $0.value.dueDay >= firstDay && $0.value.dueDay <= lastDay }
-        guard !due.isEmpty else { return times }
-        let zones = Set([facts.activity.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
-        for task in due {
-            for zone in zones {
-                times += [LocalTime.start(ofDay: task.value.dueDay, in: zone), LocalTime.start(ofDay: task.value.dueDay + 1, in: zone)]
-            }
+        lazy var zones = Set([facts.activity.zone?.value ?? "UTC", "UTC"]).map(LocalTime.zone)
+        for index in state.scheduled.indices {
+            let day = state.scheduled[index].value.dueDay   // by index: a task copied out retains its id
+            guard day >= firstDay && day <= lastDay else { continue }
+            for zone in zones { times += [LocalTime.start(ofDay: day, in: zone), LocalTime.start(ofDay: day + 1, in: zone)] }
         }
         return times
     }
