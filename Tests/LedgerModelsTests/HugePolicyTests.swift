@@ -56,6 +56,7 @@ import Testing
         let state = history.state(model, policy: policy)
         _ = history.view(model, at: t, policy: policy)
         _ = M.changeTimes(of: state, facts: history.facts(), policy: policy)
+        _ = M.changeTimes(of: state, facts: history.facts(), policy: policy, in: ChangeWindow(after: t, through: Timestamp(milliseconds: .max)))
         _ = M.indexEntries(of: state, facts: history.facts(), policy: policy)
     }
 
