@@ -1,9 +1,10 @@
 @_spi(Storage) import LedgerCore
 
-/// The stretch of time an audit step asks a model's change times for: after `after` (from
-/// the beginning with `nil`) through `through`. The audit asks a step at a time, from the
-/// step just taken to the next event, so that a long history's past, and the far future its
-/// periods and day counts reach into, are not listed again at every step.
+/// The stretch of time the audit asks a model's change times for: after `after` (from the
+/// beginning with `nil`) through `through`. The audit asks from the step just taken to the
+/// next event (further while the model's state and facts stay as they are), so that a long
+/// history's past, and the far future its periods and day counts reach into, are not listed
+/// again at every step.
 public struct ChangeWindow: Sendable, Hashable {
     public var after: Timestamp?
     public var through: Timestamp
