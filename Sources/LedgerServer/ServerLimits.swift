@@ -3,9 +3,8 @@ import Glibc
 
 /// What one client may take of the server (`ledger serve`'s options of the same names): how
 /// long it may take to send a request's head and body, how long it may leave an answer unread,
-/// how long a connection may sit idle,
-/// how many connections are open at once, and how many heavy reads (audits, a subject's
-/// events, the due list) run at once and wait their turn.
+/// how long a connection may sit idle, how many connections are open at once, and how many
+/// heavy reads (audits, a subject's events, the due list) run at once and wait their turn.
 public struct ServerLimits: Sendable, Hashable {
     /// From a request's first byte to the end of its head (`408`, then closed).
     public var headerTimeout: Duration

@@ -17,10 +17,11 @@ struct ServeCommand: ParsableCommand {
 
             A slow or stalled client is closed: one that takes over --header-timeout seconds to send a \
             request's head (408), over --body-timeout to send its body, over --write-timeout to read \
-            32 KiB of a long answer, or sits idle over --idle-timeout. At most --max-connections are open at once (cut to the open-file limit, \
-            which the server raises to its hard limit at start); beyond them a client waits. Audits, a \
-            subject's events, the due list and a customer's page run --heavy-reads at once, off the threads that \
-            answer status and /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
+            32 KiB of a long answer, or sits idle over --idle-timeout. At most --max-connections are \
+            open at once (cut to the open-file limit, which the server raises to its hard limit at \
+            start); beyond them a client waits. Audits, a subject's events, the due list and a \
+            customer's page run --heavy-reads at once, off the threads that answer status and \
+            /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
 
             Examples:
               ledger serve --store demo.lmdb
