@@ -70,22 +70,24 @@ import Testing
         }
     }
 
-    /// A client that asks for a long answer (a subject's 20 MB of events) and reads none of it
-    /// is closed once the answer has waited that long; it gets only what the sockets held.
+    /// A client that asks for a long answer (a subject's 12 MB of events, through a small
+    /// receive buffer) and reads none of it is closed once the answer has waited that long; it
+    /// gets only what the sockets held.
     @Test func anAnswerLeftUnreadIsTimedOut() throws {
         try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
-            try Self.appendNotes(store, count: 500)
+            try Self.appendNotes(store, count: 300)
             let token = try #require(try ServeCommandTests.token(.support, store))
-            let client = try #require(RawClient(port: url.port ?? 0))
+            let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
             defer { client.close() }
             client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
-            // The answer has begun (written whole, it waits on the client from then on).
-            let head = client.readFirst(seconds: 60)
+            // The answer has begun (written whole, it waits on the client from then on); a
+            // heavy read runs at a low priority, slow on a busy machine.
+            let head = client.readFirst(seconds: 300)
             #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
             // The sockets' buffers fill within a deadline or two; none moves after.
             Thread.sleep(forTimeInterval: 5)
             let (rest, closed) = client.readUntilClosed(seconds: 20)
-            #expect(head.utf8.count + rest.utf8.count < 20_000_000, "\(head.utf8.count + rest.utf8.count) bytes")
+            #expect(head.utf8.count + rest.utf8.count < 12_000_000, "\(head.utf8.count + rest.utf8.count) bytes")
             #expect(closed)
         }
     }
@@ -100,7 +102,7 @@ import Testing
             let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
             defer { client.close() }
             client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
-            #expect(client.readFirst(seconds: 60).hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(client.readFirst(seconds: 300).hasPrefix("HTTP/1.1 200 OK\r\n"))
             var received = 0
             for _ in 0 ..< 100 {
                 let (bytes, closed) = client.readSteadily(64 * 1024, seconds: 10)
