@@ -75,15 +75,8 @@ import Testing
     /// gets only what the sockets held.
     @Test func anAnswerLeftUnreadIsTimedOut() throws {
         try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
-            try Self.appendNotes(store, count: 300)
-            let token = try #require(try ServeCommandTests.token(.support, store))
-            let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
+            let (client, head) = try Self.askForNotes(url, store)
             defer { client.close() }
-            client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
-            // The answer has begun (written whole, it waits on the client from then on); a
-            // heavy read runs at a low priority, slow on a busy machine.
-            let head = client.readFirst(seconds: 300)
-            #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
             // The sockets' buffers fill within a deadline or two; none moves after.
             Thread.sleep(forTimeInterval: 5)
             let (rest, closed) = client.readUntilClosed(seconds: 20)
@@ -97,12 +90,8 @@ import Testing
     /// 50 ms for five seconds: the answer waits on the client all along.
     @Test func anAnswerReadSlowlyIsNotCutOff() throws {
         try withServer(["--write-timeout", "1", "--idle-timeout", "60"]) { url, store in
-            try Self.appendNotes(store, count: 300)
-            let token = try #require(try ServeCommandTests.token(.support, store))
-            let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
+            let (client, _) = try Self.askForNotes(url, store)
             defer { client.close() }
-            client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
-            #expect(client.readFirst(seconds: 300).hasPrefix("HTTP/1.1 200 OK\r\n"))
             var received = 0
             for _ in 0 ..< 100 {
                 let (bytes, closed) = client.readSteadily(64 * 1024, seconds: 10)
@@ -115,15 +104,24 @@ import Testing
         }
     }
 
-    /// `count` notes of 40,000 characters about subject `u`, appended to `store`.
-    static func appendNotes(_ store: String, count: Int) throws {
+    /// A client that asked the server at `url` for subject `u`'s events — 300 notes of 40,000
+    /// characters appended to `store`, 12 MB — through a 4 KiB receive buffer, and the answer's
+    /// first bytes (a `200`). The answer is written whole, so from then on it waits on the
+    /// client; a heavy read runs at a low priority, slow on a busy machine.
+    static func askForNotes(_ url: URL, _ store: String) throws -> (RawClient, String) {
         let text = String(repeating: "n", count: 40_000)
-        let lines = (0 ..< count).map { i in
+        let lines = (0 ..< 300).map { i in
             #"{"type":"support.note_added","subject":"u","occurredAt":"2026-03-02T10:00:00Z","source":"support","data":{"text":"\#(i) \#(text)","agent":"a"}}"#
         }
         let file = URL(fileURLWithPath: store).deletingLastPathComponent().appendingPathComponent("notes.jsonl")
         try Data(lines.joined(separator: "\n").utf8).write(to: file)
         #expect(try Run(["append", "--store", store, file.path]).status == 0)
+        let token = try #require(try ServeCommandTests.token(.support, store))
+        let client = try #require(RawClient(port: url.port ?? 0, receiveBuffer: 4096))
+        client.send("GET /v1/subjects/u/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
+        let head = client.readFirst(seconds: 300)
+        #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        return (client, head)
     }
 
     /// Beyond --max-connections a client waits for a connection to close, then is answered.

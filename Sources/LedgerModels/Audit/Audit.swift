@@ -332,25 +332,15 @@ enum ChangeTimes {
 
     /// The times strictly between `after` and `before`, or after `after` through `t`.
     static func between(_ sorted: [Timestamp], after: Timestamp, before: Timestamp?, through t: Timestamp) -> ArraySlice<Timestamp> {
-        let lower = firstIndex(in: sorted) { $0 > after }
-        let upper = before.map { end in firstIndex(in: sorted) { $0 >= end } } ?? firstIndex(in: sorted) { $0 > t }
+        let lower = ChangeWindow.firstIndex(in: sorted) { $0 > after }
+        let upper = before.map { end in ChangeWindow.firstIndex(in: sorted) { $0 >= end } } ?? ChangeWindow.firstIndex(in: sorted) { $0 > t }
         return sorted[lower ..< max(lower, upper)]
     }
 
     /// Whether a time lies in (after, through].
     static func any(_ sorted: [Timestamp], after: Timestamp, through t: Timestamp) -> Bool {
-        let index = firstIndex(in: sorted) { $0 > after }
+        let index = ChangeWindow.firstIndex(in: sorted) { $0 > after }
         return index < sorted.count && sorted[index] <= t
-    }
-
-    /// The first index whose time satisfies `predicate`, which holds from some index on.
-    private static func firstIndex(in sorted: [Timestamp], where predicate: (Timestamp) -> Bool) -> Int {
-        var (low, high) = (0, sorted.count)
-        while low < high {
-            let middle = (low + high) / 2
-            if predicate(sorted[middle]) { high = middle } else { low = middle + 1 }
-        }
-        return low
     }
 }
 

@@ -32,8 +32,8 @@ public struct ChangeWindow: Sendable, Hashable {
     }
 
     /// The first index of `sorted` whose time satisfies `predicate`, which holds from some
-    /// index on.
-    private static func firstIndex<Zeros: RandomAccessCollection>(in sorted: Zeros, where predicate: (Timestamp) -> Bool) -> Zeros.Index
+    /// index on (the audit's lists of change times are searched with it too).
+    static func firstIndex<Zeros: RandomAccessCollection>(in sorted: Zeros, where predicate: (Timestamp) -> Bool) -> Zeros.Index
     where Zeros.Element == Timestamp {
         var (low, count) = (sorted.startIndex, sorted.count)
         while count > 0 {

@@ -502,8 +502,8 @@ enum RetentionRules {
         // pendingDeletionFromDay), which a long grace can put inside another tier.
         let boundaries = Set((Array(stages(family: false, rule: "", r)) + stages(family: true, rule: "", r)).map(\.1)
                              + [r.browseOnlyUntilDay + 1, r.pendingDeletionFromDay]).subtracting([0])
-        for days in [0] + boundaries.sorted() {
-            if days != 0 {
+        for days in [0] + boundaries {
+            if days != 0 {   // the times themselves are in already
                 window.appendShifted(state.times, byDays: days, to: &times)
                 window.appendShifted(cancellations, byDays: days, to: &times)
             }
