@@ -155,23 +155,26 @@ public enum Plan {
         // ends nothing, unless a policy's offline grace is shorter than the interval. A
         // verified one replaces the latest (with `free`, or expired).
         let failuresEnd = policy.offlineGraceHours < policy.verificationIntervalHours
+        // Kind by kind, each mostly in order: the sort after takes each as one run.
+        for s in facts.snapshots where failuresEnd || s.value != .failed { times.append(s.at) }
         for s in facts.snapshots {
-            guard case .verified(_, let expiresAt) = s.value else {
-                if failuresEnd { times.append(s.at) }
-                continue
-            }
-            times.append(s.at)
+            guard case .verified = s.value else { continue }
             while void < marks.endIndex && ((marks[void].at, marks[void].position) <= (s.at, s.position) || marks[void].value.kind == .reversal) {
                 void += 1
             }
             if void < marks.endIndex { times.append(marks[void].at) }
+        }
+        for s in facts.snapshots {
+            guard case .verified = s.value else { continue }
             while end < ends.endIndex && ((ends[end].at, ends[end].position) <= (s.at, s.position) || ends[end].value.graceOnly) {
                 end += 1
             }
             if end < ends.endIndex { times.append(ends[end].at) }
-            times.append(s.at.adding(hours: policy.verificationIntervalHours))
-            times.append(s.at.adding(hours: policy.offlineGraceHours))
-            if let expiresAt { times.append(expiresAt) }
+        }
+        for s in facts.snapshots where s.value != .failed { times.append(s.at.adding(hours: policy.verificationIntervalHours)) }
+        for s in facts.snapshots where s.value != .failed { times.append(s.at.adding(hours: policy.offlineGraceHours)) }
+        for s in facts.snapshots {
+            if case .verified(_, let expiresAt?) = s.value { times.append(expiresAt) }
         }
         for d in facts.deletions { times.append(d.at) }
     }

@@ -104,10 +104,10 @@ extension SubscriptionFacts {
         let periodEnds = transactions.count + extensions.count + upgrades.count + marks.count + failures.count
         times.reserveCapacity(2 * transactions.count + extensions.count + upgrades.count + marks.count + ends.count + failures.count
                               + (failures.isEmpty ? 0 : 2 * periodEnds))
-        for i in transactions.indices {
-            times.append(transactions[i].value.purchasedAt)
-            times.append(transactions[i].value.expiresAt)
-        }
+        // List by list, each mostly in order already: the sort after takes each as one run
+        // (a period's purchase and end appended together would make runs of two).
+        for i in transactions.indices { times.append(transactions[i].value.purchasedAt) }
+        for i in transactions.indices { times.append(transactions[i].value.expiresAt) }
         for e in extensions { times.append(e.value.expiresAt) }
         for u in upgrades { times.append(u.value.startsAt) }
         let cuts = cuttingMarks()
@@ -117,10 +117,10 @@ extension SubscriptionFacts {
             if let end = f.value.graceExpiresAt { times.append(end) }
         }
         guard !failures.isEmpty else { return times }
-        func windows(from end: Timestamp) {
-            times.append(end.adding(days: policy.billingGraceDays))
-            times.append(end.adding(days: policy.billingRetryDays))
-        }
+        // The ends the windows count from, then each window's end from each of them.
+        var origins: [Timestamp] = []
+        origins.reserveCapacity(periodEnds)
+        func windows(from end: Timestamp) { origins.append(end) }
         for i in transactions.indices { windows(from: transactions[i].value.expiresAt) }
         for e in extensions { windows(from: e.value.expiresAt) }
         for u in upgrades { windows(from: u.value.startsAt) }
@@ -153,6 +153,8 @@ extension SubscriptionFacts {
             }
             if from.map({ f.at < $0 }) ?? true { windows(from: f.at) }
         }
+        for end in origins { times.append(end.adding(days: policy.billingGraceDays)) }
+        for end in origins { times.append(end.adding(days: policy.billingRetryDays)) }
         return times
     }
 }
