@@ -146,7 +146,7 @@ import Testing
                     for known in [t, Timestamp(milliseconds: .max)] {
                         let count = store.transactions.known(at: known).count
                         for near in [nil] + (0 ... count).map(Optional.some) {
-                            let found = store.covering(t, known: known, near: near)
+                            let found = store.covering(t, in: store.knownTransactions(at: known), near: near)
                             #expect((found != nil) == (store.coverage(at: t, known: known) != nil), "seed \(seed), \(subject) at \(t)")
                             if let found {
                                 let transaction = store.transactions[found.index]
@@ -188,6 +188,32 @@ import Testing
         #expect(during.tier == .grace && during.dayZero == days(180, after: start))
         let after = try #require(try lapsing.view(RetentionModel.self, at: days(181, after: start)))
         #expect(after.tier == .active && after.enteredAt == days(181, after: start))
+    }
+
+    /// A device verifying `pro` every 20 hours, and support grants of 12 days every 10: active
+    /// since the first; after a gap longer than the snapshot's 24 hours or a grant's days, since
+    /// the one after it.
+    @Test func snapshotsAndGrantsAreActiveSinceTheirStretchBegan() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        func snapshots(gapBefore gap: Int64?) -> [LedgerEvent] {
+            (Int64(0)..<36).map { k in Make.verified("u", at: start.adding(hours: 20 * k + (gap.map { k >= $0 ? 10 : 0 } ?? 0))) }
+        }
+        func grants(gapBefore gap: Int64?) -> [LedgerEvent] {
+            (Int64(0)..<12).map { k in
+                let at = days(10 * k + (gap.map { k >= $0 ? 5 : 0 } ?? 0), after: start)
+                return Make.grant("u", at: at, until: days(12, after: at))
+            }
+        }
+        let cases: [(events: (Int64?) -> [LedgerEvent], gapBefore: Int64, resumed: Timestamp, t: Timestamp)] = [
+            (snapshots, 20, start.adding(hours: 410), start.adding(hours: 711)),
+            (grants, 5, days(55, after: start), days(120, after: start)),
+        ]
+        for (events, gapBefore, resumed, t) in cases {
+            let continuous = try #require(try Folded(events(nil)).view(RetentionModel.self, at: t))
+            #expect(continuous.tier == .active && continuous.enteredAt == start)
+            let gap = try #require(try Folded(events(gapBefore)).view(RetentionModel.self, at: t))
+            #expect(gap.tier == .active && gap.enteredAt == resumed)
+        }
     }
 
     /// `Stages.stage(onDay:)`, which the due list asks for each item, finds the stage the

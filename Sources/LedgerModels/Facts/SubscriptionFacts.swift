@@ -253,9 +253,11 @@ extension SubscriptionFacts {
         let described = transactions.known(at: known)
         let extended = latestExtension(known: known)
         var best: (index: Int, end: Timestamp)?
-        for i in described.indices {
-            guard let end = coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) else { continue }
+        // The latest first, as they are usually purchased latest: a transaction purchased
+        // before the best so far is then passed over without working out its end.
+        for i in described.indices.reversed() {
             if let current = best, (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
+            guard let end = coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) else { continue }
             best = (i, end)
         }
         return best.map { Coverage(transaction: described[$0.index], end: $0.end) }
@@ -272,22 +274,33 @@ extension SubscriptionFacts {
         return t < end ? end : nil
     }
 
-    /// Whether a transaction known at `known` covers `t` (`coverage(at:known:)` is not `nil`),
-    /// and if so one that does, by its index in `transactions` and its purchasedAt. The
-    /// transactions are tried from `near` down, then the rest: a look back walking down a
-    /// long subscription finds each period beside the one after it, where `coverage`, which
-    /// needs the latest purchased, tries every one.
-    func covering(_ t: Timestamp, known: Timestamp, near: Int?) -> (index: Int, purchasedAt: Timestamp)? {
-        let described = transactions.known(at: known)
+    /// The transactions known at a time, with the latest extension then: what `covering`
+    /// reads at every time of a look back, worked out once.
+    struct KnownTransactions {
+        let known: Timestamp
+        let described: ArraySlice<Dated<Transaction>>
+        let extended: Timestamp?
+    }
+
+    func knownTransactions(at known: Timestamp) -> KnownTransactions {
+        KnownTransactions(known: known, described: transactions.known(at: known), extended: latestExtension(known: known))
+    }
+
+    /// Whether a transaction of `known` covers `t` (`coverage(at:known:)` is not `nil`), and if
+    /// so one that does, by its index in `transactions` and its purchasedAt. The transactions
+    /// are tried from `near` down, then the rest: a look back walking down a long subscription
+    /// finds each period beside the one after it, where `coverage`, which needs the latest
+    /// purchased, tries every one.
+    func covering(_ t: Timestamp, in known: KnownTransactions, near: Int?) -> (index: Int, purchasedAt: Timestamp)? {
+        let described = known.described
         guard !described.isEmpty else { return nil }
-        let extended = latestExtension(known: known)
         let first = min(max(near ?? described.endIndex - 1, described.startIndex), described.endIndex - 1)
         for i in stride(from: first, through: described.startIndex, by: -1)
-        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) != nil {
+        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known.known, latestExtension: known.extended) != nil {
             return (i, described[i].value.purchasedAt)
         }
         for i in (first + 1) ..< described.endIndex
-        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) != nil {
+        where coveringEnd(ofTransactionAt: i, in: described, at: t, known: known.known, latestExtension: known.extended) != nil {
             return (i, described[i].value.purchasedAt)
         }
         return nil

@@ -387,13 +387,14 @@ enum RetentionRules {
     static func activeRun(_ state: RetentionSubject, at t: Timestamp, plan: Plan.Decision?,
                           policy: Policy) -> (since: Timestamp?, next: (tier: RetentionTier, at: Timestamp)?) {
         let times = state.times
-        let now = times.firstIndex { $0 > t } ?? times.endIndex
+        let now = ChangeWindow.firstIndex(in: times) { $0 > t }
         var since: Timestamp?
         var index = now
         var near: Int?
+        let lookBack = LookBack(state, known: t, policy: policy)
         while index > times.startIndex {
             let c = times[index - 1]
-            let activity = activity(state, at: c, known: t, policy: policy, near: near)
+            let activity = lookBack.activity(at: c, near: near)
             if case .inactive = activity { break }
             since = c
             index -= 1
@@ -419,17 +420,38 @@ enum RetentionRules {
         case covered(index: Int, purchasedAt: Timestamp)
     }
 
-    /// `isActive(state, at: t, known:)`. When no cancellation can start a flow (startsAt is not
-    /// `cancellation`) and a store transaction covers `t`, that transaction (found from `near`
-    /// down: `SubscriptionFacts.covering`): the subject is then active at every time from its
-    /// purchasedAt to `t` over the same facts known — no deletion happened by then, and a
-    /// refund or revocation that happened by then, fewer than by `t`, ends it no earlier.
-    static func activity(_ state: RetentionSubject, at t: Timestamp, known: Timestamp, policy: Policy, near: Int?) -> Activity {
-        guard policy.retention?.startsAt != .cancellation, state.access.deletions.known(at: min(t, known)).isEmpty,
-              let covered = state.access.subscription.covering(t, known: known, near: near) else {
-            return isActive(state, at: t, known: known, policy: policy) ? .active : .inactive
+    /// `isActive(state, at: c, known:)` at the change times a look back visits, over the
+    /// facts known at one time: what every visit reads is worked out once.
+    struct LookBack {
+        let state: RetentionSubject
+        let known: Timestamp
+        let policy: Policy
+        /// Whether a store period covering a time keeps the subject active (no cancellation
+        /// can start a flow: startsAt is not `cancellation`).
+        let coveredIsActive: Bool
+        /// The first deletion known (the subject is active at no time after it).
+        let deletedAt: Timestamp?
+        let transactions: SubscriptionFacts.KnownTransactions
+
+        init(_ state: RetentionSubject, known: Timestamp, policy: Policy) {
+            (self.state, self.known, self.policy) = (state, known, policy)
+            coveredIsActive = policy.retention?.startsAt != .cancellation
+            deletedAt = state.access.deletions.known(at: known).first?.at
+            transactions = state.access.subscription.knownTransactions(at: known)
         }
-        return .covered(index: covered.index, purchasedAt: covered.purchasedAt)
+
+        /// When a store transaction covers `c` (and no deletion happened by then), that
+        /// transaction (found from `near` down: `SubscriptionFacts.covering`): the subject is
+        /// then active at every time from its purchasedAt to `c` over the same facts known —
+        /// no deletion happened by then, and a refund or revocation that happened by then,
+        /// fewer than by `c`, ends it no earlier.
+        func activity(at c: Timestamp, near: Int?) -> Activity {
+            guard coveredIsActive, deletedAt.map({ $0 > c }) ?? true,
+                  let covered = state.access.subscription.covering(c, in: transactions, near: near) else {
+                return isActive(state, at: c, known: known, policy: policy) ? .active : .inactive
+            }
+            return .covered(index: covered.index, purchasedAt: covered.purchasedAt)
+        }
     }
 
     /// Whether `place` puts the subject in `active` at `t`, without placing it anywhere else:
