@@ -50,72 +50,74 @@ extension ClusterTests {
         }
 
         @Test("append, status, due and verify over --cluster print what they print over a store")
-        func sameOutput() throws {
-            let cluster = try NATSCluster(nodes: 1)
-            defer { cluster.down() }
-            let (events, file, store) = try writeHistories(seed: 9, subjects: 6, in: cluster)
+        func sameOutput() async throws {
+            try await onOwnThread {
+                let cluster = try NATSCluster(nodes: 1)
+                defer { cluster.down() }
+                let (events, file, store) = try writeHistories(seed: 9, subjects: 6, in: cluster)
 
-            let appended = try ledger(["append", "--cluster", cluster.url, file])
-            #expect(appended.status == 0, "\(appended.err)")
-            #expect(appended.out.hasPrefix("Appended \(events.count) events"))
-            #expect(try ledger(["append", "--store", store, file]).status == 0)
-            let again = try ledger(["append", file], environment: ["LEDGER_CLUSTER": cluster.url])
-            #expect(again.out == "Appended 0 events; \(events.count) duplicates were already stored.\n")
-            // A fact whose personal fields were erased since (the account was deleted) is still
-            // the same fact: sent again, a duplicate.
-            let examples = NATSCluster.repository.appendingPathComponent("Schemas/examples/valid.jsonl").path
-            let deleted = try String(contentsOfFile: examples, encoding: .utf8).split(separator: "\n").filter { $0.contains(#""subject":"user-49""#) }
-            #expect(deleted.count == 5 && deleted.contains { $0.contains("account.deleted") } && deleted.contains { $0.contains(#""email""#) })
-            let erased = cluster.storePath("erased.jsonl")
-            try (deleted.joined(separator: "\n") + "\n").write(toFile: erased, atomically: true, encoding: .utf8)
-            #expect(try ledger(["append", "--cluster", cluster.url, erased]).out.hasPrefix("Appended 5 events"))
-            let erasedAgain = try ledger(["append", "--cluster", cluster.url, erased])
-            #expect(erasedAgain.out == "Appended 0 events; 5 duplicates were already stored.\n", "\(erasedAgain.err)")
-            #expect(try ledger(["append", "--store", store, erased]).status == 0)
+                let appended = try ledger(["append", "--cluster", cluster.url, file])
+                #expect(appended.status == 0, "\(appended.err)")
+                #expect(appended.out.hasPrefix("Appended \(events.count) events"))
+                #expect(try ledger(["append", "--store", store, file]).status == 0)
+                let again = try ledger(["append", file], environment: ["LEDGER_CLUSTER": cluster.url])
+                #expect(again.out == "Appended 0 events; \(events.count) duplicates were already stored.\n")
+                // A fact whose personal fields were erased since (the account was deleted) is still
+                // the same fact: sent again, a duplicate.
+                let examples = NATSCluster.repository.appendingPathComponent("Schemas/examples/valid.jsonl").path
+                let deleted = try String(contentsOfFile: examples, encoding: .utf8).split(separator: "\n").filter { $0.contains(#""subject":"user-49""#) }
+                #expect(deleted.count == 5 && deleted.contains { $0.contains("account.deleted") } && deleted.contains { $0.contains(#""email""#) })
+                let erased = cluster.storePath("erased.jsonl")
+                try (deleted.joined(separator: "\n") + "\n").write(toFile: erased, atomically: true, encoding: .utf8)
+                #expect(try ledger(["append", "--cluster", cluster.url, erased]).out.hasPrefix("Appended 5 events"))
+                let erasedAgain = try ledger(["append", "--cluster", cluster.url, erased])
+                #expect(erasedAgain.out == "Appended 0 events; 5 duplicates were already stored.\n", "\(erasedAgain.err)")
+                #expect(try ledger(["append", "--store", store, erased]).status == 0)
 
-            for subject in Set(events.map(\.subject)).sorted() {
-                let at = ["--at", "2026-06-01T00:00:00Z"]
-                let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at)
-                let alone = try ledger(["status", subject, "--store", store] + at)
-                #expect(clustered.status == 0)
+                for subject in Set(events.map(\.subject)).sorted() {
+                    let at = ["--at", "2026-06-01T00:00:00Z"]
+                    let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at)
+                    let alone = try ledger(["status", subject, "--store", store] + at)
+                    #expect(clustered.status == 0)
 
-                #expect(withoutPositions(clustered.out) == withoutPositions(alone.out))
-                // The timeline too, but for when the stream recorded each event (and the
-                // padding, as wide as the longest position).
-                func unrecorded(_ text: String) -> String {
-                    withoutPositions(text).replacing(/recorded [0-9T:.Z-]+,/, with: "recorded _,").replacing(/\ +/, with: " ")
+                    #expect(withoutPositions(clustered.out) == withoutPositions(alone.out))
+                    // The timeline too, but for when the stream recorded each event (and the
+                    // padding, as wide as the longest position).
+                    func unrecorded(_ text: String) -> String {
+                        withoutPositions(text).replacing(/recorded [0-9T:.Z-]+,/, with: "recorded _,").replacing(/\ +/, with: " ")
+                    }
+                    let audited = try ledger(["audit", subject, "--cluster", cluster.url] + at)
+                    #expect(audited.status == 0, "\(audited.err)")
+                    #expect(unrecorded(audited.out) == unrecorded(try ledger(["audit", subject, "--store", store] + at).out), "\(audited.out)")
                 }
-                let audited = try ledger(["audit", subject, "--cluster", cluster.url] + at)
-                #expect(audited.status == 0, "\(audited.err)")
-                #expect(unrecorded(audited.out) == unrecorded(try ledger(["audit", subject, "--store", store] + at).out), "\(audited.out)")
-            }
-            let window = ["--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z"]
-            #expect(try ledger(["due", "--cluster", cluster.url] + window).out == (try ledger(["due", "--store", store] + window).out))
-            let verified = try ledger(["verify", "--cluster", cluster.url])
-            #expect(verified.status == 0)
-            #expect(verified.out.hasPrefix("OK: \(events.count + 5) events in the stream, each in exactly one node's store"))
+                let window = ["--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z"]
+                #expect(try ledger(["due", "--cluster", cluster.url] + window).out == (try ledger(["due", "--store", store] + window).out))
+                let verified = try ledger(["verify", "--cluster", cluster.url])
+                #expect(verified.status == 0)
+                #expect(verified.out.hasPrefix("OK: \(events.count + 5) events in the stream, each in exactly one node's store"))
 
-            let both = try ledger(["status", "x", "--store", store, "--cluster", cluster.url])
-            #expect(both.status == 2)
-            #expect(both.err.contains("give --store or --cluster, not both"))
-            // A rule change over the cluster, swapped in: what the store's own rebuild gives.
-            let policy = ["--policy", "photolala", "--at", "2026-06-01T00:00:00Z"]
-            let swap = try ledger(["rebuild", "--cluster", cluster.url] + policy)
-            #expect(swap.status == 0, "\(swap.err)")
-            #expect(swap.out.hasPrefix("Rebuilt over the cluster, views compared at 2026-06-01T00:00:00.000Z: "))
-            #expect(swap.out.contains(" switched in, with "), "\(swap.out)")
-            #expect(!swap.err.contains("did not switch"), "\(swap.err)")
-            #expect(swap.out.contains("Summary:"), "\(swap.out)")
-            // The cluster's policy is the rebuild's now, and every node follows it.
-            let stats = try ledger(["stats", "--cluster", cluster.url]).out
-            #expect(stats.contains("policy photolala v1 (the last rebuild's)"), "\(stats)")
-            #expect(stats.split(separator: "\n").dropFirst(2).allSatisfy { $0.hasSuffix("photolala v1") }, "\(stats)")
-            #expect(try ledger(["rebuild", "--store", store] + policy).status == 0)
-            for subject in Set(events.map(\.subject)).sorted() {
-                let at = ["--at", "2026-06-01T00:00:00Z"]
-                let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at).out
-                let alone = try ledger(["status", subject, "--store", store] + at).out
-                #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject) after the rebuild:\n\(clustered)\n\(alone)")
+                let both = try ledger(["status", "x", "--store", store, "--cluster", cluster.url])
+                #expect(both.status == 2)
+                #expect(both.err.contains("give --store or --cluster, not both"))
+                // A rule change over the cluster, swapped in: what the store's own rebuild gives.
+                let policy = ["--policy", "photolala", "--at", "2026-06-01T00:00:00Z"]
+                let swap = try ledger(["rebuild", "--cluster", cluster.url] + policy)
+                #expect(swap.status == 0, "\(swap.err)")
+                #expect(swap.out.hasPrefix("Rebuilt over the cluster, views compared at 2026-06-01T00:00:00.000Z: "))
+                #expect(swap.out.contains(" switched in, with "), "\(swap.out)")
+                #expect(!swap.err.contains("did not switch"), "\(swap.err)")
+                #expect(swap.out.contains("Summary:"), "\(swap.out)")
+                // The cluster's policy is the rebuild's now, and every node follows it.
+                let stats = try ledger(["stats", "--cluster", cluster.url]).out
+                #expect(stats.contains("policy photolala v1 (the last rebuild's)"), "\(stats)")
+                #expect(stats.split(separator: "\n").dropFirst(2).allSatisfy { $0.hasSuffix("photolala v1") }, "\(stats)")
+                #expect(try ledger(["rebuild", "--store", store] + policy).status == 0)
+                for subject in Set(events.map(\.subject)).sorted() {
+                    let at = ["--at", "2026-06-01T00:00:00Z"]
+                    let clustered = try ledger(["status", subject, "--cluster", cluster.url] + at).out
+                    let alone = try ledger(["status", subject, "--store", store] + at).out
+                    #expect(withoutPositions(clustered) == withoutPositions(alone), "status of \(subject) after the rebuild:\n\(clustered)\n\(alone)")
+                }
             }
         }
 
@@ -218,30 +220,34 @@ extension ClusterTests {
         }
 
         @Test("a cluster nobody started says how to start one")
-        func noCluster() throws {
-            let unreachable = try ledger(["status", "x", "--cluster", "nats://127.0.0.1:1"])
-            #expect(unreachable.status == 1)
-            #expect(unreachable.err.contains("cannot reach NATS at nats://127.0.0.1:1"))
-            #expect(unreachable.err.contains("Tools/cluster up"))
+        func noCluster() async throws {
+            try await onOwnThread {
+                let unreachable = try ledger(["status", "x", "--cluster", "nats://127.0.0.1:1"])
+                #expect(unreachable.status == 1)
+                #expect(unreachable.err.contains("cannot reach NATS at nats://127.0.0.1:1"))
+                #expect(unreachable.err.contains("Tools/cluster up"))
+            }
         }
 
         @Test("a node that cannot start fails `Tools/cluster up` at once, with the end of its log, and leaves nothing running")
-        func aNodeThatEndsFailsUp() throws {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-cluster-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: directory) }
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let broken = directory.appendingPathComponent("ledger")
-            try "#!/bin/sh\necho 'the store at this path is damaged' >&2\nexit 3\n".write(to: broken, atomically: true, encoding: .utf8)
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broken.path)
-            let up = try run(NATSCluster.repository.appendingPathComponent("Tools/cluster"),
-                             ["up", "--dir", directory.appendingPathComponent("cluster").path, "--nodes", "1", "--ledger", broken.path])
-            let message = up.err
-            #expect(up.status == 1)
-            #expect(up.out.isEmpty)
-            #expect(message.contains("cluster: ledger node 1 ended with status 3 before it came up"), "\(message)")
-            #expect(message.contains("    the store at this path is damaged"), "\(message)")
-            // `up` stopped the servers it had started and removed its record of them.
-            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/processes").path))
+        func aNodeThatEndsFailsUp() async throws {
+            try await onOwnThread {
+                let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-cluster-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: directory) }
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                let broken = directory.appendingPathComponent("ledger")
+                try "#!/bin/sh\necho 'the store at this path is damaged' >&2\nexit 3\n".write(to: broken, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broken.path)
+                let up = try run(NATSCluster.repository.appendingPathComponent("Tools/cluster"),
+                                 ["up", "--dir", directory.appendingPathComponent("cluster").path, "--nodes", "1", "--ledger", broken.path])
+                let message = up.err
+                #expect(up.status == 1)
+                #expect(up.out.isEmpty)
+                #expect(message.contains("cluster: ledger node 1 ended with status 3 before it came up"), "\(message)")
+                #expect(message.contains("    the store at this path is damaged"), "\(message)")
+                // `up` stopped the servers it had started and removed its record of them.
+                #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("cluster/processes").path))
+            }
         }
     }
 }
