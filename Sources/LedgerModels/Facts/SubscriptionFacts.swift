@@ -342,12 +342,35 @@ extension SubscriptionFacts {
     public func billingGrace(at t: Timestamp, known: Timestamp? = nil, policy: Policy.Subscription) -> BillingEpisode? {
         let known = known ?? t
         let happened = failures.known(at: min(t, known))
-        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: policy.billingGraceSource == .store)
+        let storeGraces = policy.billingGraceSource == .store
+        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGraces)
+        var asked = LatestFailures()
         for i in happened.indices.reversed() where bound.mayBeOpen(failedAt: happened[i].at, graceExpiresAt: happened[i].value.graceExpiresAt) {
+            // The store's grace ends are each failure's own: then every failure is asked.
+            guard storeGraces || asked.isLatest(happened[i].value.originalId) else { continue }
             let episode = episode(of: happened[i], at: t, known: known, policy: policy)
             if !episode.recovered && t < episode.graceEnd { return episode }
         }
         return nil
+    }
+
+    /// The subscriptions whose latest failure has been asked about, walking the failures from
+    /// the latest down. Of one subscription's failures, only the latest can be open when any
+    /// is: an earlier one was recovered by any purchase after it (so by any after the latest),
+    /// or else has the same covered periods as the latest, and the store ends after it are
+    /// those after the latest and more, so each of its windows (billingGraceDays and
+    /// billingRetryDays from the same period end, or from its own earlier time) ends no later.
+    /// A subject failing to renew every hour has a thousand failures in a retry window, and
+    /// the rules ask at every change time.
+    struct LatestFailures {
+        private var asked: [String] = []
+
+        /// Whether a failure of `original` met walking down is its latest (the first met).
+        mutating func isLatest(_ original: String) -> Bool {
+            guard !asked.contains(original) else { return false }
+            asked.append(original)
+            return true
+        }
     }
 
     /// A bound on a failure's window — its grace (`days` = billingGraceDays, and the store's
@@ -432,8 +455,9 @@ extension SubscriptionFacts {
     /// another's). A `subscription.grace_expired` does not end it: the store keeps retrying.
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
         var bound = WindowBound(facts: self, known: t, at: t, days: policy.billingRetryDays, storeGraces: false)
-        return failures.known(at: t).contains { failure in
-            guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil) else { return false }
+        var asked = LatestFailures()
+        return failures.known(at: t).reversed().contains { failure in
+            guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil), asked.isLatest(failure.value.originalId) else { return false }
             let episode = episode(of: failure, at: t, known: t, policy: policy)
             return !episode.recovered && t < episode.issueEnd
         }
