@@ -6,12 +6,12 @@ import NIOCore
 /// through a proxy, which `/metrics` needs to know.
 ///
 /// The socket's peer is the client unless the request carries a proxy header (any form
-/// ``ProxyHeaders`` reads). With one, a peer on loopback is taken to be the proxy, and the
-/// client is the one that proxy names (the right-most value: the hop it added); a peer
-/// elsewhere stays the client, since anyone can write those headers.
+/// ``ProxyHeaders`` reads). With one, a peer on loopback or among the ``TrustedProxies`` is
+/// taken to be the proxy, and the client is the one that proxy names (the right-most value:
+/// the hop it added); any other peer stays the client, since anyone can write those headers.
 struct ClientAddress: Sendable, Equatable {
     /// The client's address as text (`203.0.113.9`, `2001:db8::17`); `unknown` when neither
-    /// the socket nor a proxy on loopback says.
+    /// the socket nor a trusted proxy says.
     let address: String
     /// Whether the request carries a proxy header of any form.
     let proxied: Bool
@@ -23,18 +23,19 @@ struct ClientAddress: Sendable, Equatable {
     var isDirectLoopback: Bool { peerIsLoopback && !proxied }
 
     /// The client of a request with `headers` from `peer` (its IP address as text, `nil` when
-    /// the socket has none, as in tests through the router).
-    init(_ headers: HTTPFields, peer: String?) {
+    /// the socket has none, as in tests through the router), believing the proxies `trusted`.
+    init(_ headers: HTTPFields, peer: String?, trusted: TrustedProxies = .loopback) {
         let said = ProxyHeaders(headers)
         let peer = peer.map(Self.unmapped)
         peerIsLoopback = peer.map(Self.isLoopback) ?? false
         proxied = said.present
-        address = (proxied && peerIsLoopback ? said.client : nil) ?? peer ?? "unknown"
+        let peerIsProxy = peer.map(trusted.contains) ?? false
+        address = (proxied && peerIsProxy ? said.client : nil) ?? peer ?? "unknown"
     }
 
     /// The client of `request` from `peer`, the socket's remote address.
-    init(_ request: Request, peer: SocketAddress?) {
-        self.init(request.headers, peer: peer?.ipAddress)
+    init(_ request: Request, peer: SocketAddress?, trusted: TrustedProxies) {
+        self.init(request.headers, peer: peer?.ipAddress, trusted: trusted)
     }
 
     /// `::ffff:192.0.2.1` (an IPv4 address on an IPv6 socket) as `192.0.2.1`.

@@ -35,24 +35,28 @@ public struct LedgerServer: Sendable {
     let metrics = ServerMetrics()
     /// What one client may take: timeouts, connections, heavy reads at once.
     let limits: ServerLimits
+    /// The proxies whose headers name the client a sign-in is throttled by.
+    let trustedProxies: TrustedProxies
     /// Where heavy reads (audits, a subject's events, the due list, a customer's page) run,
     /// `limits.heavyReads` at once, off the threads that answer everything else.
     let heavyReads: Offloader
 
     /// A server of `ledger`, which it neither opens nor closes.
     /// - Throws: `LedgerError` when the store's App Store settings do not make a verifier.
-    public init(ledger: Ledger, limits: ServerLimits = ServerLimits(), logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
-        try self.init(ledger: ledger, cluster: nil, limits: limits, logger: logger)
+    public init(ledger: Ledger, limits: ServerLimits = ServerLimits(), trustedProxies: TrustedProxies = .loopback,
+                logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+        try self.init(ledger: ledger, cluster: nil, limits: limits, trustedProxies: trustedProxies, logger: logger)
     }
 
     /// A server of a cluster node (`ledger node --port`): the JSON routes and the support
     /// pages answer from `cluster`; `ledger` (the node's store) keeps the tokens. The App
     /// Store's webhook answers `503` (it binds a subscription to a customer in one store).
     @_spi(Cluster) public init(ledger: Ledger, cluster: (any ClusterAnswers)?, limits: ServerLimits = ServerLimits(),
-                               logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
+                               trustedProxies: TrustedProxies = .loopback, logger: Logger = Logger(label: "ledger.serve")) throws(LedgerError) {
         self.ledger = ledger
         self.cluster = cluster
         self.limits = limits
+        self.trustedProxies = trustedProxies
         heavyReads = Offloader.heavyReads(limits)
         tokens = AccessTokens(ledger)
         self.logger = logger
@@ -113,7 +117,8 @@ public struct LedgerServer: Sendable {
         on(.get, "/healthz") { _, _ in try routes.health() }
         on(.get, "/metrics") { request, context in try routes.metrics(request, loopback: context.isLoopback(request)) }
         on(.get, "/login") { request, _ in try pages.loginPage(request) }
-        on(.post, "/login") { request, context in try await pages.login(request, client: context.client(request)) }
+        let trusted = trustedProxies
+        on(.post, "/login") { request, context in try await pages.login(request, client: context.client(request, trusting: trusted)) }
         on(.post, "/logout") { request, _ in pages.logout(request) }
         on(.get, "/") { request, _ in try await pages.home(request) }
         on(.get, "/ui/subjects/{subject}") { request, context in try await pages.customer(request, subject: context.parameters.get("subject")) }

@@ -67,15 +67,15 @@ struct ServerContext: RequestContext, RemoteAddressRequestContext {
         remoteAddress = source.channel.remoteAddress
     }
 
-    /// Who sent `request`: the peer, or behind a proxy on loopback the client it names.
-    func client(_ request: Request) -> ClientAddress {
-        ClientAddress(request, peer: remoteAddress)
+    /// Who sent `request`: the peer, or behind a proxy `trusted` holds the client it names.
+    func client(_ request: Request, trusting trusted: TrustedProxies) -> ClientAddress {
+        ClientAddress(request, peer: remoteAddress, trusted: trusted)
     }
 
     /// Whether the request came straight from this machine: a loopback peer and no proxy
     /// header of any form (a proxy here forwards others' requests).
     func isLoopback(_ request: Request) -> Bool {
-        client(request).isDirectLoopback
+        client(request, trusting: .loopback).isDirectLoopback
     }
 }
 

@@ -23,10 +23,16 @@ struct ServeCommand: ParsableCommand {
             customer's page run --heavy-reads at once, off the threads that answer status and \
             /healthz; more wait their turn, and beyond 64 waiting a client gets 503.
 
+            Sign-ins are throttled by client address. Behind a proxy (Forwarded, X-Forwarded-For or \
+            X-Real-IP), the client is the one the proxy names when the proxy is on loopback or \
+            within a --trusted-proxy address or CIDR range (repeatable); any other peer is the \
+            client itself, whatever headers it sends.
+
             Examples:
               ledger serve --store demo.lmdb
               ledger serve --store shop.lmdb --host 0.0.0.0 --port 8443
               ledger serve --store shop.lmdb --header-timeout 5 --max-connections 500
+              ledger serve --store shop.lmdb --host 0.0.0.0 --trusted-proxy 10.0.0.0/8
             """
     )
 
@@ -54,10 +60,18 @@ struct ServeCommand: ParsableCommand {
     @Option(name: .customLong("heavy-reads"), help: "Audits and exports run at once (default: the cores).")
     var heavyReads = ServerLimits().heavyReads
 
+    @Option(name: .customLong("trusted-proxy"), help: "A proxy's address or CIDR range whose headers name the client (repeatable; loopback always).")
+    var trustedProxy: [String] = []
+
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
         guard (0 ... 65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        do throws(LedgerError) {
+            _ = try TrustedProxies(trustedProxy)
+        } catch {
+            throw ValidationError("--trusted-proxy " + Terminal.safe(error.message))
+        }
         for (name, seconds) in [("--header-timeout", headerTimeout), ("--body-timeout", bodyTimeout), ("--idle-timeout", idleTimeout),
                                ("--write-timeout", writeTimeout)]
         where !(seconds > 0 && seconds <= 86_400) {
@@ -79,13 +93,14 @@ struct ServeCommand: ParsableCommand {
         let ledger = try global.openLedger()
         defer { ledger.close() }
         let limits = self.limits
-        let server = try LedgerServer(ledger: ledger, limits: limits)
+        let server = try LedgerServer(ledger: ledger, limits: limits, trustedProxies: try TrustedProxies(trustedProxy))
         let (host, path) = (self.host, global.storePath)
         // What the server holds clients to, as it is: --max-connections may have been cut.
         func seconds(_ d: Duration) -> String { String(format: "%g s", Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) }
         let held = "Clients: head \(seconds(limits.headerTimeout)), body \(seconds(limits.bodyTimeout)), idle \(seconds(limits.idleTimeout)), "
             + "write \(seconds(limits.writeTimeout)); "
             + "\(limits.connections) connections; \(limits.heavyReads) heavy reads at once\n"
+            + "Proxies trusted: \((["loopback"] + trustedProxy.map(Terminal.safe)).joined(separator: ", "))\n"
         try Blocking.run {
             try await server.run(host: host, port: port) { port in
                 FileHandle.standardError.write(Data("Serving \(Terminal.safe(path)) on http://\(host):\(port) (SIGTERM or Ctrl-C stops)\n".utf8))

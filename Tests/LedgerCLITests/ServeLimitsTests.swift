@@ -143,6 +143,93 @@ import Testing
         }
     }
 
+    /// `--trusted-proxy` takes addresses and CIDR ranges, which the startup line lists after
+    /// loopback; anything else is refused before the server starts, naming it.
+    @Test func trustedProxiesAreListedAndABadOneRefused() throws {
+        try withStorePath { store in
+            #expect(try Run(["init", "--store", store]).status == 0)
+            let refused = try Run(["serve", "--store", store, "--port", "0", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "10.0.0.0/40"])
+            #expect(refused.status == 2)
+            #expect(refused.stderr.contains("--trusted-proxy 10.0.0.0/40: the prefix after / must be 0 to 32"), "\(refused.stderr)")
+            let (server, said) = try Self.start(store, ["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "2001:db8::7"])
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
+            #expect(said.contains("\nProxies trusted: loopback, 10.0.0.0/8, 2001:db8::7\n"), "\(said)")
+        }
+    }
+
+    /// Behind a proxy on another machine that `--trusted-proxy` names, one client's failed
+    /// sign-ins refuse that client alone; with the proxy not named, every client behind it is
+    /// the proxy, and they count together. The proxy is this machine, from its own address off
+    /// loopback.
+    @Test(.enabled(if: ServeLimitsTests.outwardAddress != nil, "this machine has no IPv4 address off loopback"))
+    func aTrustedProxysClientsAreThrottledApart() async throws {
+        let address = try #require(Self.outwardAddress)
+        for trusted in [true, false] {
+            try await withStorePath { store in
+                #expect(try Run(["init", "--store", store]).status == 0)
+                let (server, said) = try Self.start(store, ["--host", address] + (trusted ? ["--trusted-proxy", address] : []))
+                defer {
+                    kill(server.processIdentifier, SIGTERM)
+                    server.waitUntilExit()
+                }
+                guard let range = said.range(of: #"http://[0-9.]+:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
+                    Issue.record("the server did not say where it listens: \(said)")
+                    return
+                }
+                func signIn(_ client: String) async throws -> Int {
+                    var request = URLRequest(url: url.appendingPathComponent("login"))
+                    request.httpMethod = "POST"
+                    request.setValue(client, forHTTPHeaderField: "X-Forwarded-For")
+                    request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+                    request.httpBody = Data("token=ledger_guess".utf8)
+                    let (_, response) = try await URLSession(configuration: .ephemeral).data(for: request)
+                    return (response as? HTTPURLResponse)?.statusCode ?? 0
+                }
+                for _ in 0 ..< 10 { #expect(try await signIn("198.51.100.1") == 401) }
+                #expect(try await signIn("198.51.100.1") == 429)
+                #expect(try await signIn("198.51.100.2") == (trusted ? 401 : 429), "trusted: \(trusted)")
+            }
+        }
+    }
+
+    /// This machine's first IPv4 address off loopback, if it has one.
+    static let outwardAddress: String? = {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return nil }
+        defer { freeifaddrs(list) }
+        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+            var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            var ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+            guard inet_ntop(AF_INET, &ip, &text, socklen_t(text.count)) != nil else { continue }
+            let string = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if !string.hasPrefix("127.") { return string }
+        }
+        return nil
+    }()
+
+    /// `ledger serve` of `store` on a free port with `options`, and what it said on starting
+    /// (through the line of proxies trusted).
+    static func start(_ store: String, _ options: [String]) throws -> (Process, String) {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
+        server.arguments = ["serve", "--store", store, "--port", "0"] + options
+        let err = Pipe()
+        server.standardError = err
+        server.standardOutput = FileHandle.nullDevice
+        try server.run()
+        var said = ""
+        while !said.contains("Proxies trusted:") || !said.hasSuffix("\n") {
+            let chunk = err.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            said += String(decoding: chunk, as: UTF8.self)
+        }
+        // The request log goes on: read it so that the server never blocks on a full pipe.
+        err.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
+        return (server, said)
+    }
+
     /// `body` with a server of a new store started with `options`.
     func withServer(_ options: [String], _ body: (URL, String) throws -> Void) throws {
         try withStorePath { store in

@@ -1,4 +1,5 @@
 import HTTPTypes
+import LedgerCore
 @testable import LedgerServer
 import Testing
 
@@ -45,6 +46,64 @@ import Testing
         let spoofed = ClientAddress(Self.headers([("X-Forwarded-For", "127.0.0.1"), ("Forwarded", "for=127.0.0.1")]), peer: "203.0.113.9")
         #expect(spoofed.address == "203.0.113.9")
         #expect(spoofed.proxied && !spoofed.isDirectLoopback)
+    }
+
+    /// A proxy elsewhere that `--trusted-proxy` names (an address or a CIDR range) is believed
+    /// as one on loopback is; a peer outside every range is not.
+    @Test func aTrustedProxyElsewhereNamesTheClient() throws {
+        let trusted = try TrustedProxies(["10.0.0.0/8", "2001:db8::7"])
+        let forwarded = Self.headers([("X-Forwarded-For", "198.51.100.1, 203.0.113.7")])
+        for peer in ["10.1.2.3", "10.255.255.255", "10.0.0.0", "::ffff:10.1.2.3", "2001:db8::7", "2001:DB8:0::7", "127.0.0.1", "::1"] {
+            #expect(ClientAddress(forwarded, peer: peer, trusted: trusted).address == "203.0.113.7", "\(peer)")
+        }
+        for peer in ["11.0.0.0", "9.255.255.255", "2001:db8::8", "192.0.2.1"] {
+            #expect(ClientAddress(forwarded, peer: peer, trusted: trusted).address == peer.lowercased(), "\(peer)")
+        }
+        // Without the option, only loopback is a proxy.
+        #expect(ClientAddress(forwarded, peer: "10.1.2.3").address == "10.1.2.3")
+        // A trusted proxy's request without a proxy header is its own.
+        #expect(ClientAddress(HTTPFields(), peer: "10.1.2.3", trusted: trusted).address == "10.1.2.3")
+    }
+
+    /// A range holds the addresses whose first `prefix` bits are its own: at and on both
+    /// sides of each boundary, IPv4 and IPv6.
+    @Test func aRangeHoldsTheAddressesSharingItsPrefix() throws {
+        let cases: [(String, [String], [String])] = [
+            ("192.0.2.128/25", ["192.0.2.128", "192.0.2.255"], ["192.0.2.127", "192.0.3.0"]),
+            ("192.0.2.7", ["192.0.2.7"], ["192.0.2.6", "192.0.2.8"]),
+            ("192.0.2.7/32", ["192.0.2.7"], ["192.0.2.6"]),
+            ("0.0.0.0/0", ["203.0.113.9", "0.0.0.0"], ["2001:db8::1"]),
+            ("2001:db8::/32", ["2001:db8::", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff"], ["2001:db7:ffff::1", "2001:db9::", "32.1.13.184"]),
+            ("2001:db8::/33", ["2001:db8:7fff::1"], ["2001:db8:8000::"]),
+        ]
+        for (range, inside, outside) in cases {
+            let trusted = try TrustedProxies([range])
+            for address in inside { #expect(trusted.contains(address), "\(range) holds \(address)") }
+            for address in outside { #expect(!trusted.contains(address), "\(range) does not hold \(address)") }
+        }
+        #expect(TrustedProxies.loopback.contains("127.8.9.10") && TrustedProxies.loopback.contains("::1"))
+        #expect(!TrustedProxies.loopback.contains("10.0.0.1") && !TrustedProxies.loopback.contains("not an address"))
+    }
+
+    /// What is neither an address nor a CIDR range is refused, naming it.
+    @Test func aRangeThatIsNotOneIsRefusedByName() {
+        let refused: [(String, String)] = [
+            ("proxy.example.com", "proxy.example.com is not an IP address or a CIDR range"),
+            ("10.0.0.0/33", "10.0.0.0/33: the prefix after / must be 0 to 32"),
+            ("2001:db8::/129", "2001:db8::/129: the prefix after / must be 0 to 128"),
+            ("10.0.0.0/", "10.0.0.0/: the prefix after / must be 0 to 32"),
+            ("10.0.0.0/+8", "10.0.0.0/+8: the prefix after / must be 0 to 32"),
+            ("10.0.0/8", "10.0.0/8 is not an IP address or a CIDR range"),
+            ("", " is not an IP address or a CIDR range"),
+        ]
+        for (text, message) in refused {
+            #expect(throws: LedgerError.self, "\(text)") { try TrustedProxies(["10.0.0.0/8", text]) }
+            do {
+                _ = try TrustedProxies([text])
+            } catch {
+                #expect(error.code == .invalidArgument && error.message.hasPrefix(message), "\(text): \(error.message)")
+            }
+        }
     }
 
     @Test func protoAndHostInEveryForm() {
