@@ -138,85 +138,87 @@ extension ClusterTests {
 
         @Test("a node's server answers the JSON routes for every customer, as `ledger serve` on a store does")
         func nodeServesTheCluster() async throws {
-            let cluster = try NATSCluster(nodes: 2)
-            defer { cluster.down() }
-            let (events, file, store) = try writeHistories(seed: 17, subjects: 8, in: cluster)
-            #expect(try ledger(["append", "--cluster", cluster.url, file]).status == 0)
-            #expect(try ledger(["append", "--store", store, file]).status == 0)
+            try await onOwnThread {
+                let cluster = try NATSCluster(nodes: 2)
+                defer { cluster.down() }
+                let (events, file, store) = try writeHistories(seed: 17, subjects: 8, in: cluster)
+                #expect(try ledger(["append", "--cluster", cluster.url, file]).status == 0)
+                #expect(try ledger(["append", "--store", store, file]).status == 0)
 
-            // Tokens live in the node's own store.
-            let made = try ledger(["token", "create", "--role", "writer", "--json", "--store", cluster.storePath("node-1")])
-            guard case .object(let o)? = try? JSONParser.parse(Array(made.out.utf8)), case .string(let token)? = o["token"], let node = cluster.nodeURLs.first else {
-                Issue.record("no token or node: \(made)")
-                return
-            }
-            // Positions are the stream's, and the times recorded the stream's too.
-            func unpositioned(_ text: String) -> String {
-                text.replacing(/"position":\d+/, with: "\"position\":_").replacing(/"recordedAt":"[^"]*"/, with: "\"recordedAt\":_")
-            }
-            let at = "2026-06-01T00:00:00Z"
-            // The subjects of both nodes' partitions: every one answered through node 1.
-            for subject in Set(events.map(\.subject)).sorted() {
-                for (route, command) in [("status", ["status", subject, "--at", at, "--json"]), ("audit", ["audit", subject, "--at", at, "--json"])] {
-                    let answered = try await http("\(node)/v1/subjects/\(subject)/\(route)?at=\(at)", token: token)
-                    #expect(answered.status == 200)
-                    #expect(unpositioned(answered.body) == unpositioned(try ledger(command + ["--store", store]).out), "\(route) of \(subject):\n\(answered.body)")
+                // Tokens live in the node's own store.
+                let made = try ledger(["token", "create", "--role", "writer", "--json", "--store", cluster.storePath("node-1")])
+                guard case .object(let o)? = try? JSONParser.parse(Array(made.out.utf8)), case .string(let token)? = o["token"], let node = cluster.nodeURLs.first else {
+                    Issue.record("no token or node: \(made)")
+                    return
                 }
-                let exported = try await http("\(node)/v1/subjects/\(subject)/events", token: token)
-                #expect(exported.body.split(separator: "\n").count == events.filter { $0.subject == subject }.count)
-            }
-            let window = "from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z"
-            let due = try await http("\(node)/v1/due?\(window)", token: token)
-            #expect(due.body == (try ledger(["due", "--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z", "--json", "--store", store]).out))
-            let originals = originalTransactionIDs(of: events)
-            #expect(!originals.isEmpty)
-            for original in originals {
-                let found = try await http("\(node)/v1/lookup?originalTransactionId=\(original)", token: token)
-                #expect(found.body == (try ledger(["lookup", "--original-transaction-id", original, "--json", "--store", store]).out))
-            }
-            // An append through the node's server lands in the cluster.
-            let extra = try Make.usage(events[0].subject, at: ts("2026-05-01T00:00:00Z")).draft()
-            let posted = try await http("\(node)/v1/events", token: token, post: String(decoding: try EventLine.line(of: extra), as: UTF8.self) + "\n")
-            #expect(posted.status == 200, "\(posted.body)")
-            #expect(try ledger(["status", events[0].subject, "--json", "--cluster", cluster.url]).out.contains("\"subject\""))
-            let version = try await http("\(node)/v1/subjects/\(events[0].subject)/events", token: token)
-            #expect(version.body.split(separator: "\n").count == events.filter { $0.subject == events[0].subject }.count + 1)
-            // The support pages, signed in with the token.
-            let signedIn = try await http("\(node)/login", token: "", post: "token=\(token)", form: true)
-            guard let cookie = signedIn.cookie?.split(separator: ";").first.map(String.init) else {
-                Issue.record("no session: \(signedIn.status) \(signedIn.body)")
-                return
-            }
-            var cites = 0
-            for subject in Set(events.map(\.subject)).sorted() {
-                let page = try await http("\(node)/ui/subjects/\(subject)?at=\(at)", token: "", cookie: cookie)
-                #expect(page.status == 200)
-                #expect(page.body.contains("<h2>Timeline</h2>"))
-                // The plan the page shows is the store's.
-                guard case .object(let status)? = try? JSONParser.parse(Array(try ledger(["status", subject, "--at", at, "--json", "--store", store]).out.utf8)),
-                      case .object(let entitlement)? = status["entitlement"], case .string(let plan)? = entitlement["planState"] else {
-                    Issue.record("no plan for \(subject)")
-                    continue
+                // Positions are the stream's, and the times recorded the stream's too.
+                func unpositioned(_ text: String) -> String {
+                    text.replacing(/"position":\d+/, with: "\"position\":_").replacing(/"recordedAt":"[^"]*"/, with: "\"recordedAt\":_")
                 }
-                #expect(page.body.contains("<h2>entitlement: <bdi>\(plan)"), "\(subject): \(plan)")
-                // The plan's card cites the event its JSON names: the cluster's position (each
-                // node's store numbers its events otherwise).
-                let json = try await http("\(node)/v1/subjects/\(subject)/status?at=\(at)", token: token).body
-                if case .object(let o)? = try? JSONParser.parse(Array(json.utf8)), case .object(let entitlement)? = o["entitlement"],
-                   case .object(let reason)? = entitlement["reason"], case .number(let position)? = reason["position"], let cited = position.int64 {
-                    cites += 1
-                    #expect(page.body.contains("event #\(cited))"), "\(subject): \(json)")
+                let at = "2026-06-01T00:00:00Z"
+                // The subjects of both nodes' partitions: every one answered through node 1.
+                for subject in Set(events.map(\.subject)).sorted() {
+                    for (route, command) in [("status", ["status", subject, "--at", at, "--json"]), ("audit", ["audit", subject, "--at", at, "--json"])] {
+                        let answered = try await http("\(node)/v1/subjects/\(subject)/\(route)?at=\(at)", token: token)
+                        #expect(answered.status == 200)
+                        #expect(unpositioned(answered.body) == unpositioned(try ledger(command + ["--store", store]).out), "\(route) of \(subject):\n\(answered.body)")
+                    }
+                    let exported = try await http("\(node)/v1/subjects/\(subject)/events", token: token)
+                    #expect(exported.body.split(separator: "\n").count == events.filter { $0.subject == subject }.count)
                 }
+                let window = "from=2026-01-01T00:00:00Z&to=2027-01-01T00:00:00Z"
+                let due = try await http("\(node)/v1/due?\(window)", token: token)
+                #expect(due.body == (try ledger(["due", "--from", "2026-01-01T00:00:00Z", "--to", "2027-01-01T00:00:00Z", "--json", "--store", store]).out))
+                let originals = originalTransactionIDs(of: events)
+                #expect(!originals.isEmpty)
+                for original in originals {
+                    let found = try await http("\(node)/v1/lookup?originalTransactionId=\(original)", token: token)
+                    #expect(found.body == (try ledger(["lookup", "--original-transaction-id", original, "--json", "--store", store]).out))
+                }
+                // An append through the node's server lands in the cluster.
+                let extra = try Make.usage(events[0].subject, at: ts("2026-05-01T00:00:00Z")).draft()
+                let posted = try await http("\(node)/v1/events", token: token, post: String(decoding: try EventLine.line(of: extra), as: UTF8.self) + "\n")
+                #expect(posted.status == 200, "\(posted.body)")
+                #expect(try ledger(["status", events[0].subject, "--json", "--cluster", cluster.url]).out.contains("\"subject\""))
+                let version = try await http("\(node)/v1/subjects/\(events[0].subject)/events", token: token)
+                #expect(version.body.split(separator: "\n").count == events.filter { $0.subject == events[0].subject }.count + 1)
+                // The support pages, signed in with the token.
+                let signedIn = try await http("\(node)/login", token: "", post: "token=\(token)", form: true)
+                guard let cookie = signedIn.cookie?.split(separator: ";").first.map(String.init) else {
+                    Issue.record("no session: \(signedIn.status) \(signedIn.body)")
+                    return
+                }
+                var cites = 0
+                for subject in Set(events.map(\.subject)).sorted() {
+                    let page = try await http("\(node)/ui/subjects/\(subject)?at=\(at)", token: "", cookie: cookie)
+                    #expect(page.status == 200)
+                    #expect(page.body.contains("<h2>Timeline</h2>"))
+                    // The plan the page shows is the store's.
+                    guard case .object(let status)? = try? JSONParser.parse(Array(try ledger(["status", subject, "--at", at, "--json", "--store", store]).out.utf8)),
+                          case .object(let entitlement)? = status["entitlement"], case .string(let plan)? = entitlement["planState"] else {
+                        Issue.record("no plan for \(subject)")
+                        continue
+                    }
+                    #expect(page.body.contains("<h2>entitlement: <bdi>\(plan)"), "\(subject): \(plan)")
+                    // The plan's card cites the event its JSON names: the cluster's position (each
+                    // node's store numbers its events otherwise).
+                    let json = try await http("\(node)/v1/subjects/\(subject)/status?at=\(at)", token: token).body
+                    if case .object(let o)? = try? JSONParser.parse(Array(json.utf8)), case .object(let entitlement)? = o["entitlement"],
+                       case .object(let reason)? = entitlement["reason"], case .number(let position)? = reason["position"], let cited = position.int64 {
+                        cites += 1
+                        #expect(page.body.contains("event #\(cited))"), "\(subject): \(json)")
+                    }
+                }
+                #expect(cites > 0)
+                if let original = originals.first {
+                    let found = try await http("\(node)/?q=\(original)&by=originalTransactionId", token: "", cookie: cookie)
+                    #expect(found.body.contains("<h2>Holding originalTransactionId <bdi>\(original)</bdi></h2>"))
+                }
+                // The webhook writes one store: refused.
+                #expect(try await http("\(node)/appstore/v2/notifications", token: token, post: "{}").status == 503)
+                let health = try await http("\(node)/healthz", token: "")
+                #expect(health.status == 200 && health.body.contains("\"partitions\""))
             }
-            #expect(cites > 0)
-            if let original = originals.first {
-                let found = try await http("\(node)/?q=\(original)&by=originalTransactionId", token: "", cookie: cookie)
-                #expect(found.body.contains("<h2>Holding originalTransactionId <bdi>\(original)</bdi></h2>"))
-            }
-            // The webhook writes one store: refused.
-            #expect(try await http("\(node)/appstore/v2/notifications", token: token, post: "{}").status == 503)
-            let health = try await http("\(node)/healthz", token: "")
-            #expect(health.status == 200 && health.body.contains("\"partitions\""))
         }
 
         @Test("a cluster nobody started says how to start one")
