@@ -107,8 +107,11 @@ extension ServeCommandTests {
             if chunk.isEmpty { break }
             said += String(decoding: chunk, as: UTF8.self)
         }
-        // The request log goes on: read it so that the server never blocks on a full pipe.
-        err.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
+        // The request log goes on: read it so that the server never blocks on a full pipe,
+        // until it ends (at the end, the handler would be called again and again).
+        err.fileHandleForReading.readabilityHandler = { handle in
+            if handle.availableData.isEmpty { handle.readabilityHandler = nil }
+        }
         guard let range = said.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
             Issue.record("the server did not say where it listens: \(said)")
             return (server, nil)
