@@ -8,7 +8,8 @@ import NIOCore
 /// The socket's peer is the client unless the request carries a proxy header (any form
 /// ``ProxyHeaders`` reads). With one, a peer on loopback or among the ``TrustedProxies`` is
 /// taken to be the proxy, and the client is the one that proxy names (the right-most value:
-/// the hop it added); any other peer stays the client, since anyone can write those headers.
+/// the hop it added), or, when that is a trusted proxy too, the one before it, and so on; any
+/// other peer stays the client, since anyone can write those headers.
 struct ClientAddress: Sendable, Equatable {
     /// The client's address as text (`203.0.113.9`, `2001:db8::17`); `unknown` when neither
     /// the socket nor a trusted proxy says.
@@ -30,7 +31,20 @@ struct ClientAddress: Sendable, Equatable {
         peerIsLoopback = peer.map(Self.isLoopback) ?? false
         proxied = said.present
         let peerIsProxy = peer.map(trusted.contains) ?? false
-        address = (proxied && peerIsProxy ? said.client : nil) ?? peer ?? "unknown"
+        address = (proxied && peerIsProxy ? Self.client(of: said.hops, trusted: trusted) : nil) ?? peer ?? "unknown"
+    }
+
+    /// Walking `hops` from the nearest, the first that is not a trusted proxy (or the first
+    /// hop, when all are); a hop no proxy could read (`unknown`) leaves the trusted proxy
+    /// after it as the client.
+    static func client(of hops: [String?], trusted: TrustedProxies) -> String? {
+        var nearest: String?
+        for hop in hops.reversed() {
+            guard let hop else { return nearest }
+            nearest = hop
+            if !trusted.contains(hop) { return hop }
+        }
+        return nearest
     }
 
     /// The client of `request` from `peer`, the socket's remote address.

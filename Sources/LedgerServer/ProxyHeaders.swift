@@ -18,6 +18,10 @@ struct ProxyHeaders: Sendable, Equatable {
     /// `X-Forwarded-For`, else `X-Real-IP`), without a port or brackets, lowercased; `nil` when
     /// none says, or says `unknown` or an obfuscated name.
     var client: String?
+    /// Every address of the form `client` comes from, in order, the nearest proxy's last (`nil`
+    /// where one says `unknown` or a name): behind a chain of trusted proxies, the client is
+    /// the last that is not one of them.
+    var hops: [String?] = []
     /// Whether a proxy says the browser reached it over HTTPS, in any form.
     var isHTTPS = false
     /// The host (with a port, if given) the browser asked the proxy for (`Forwarded: host=`,
@@ -41,8 +45,12 @@ struct ProxyHeaders: Sendable, Equatable {
         }
         let elements = list(Self.forwarded).map(Self.parameters)
         func lastForwarded(_ key: String) -> String? { elements.last { $0[key] != nil }?[key] }
-        client = [lastForwarded("for"), list(Self.forwardedFor).last, list(Self.realIP).last]
-            .lazy.compactMap { $0.flatMap(Self.address) }.first
+        // The first form whose last value is an address.
+        let forms = [elements.compactMap { $0["for"] }, list(Self.forwardedFor), list(Self.realIP)]
+        if let form = forms.first(where: { $0.last.flatMap(Self.address) != nil }) {
+            hops = form.map(Self.address)
+            client = hops.last ?? nil
+        }
         isHTTPS = [lastForwarded("proto"), list(Self.forwardedProto).last].contains { $0?.lowercased() == "https" }
         host = (lastForwarded("host") ?? list(Self.forwardedHost).last)?.lowercased()
     }

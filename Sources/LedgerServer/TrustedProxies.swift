@@ -55,7 +55,13 @@ public struct TrustedProxies: Sendable, Hashable {
                 }
                 prefix = bits
             }
-            parsed.append(Range(bytes: bytes, prefix: prefix))
+            // An IPv4-mapped range (`::ffff:10.0.0.0/104`) is the IPv4 range it maps: peers
+            // are read as IPv4.
+            if bytes.count == 16, bytes[0 ..< 10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF, prefix >= 96 {
+                parsed.append(Range(bytes: Array(bytes[12...]), prefix: prefix - 96))
+            } else {
+                parsed.append(Range(bytes: bytes, prefix: prefix))
+            }
         }
         self.init(ranges: parsed)
     }

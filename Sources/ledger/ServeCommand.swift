@@ -25,8 +25,8 @@ struct ServeCommand: ParsableCommand {
 
             Sign-ins are throttled by client address. Behind a proxy (Forwarded, X-Forwarded-For or \
             X-Real-IP), the client is the one the proxy names when the proxy is on loopback or \
-            within a --trusted-proxy address or CIDR range (repeatable); any other peer is the \
-            client itself, whatever headers it sends.
+            within a --trusted-proxy address or CIDR range (repeatable), passing over the trusted \
+            proxies in the chain; any other peer is the client itself, whatever headers it sends.
 
             Examples:
               ledger serve --store demo.lmdb

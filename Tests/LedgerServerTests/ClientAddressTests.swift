@@ -65,6 +65,27 @@ import Testing
         #expect(ClientAddress(HTTPFields(), peer: "10.1.2.3", trusted: trusted).address == "10.1.2.3")
     }
 
+    /// Behind a chain of trusted proxies (a load balancer, then a proxy on loopback), the
+    /// client is the right-most hop that is not one of them; a hop no proxy could read leaves
+    /// the trusted proxy after it; a chain of trusted proxies alone, its first.
+    @Test func behindAChainOfTrustedProxiesTheFirstUntrustedHopIsTheClient() throws {
+        let trusted = try TrustedProxies(["10.0.0.0/8"])
+        let chains: [(String, String)] = [
+            ("198.51.100.1, 203.0.113.9, 10.0.0.7", "203.0.113.9"),
+            ("203.0.113.9, 10.0.0.7, 127.0.0.1", "203.0.113.9"),
+            ("unknown, 10.0.0.7", "10.0.0.7"),
+            ("10.0.0.1, 10.0.0.2", "10.0.0.1"),
+            ("203.0.113.9", "203.0.113.9"),
+        ]
+        for (chain, client) in chains {
+            #expect(ClientAddress(Self.headers([("X-Forwarded-For", chain)]), peer: "127.0.0.1", trusted: trusted).address == client, "\(chain)")
+        }
+        // Without the range, the load balancer is the client.
+        #expect(ClientAddress(Self.headers([("X-Forwarded-For", "203.0.113.9, 10.0.0.7")]), peer: "127.0.0.1").address == "10.0.0.7")
+        let forwarded = Self.headers([("Forwarded", #"for=203.0.113.9, for="[2001:db8::7]:80""#)])
+        #expect(ClientAddress(forwarded, peer: "::1", trusted: try TrustedProxies(["2001:db8::/32"])).address == "203.0.113.9")
+    }
+
     /// A range holds the addresses whose first `prefix` bits are its own: at and on both
     /// sides of each boundary, IPv4 and IPv6.
     @Test func aRangeHoldsTheAddressesSharingItsPrefix() throws {
@@ -81,6 +102,9 @@ import Testing
             for address in inside { #expect(trusted.contains(address), "\(range) holds \(address)") }
             for address in outside { #expect(!trusted.contains(address), "\(range) does not hold \(address)") }
         }
+        // An IPv4-mapped range is the IPv4 range it maps.
+        let mapped = try TrustedProxies(["::ffff:10.0.0.0/104"])
+        #expect(mapped.contains("10.1.2.3") && mapped.contains("::ffff:10.1.2.3") && !mapped.contains("11.0.0.0"))
         #expect(TrustedProxies.loopback.contains("127.8.9.10") && TrustedProxies.loopback.contains("::1"))
         #expect(!TrustedProxies.loopback.contains("10.0.0.1") && !TrustedProxies.loopback.contains("not an address"))
     }
