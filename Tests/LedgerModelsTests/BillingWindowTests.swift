@@ -60,11 +60,13 @@ import Testing
     }
 
     /// One subscription failing every hour for 80 days with no period to count from: each
-    /// failure's windows count from itself, so the latest's end last. Its grace ends 16 days
-    /// after the latest failure, its billing issue 60 days after; a renewal recovers them all.
+    /// failure's windows count from itself, so the latest's end last. Under billingGraceSource
+    /// `policy`, its grace ends billingGraceDays (3) after the latest failure, its billing
+    /// issue billingRetryDays (60) after: a millisecond before each and at it.
     @Test func aSubscriptionFailingEveryHourIsInGraceUntilItsLatestFailuresWindowEnds() throws {
         let start = ts("2026-01-01T00:00:00Z")
-        let policy = Policy.reference.subscription
+        var policy = Policy.reference.subscription
+        policy.billingGraceSource = .policy
         let failures = (Int64(0) ..< 80 * 24).map { hour in Make.renewalFailed("u", at: start.adding(hours: hour), original: "t0") }
         let latest = start.adding(hours: 80 * 24 - 1)
         let store = try Folded(failures).facts().subscription

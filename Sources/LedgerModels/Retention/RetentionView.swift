@@ -134,8 +134,8 @@ struct RetentionSubject {
 
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
         (self.own, self.access, self.policy) = (own, access, policy)
-        // Ascending, each once (each fact's times come mostly in order already: a period's
-        // purchase, then its end, which is the next one's purchase — runs the sort takes whole).
+        // Ascending, each once (the times come list by list, each mostly in order already:
+        // runs the sort takes whole).
         times = ChangeTimes.sorted(Plan.changeTimes(of: access, policy: policy, signIns: false), after: nil)
     }
 
