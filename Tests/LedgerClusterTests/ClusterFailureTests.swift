@@ -10,8 +10,9 @@ import LedgerTestSupport
 
 /// Processes killed under load, against a real cluster of `ledger node` processes and NATS
 /// servers (Tools/cluster): what is acknowledged stays, folded exactly once. One test at a
-/// time, beside `ClusterTests`' one: two clusters at most run at once.
-@Suite("A cluster losing a process under load", .serialized,
+/// time, beside `ClusterTests`' one: two clusters at most run at once, each test on a thread
+/// of its own.
+@Suite("A cluster losing a process under load", .serialized, .onOwnThread,
        .enabled(if: NATSCluster.available, "nats-server is not installed (.ci/run installs it)"))
 struct ClusterFailureTests {
     /// Subjects' histories, appended one event per request in an order that keeps each
@@ -80,64 +81,58 @@ struct ClusterFailureTests {
     }
 
     @Test("a ledger node SIGKILLed during appends: its partitions move, every acknowledged event is folded exactly once")
-    func nodeKilled() async throws {
-        try await onOwnThread {
-            let cluster = try NATSCluster(nodes: 2)
-            defer { cluster.down() }
-            let client = try ClusterClient(urls: cluster.url)
-            defer { client.close() }
-            let victim = try #require(cluster.nodePIDs.first)
-            let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
-            #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
-            try expectExactlyOnce(client, acknowledged)
-            // The survivor holds every partition now.
-            let survivor = try #require(cluster.nodeURLs.last)
-            let health = try JSONParser.parse(Array(Data(contentsOf: URL(string: "\(survivor)/healthz")!)))
-            guard case .object(let o) = health, case .array(let held)? = o["partitions"] else { Issue.record("no health from \(survivor)"); return }
-            #expect(held.count == ClusterLayout.defaultPartitions)
-            #expect(try verified(client).problems == [])
-            print("node killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s while its partitions moved")
-        }
+    func nodeKilled() throws {
+        let cluster = try NATSCluster(nodes: 2)
+        defer { cluster.down() }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let victim = try #require(cluster.nodePIDs.first)
+        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
+        #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
+        try expectExactlyOnce(client, acknowledged)
+        // The survivor holds every partition now.
+        let survivor = try #require(cluster.nodeURLs.last)
+        let health = try JSONParser.parse(Array(Data(contentsOf: URL(string: "\(survivor)/healthz")!)))
+        guard case .object(let o) = health, case .array(let held)? = o["partitions"] else { Issue.record("no health from \(survivor)"); return }
+        #expect(held.count == ClusterLayout.defaultPartitions)
+        #expect(try verified(client).problems == [])
+        print("node killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s while its partitions moved")
     }
 
     @Test("a NATS server SIGKILLed during appends: nothing acknowledged is lost and appends go on")
-    func serverKilled() async throws {
-        try await onOwnThread {
-            let cluster = try NATSCluster(nodes: 2)
-            defer { cluster.down() }
-            let client = try ClusterClient(urls: cluster.url)
-            defer { client.close() }
-            let victim = try #require(cluster.serverPIDs.first)
-            let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
-            #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
-            try expectExactlyOnce(client, acknowledged)
-            #expect(try verified(client).problems == [])
-            print("server killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s")
-        }
+    func serverKilled() throws {
+        let cluster = try NATSCluster(nodes: 2)
+        defer { cluster.down() }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let victim = try #require(cluster.serverPIDs.first)
+        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
+        #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
+        try expectExactlyOnce(client, acknowledged)
+        #expect(try verified(client).problems == [])
+        print("server killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s")
     }
 
     @Test("a node that joins takes its share of the partitions, and every view stays the same")
-    func nodeJoins() async throws {
-        try await onOwnThread {
-            let cluster = try NATSCluster(nodes: 1)
-            defer { cluster.down() }
-            let client = try ClusterClient(urls: cluster.url)
-            defer { client.close() }
-            let (acknowledged, _, _) = try load(client, subjects: 30, killAfter: 0) {}
-            let at = ts("2026-09-01T00:00:00Z")
-            let before = try acknowledged.keys.sorted().map { try client.status(of: $0, at: at).json }
+    func nodeJoins() throws {
+        let cluster = try NATSCluster(nodes: 1)
+        defer { cluster.down() }
+        let client = try ClusterClient(urls: cluster.url)
+        defer { client.close() }
+        let (acknowledged, _, _) = try load(client, subjects: 30, killAfter: 0) {}
+        let at = ts("2026-09-01T00:00:00Z")
+        let before = try acknowledged.keys.sorted().map { try client.status(of: $0, at: at).json }
 
-            let joining = try cluster.startNode("joining")
-            defer { joining.terminate(); joining.waitUntilExit() }
-            // The joining node's store fills from the stream; its log says what it took.
-            let took = eventually(60) {
-                let log = (try? String(contentsOfFile: cluster.storePath("joining.log"), encoding: .utf8)) ?? ""
-                return log.components(separatedBy: "holds partition").count - 1 >= ClusterLayout.defaultPartitions / 2
-            }
-            #expect(took, "the joining node took no share")
-            let after = try acknowledged.keys.sorted().map { try client.status(of: $0, at: at).json }
-            #expect(after == before)
-            try expectExactlyOnce(client, acknowledged)
+        let joining = try cluster.startNode("joining")
+        defer { joining.terminate(); joining.waitUntilExit() }
+        // The joining node's store fills from the stream; its log says what it took.
+        let took = eventually(60) {
+            let log = (try? String(contentsOfFile: cluster.storePath("joining.log"), encoding: .utf8)) ?? ""
+            return log.components(separatedBy: "holds partition").count - 1 >= ClusterLayout.defaultPartitions / 2
         }
+        #expect(took, "the joining node took no share")
+        let after = try acknowledged.keys.sorted().map { try client.status(of: $0, at: at).json }
+        #expect(after == before)
+        try expectExactlyOnce(client, acknowledged)
     }
 }
