@@ -93,6 +93,18 @@ extension ServeCommandTests {
     /// Starts `ledger serve` on a free port of `store` with `options`; returns it and where it listens (`nil`,
     /// recorded as an issue, when it does not say).
     static func serve(_ store: String, _ options: [String] = []) throws -> (Process, URL?) {
+        let (server, said) = try start(store, options)
+        // "Serving STORE on http://127.0.0.1:PORT (…)"
+        guard let range = said.range(of: #"http://[0-9.]+:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
+            Issue.record("the server did not say where it listens: \(said)")
+            return (server, nil)
+        }
+        return (server, url)
+    }
+
+    /// `ledger serve` of `store` on a free port with `options`, and what it said on starting
+    /// (through its last line, the proxies trusted).
+    static func start(_ store: String, _ options: [String]) throws -> (Process, String) {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
         server.arguments = ["serve", "--store", store, "--port", "0"] + options
@@ -100,9 +112,8 @@ extension ServeCommandTests {
         server.standardError = err
         server.standardOutput = FileHandle.nullDevice
         try server.run()
-        // "Serving STORE on http://127.0.0.1:PORT (…)"
         var said = ""
-        while !said.contains(" (SIGTERM") {
+        while !said.contains("Proxies trusted:") || !said.hasSuffix("\n") {
             let chunk = err.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             said += String(decoding: chunk, as: UTF8.self)
@@ -112,11 +123,7 @@ extension ServeCommandTests {
         err.fileHandleForReading.readabilityHandler = { handle in
             if handle.availableData.isEmpty { handle.readabilityHandler = nil }
         }
-        guard let range = said.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
-            Issue.record("the server did not say where it listens: \(said)")
-            return (server, nil)
-        }
-        return (server, url)
+        return (server, said)
     }
 
     enum Role: String { case support, writer }

@@ -151,7 +151,7 @@ import Testing
             let refused = try Run(["serve", "--store", store, "--port", "0", "--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "10.0.0.0/40"])
             #expect(refused.status == 2)
             #expect(refused.stderr.contains("--trusted-proxy 10.0.0.0/40: the prefix after / must be 0 to 32"), "\(refused.stderr)")
-            let (server, said) = try Self.start(store, ["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "2001:db8::7"])
+            let (server, said) = try ServeCommandTests.start(store, ["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "2001:db8::7"])
             kill(server.processIdentifier, SIGTERM)
             server.waitUntilExit()
             #expect(said.contains("\nProxies trusted: loopback, 10.0.0.0/8, 2001:db8::7\n"), "\(said)")
@@ -168,15 +168,12 @@ import Testing
         for trusted in [true, false] {
             try await withStorePath { store in
                 #expect(try Run(["init", "--store", store]).status == 0)
-                let (server, said) = try Self.start(store, ["--host", address] + (trusted ? ["--trusted-proxy", address] : []))
+                let (server, listening) = try ServeCommandTests.serve(store, ["--host", address] + (trusted ? ["--trusted-proxy", address] : []))
                 defer {
                     kill(server.processIdentifier, SIGTERM)
                     server.waitUntilExit()
                 }
-                guard let range = said.range(of: #"http://[0-9.]+:[0-9]+"#, options: .regularExpression), let url = URL(string: String(said[range])) else {
-                    Issue.record("the server did not say where it listens: \(said)")
-                    return
-                }
+                guard let url = listening else { return }
                 let session = URLSession(configuration: .ephemeral)
                 func signIn(_ client: String) async throws -> Int {
                     var request = URLRequest(url: url.appendingPathComponent("login"))
@@ -212,30 +209,6 @@ import Testing
         }
         return nil
     }()
-
-    /// `ledger serve` of `store` on a free port with `options`, and what it said on starting
-    /// (through the line of proxies trusted).
-    static func start(_ store: String, _ options: [String]) throws -> (Process, String) {
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("ledger")
-        server.arguments = ["serve", "--store", store, "--port", "0"] + options
-        let err = Pipe()
-        server.standardError = err
-        server.standardOutput = FileHandle.nullDevice
-        try server.run()
-        var said = ""
-        while !said.contains("Proxies trusted:") || !said.hasSuffix("\n") {
-            let chunk = err.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            said += String(decoding: chunk, as: UTF8.self)
-        }
-        // The request log goes on: read it so that the server never blocks on a full pipe,
-        // until it ends (at the end, the handler would be called again and again).
-        err.fileHandleForReading.readabilityHandler = { handle in
-            if handle.availableData.isEmpty { handle.readabilityHandler = nil }
-        }
-        return (server, said)
-    }
 
     /// `body` with a server of a new store started with `options`.
     func withServer(_ options: [String], _ body: (URL, String) throws -> Void) throws {
