@@ -9,7 +9,7 @@
 /// replays the events for an earlier time.
 public enum BadgeModel: ReadModel {
     public static let name = "badge"
-    public static let version: UInt32 = 6
+    public static let version: UInt32 = 7
 
     /// A maintenance task due on a local date.
     public struct Task: StateRecord, Equatable {
@@ -38,6 +38,8 @@ public enum BadgeModel: ReadModel {
         public var scheduled: [Dated<Task>] = []
         public var completed: [Dated<String>] = []
         public var flags: [Dated<Flag>] = []
+        /// The flags' names, sorted, each once: a look back at the flags stops once each is decided.
+        public var flagNames: [String] = []
         /// The latest occurredAt of the inbox events folded.
         public var latest: Timestamp?
 
@@ -47,6 +49,7 @@ public enum BadgeModel: ReadModel {
             try coder.code(&scheduled)
             try coder.code(&completed)
             try coder.code(&flags)
+            try coder.code(&flagNames)
             try coder.code(&latest)
         }
     }
@@ -109,8 +112,10 @@ public enum BadgeModel: ReadModel {
             state.completed.insertDated(Dated(at: at, position: position, value: m.taskId))
         case .securityFlagRaised(let f):
             state.flags.insertDated(Dated(at: at, position: position, value: Flag(name: f.flag, raised: true)))
+            state.noteFlag(f.flag)
         case .securityFlagCleared(let f):
             state.flags.insertDated(Dated(at: at, position: position, value: Flag(name: f.flag, raised: false)))
+            state.noteFlag(f.flag)
         case .subscriptionPurchased, .subscriptionRenewed, .subscriptionRenewalFailed, .subscriptionGraceExpired,
              .subscriptionAutoRenewChanged, .subscriptionExpired, .subscriptionRefunded, .subscriptionRefundReversed,
              .subscriptionRevoked, .subscriptionProductChanged, .subscriptionRenewalExtended,
@@ -135,5 +140,18 @@ public enum BadgeModel: ReadModel {
 
     public static func changeTimes(of state: State, facts: SubjectFacts, policy: Policy, in window: ChangeWindow) -> [Timestamp] {
         BadgeRules.changeTimes(of: state, facts: facts, policy: policy, in: window)
+    }
+}
+
+extension BadgeModel.State {
+    /// Adds a flag's name to `flagNames` where its order puts it, unless it is there.
+    mutating func noteFlag(_ name: String) {
+        var (low, high) = (flagNames.startIndex, flagNames.endIndex)
+        while low < high {
+            let middle = (low + high) / 2
+            if flagNames[middle] < name { low = middle + 1 } else { high = middle }
+        }
+        if low < flagNames.endIndex && flagNames[low] == name { return }
+        flagNames.insert(name, at: low)
     }
 }

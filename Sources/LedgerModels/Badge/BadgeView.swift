@@ -70,11 +70,12 @@ package enum BadgeRules {
 
     /// A flag raised and not cleared since: some flag's latest fact raises it. Walked from the
     /// latest fact back, each name decided by the first of its facts met (a flag raised and
-    /// cleared a thousand times is decided by its latest).
+    /// cleared a thousand times is decided by its latest), until every name is.
     static func securityFlag(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
         var decided: Set<String> = []
         for flag in state.flags.known(at: t).reversed() where decided.insert(flag.value.name).inserted {
             if flag.value.raised { return true }
+            if decided.count == state.flagNames.count { return false }
         }
         return false
     }
