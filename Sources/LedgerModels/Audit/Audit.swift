@@ -185,6 +185,8 @@ package enum Audit {
                               models: [any ReadModel.Type] = ReadModels.all, policy: Policy, paging: AuditPaging? = nil) -> AuditReport {
         let timeline = events.filter { $0.occurredAt <= t }.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
         var facts = SubjectFacts()
+        // Asked after every event: kept as the events are folded, not worked out at each.
+        facts.keepPlanTimes(policy: policy.subscription)
         // The facts' change times, sorted, worked out again only when the facts change.
         var factsTimes: [Timestamp] = []
         var factsChanged = true
@@ -202,7 +204,10 @@ package enum Audit {
         func step(to time: Timestamp, horizon: Timestamp) -> (changes: [AuditChange], summary: String) {
             // Only times after the previous step are ever asked for (`ChangeTimes.between` and
             // `.any` look after it): a long history's past ones are not sorted at each step.
-            if factsChanged { factsTimes = ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy.subscription), after: stepped) }
+            if factsChanged {
+                factsTimes = facts.keptPlanTimes(policy: policy.subscription)?.changeTimes(after: stepped)
+                    ?? ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy.subscription), after: stepped)
+            }
             stepped = time
             var changes: [AuditChange] = []
             var sentences: [String] = []

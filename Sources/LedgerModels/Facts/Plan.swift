@@ -123,12 +123,18 @@ public enum Plan {
     public static func changeTimes(of facts: SubjectFacts, policy: Policy.Subscription, signIns: Bool = true) -> [Timestamp] {
         var times = facts.subscription.changeTimes(policy: policy)
         times.reserveCapacity(times.count + 2 * facts.grants.count + 7 * facts.snapshots.count + facts.signIns.count + facts.deletions.count)
+        appendOwnChanges(of: facts, policy: policy, to: &times)
+        if signIns { for s in facts.signIns { times.append(s.at) } }
+        return times
+    }
+
+    /// The change times of the grants, device snapshots and deletions: each fact's of its own
+    /// alone (with the store fact that voids a snapshot), which `PlanTimes` adds one by one.
+    static func appendOwnChanges(of facts: SubjectFacts, policy: Policy.Subscription, to times: inout [Timestamp]) {
         for g in facts.grants { times.append(g.at) }
         // A failed verification's arrival (a verified one's is among the ends).
         for s in facts.snapshots where s.value == .failed { times.append(s.at) }
         appendEnds(of: facts, policy: policy, to: &times)
-        if signIns { for s in facts.signIns { times.append(s.at) } }
-        return times
     }
 
     /// The times at which paid access may end with no new event (a superset, and a subset of
@@ -144,13 +150,15 @@ public enum Plan {
     }
 
     /// The times beyond the subscription's at which paid access may end.
-    private static func appendEnds(of facts: SubjectFacts, policy: Policy.Subscription, to times: inout [Timestamp]) {
+    static func appendEnds(of facts: SubjectFacts, policy: Policy.Subscription, to times: inout [Timestamp]) {
         for g in facts.grants { times.append(g.value) }
         // The first refund, revocation or store expiry after a snapshot voids it
         // (`deviceSnapshot`): the lists are in (occurredAt, position) order, so the one after
-        // each snapshot is found walking each list once.
+        // each snapshot is found walking each list once, from the first fact not before the
+        // first snapshot (found by halving).
         let (marks, ends) = (facts.subscription.marks, facts.subscription.ends)
-        var (void, end) = (marks.startIndex, ends.startIndex)
+        let before = facts.snapshots.first.map { $0.at.adding(milliseconds: -1) } ?? Timestamp(milliseconds: .min)
+        var (void, end) = (marks.known(at: before).endIndex, ends.known(at: before).endIndex)
         // A failed verification moves the latest verified snapshot to its offline grace: it
         // ends nothing, unless a policy's offline grace is shorter than the interval. A
         // verified one replaces the latest (with `free`, or expired).

@@ -48,6 +48,8 @@ public struct SubjectFacts: StateRecord, Equatable {
     /// for this subject (`appstore.subject_bound`), sorted: its views fold their events with its
     /// own, so the engine answers them by replay (`AppStoreSubjectBound`).
     public var bound: [String] = []
+    /// The plan's times, when a walk keeps them (`keepPlanTimes`); never stored.
+    var kept = KeptPlanTimes()
 
     public init() {}
 
@@ -73,7 +75,10 @@ public struct SubjectFacts: StateRecord, Equatable {
     /// is of one of `planReads`.
     public mutating func apply(_ event: RecordedEvent, policy: Policy) {
         activity.apply(event, policy: policy)
-        if Self.planReads.contains(event.type) { applyPlan(event) }
+        if Self.planReads.contains(event.type) {
+            applyPlan(event)
+            keepTimes(after: event)
+        }
     }
 
     /// The event types that change the plan's facts (all but `activity`).

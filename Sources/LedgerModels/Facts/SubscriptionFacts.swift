@@ -282,6 +282,13 @@ extension SubscriptionFacts {
         let extended: Timestamp?
     }
 
+    /// How many of the store's facts of every kind happened by `known`.
+    func factCount(knownAt known: Timestamp) -> Int {
+        transactions.known(at: known).count + extensions.known(at: known).count + marks.known(at: known).count
+            + failures.known(at: known).count + ends.known(at: known).count + autoRenew.known(at: known).count
+            + upgrades.known(at: known).count
+    }
+
     func knownTransactions(at known: Timestamp) -> KnownTransactions {
         KnownTransactions(known: known, described: transactions.known(at: known), extended: latestExtension(known: known))
     }

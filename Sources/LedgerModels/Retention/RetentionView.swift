@@ -131,12 +131,15 @@ struct RetentionSubject {
 
     private let policy: Policy.Subscription
     private let endTimes = EndTimes()
+    /// The times the facts keep, when they do (the audit's walk: `PlanTimes`).
+    let kept: PlanTimes?
 
     init(own: RetentionModel.State, access: SubjectFacts, policy: Policy.Subscription) {
         (self.own, self.access, self.policy) = (own, access, policy)
+        kept = access.keptPlanTimes(policy: policy)
         // Ascending, each once (the times come list by list, each mostly in order already:
         // runs the sort takes whole).
-        times = ChangeTimes.sorted(Plan.changeTimes(of: access, policy: policy, signIns: false), after: nil)
+        times = kept?.changes ?? ChangeTimes.sorted(Plan.changeTimes(of: access, policy: policy, signIns: false), after: nil)
     }
 
     /// The times paid access may end (`Plan.endTimes`), in order, each once: worked out the
@@ -144,6 +147,7 @@ struct RetentionSubject {
     /// list asks one per stretch). Costs a reader a reference in a value: the subject's facts
     /// never change under it.
     var ends: [Timestamp] {
+        if let kept { return kept.ends }
         if let sorted = endTimes.sorted { return sorted }
         let sorted = ChangeTimes.sorted(Plan.endTimes(of: access, policy: policy), after: nil)
         endTimes.sorted = sorted
@@ -392,8 +396,19 @@ enum RetentionRules {
         var index = now
         var near: Int?
         let lookBack = LookBack(state, known: t, policy: policy)
+        // A walk that keeps the plan's times (the audit) keeps what the last look back found:
+        // this one stops where that one began.
+        let startsAtCancellation = policy.retention?.startsAt == .cancellation
+        let storeFacts = state.kept.map { _ in state.access.subscription.factCount(knownAt: t) }
+        let found = state.kept?.run.withLock { found in
+            found.flatMap { $0.through <= t && $0.startsAtCancellation == startsAtCancellation && $0.storeFacts == storeFacts ? $0 : nil }
+        }
         while index > times.startIndex {
             let c = times[index - 1]
+            if let found, c <= found.through {
+                since = found.since
+                break
+            }
             let activity = lookBack.activity(at: c, near: near)
             if case .inactive = activity { break }
             since = c
@@ -405,6 +420,9 @@ enum RetentionRules {
                 since = times[index - 1]
                 index -= 1
             }
+        }
+        if let kept = state.kept, let since, let storeFacts {
+            kept.run.withLock { $0 = PlanTimes.ActiveRun(since: since, through: t, startsAtCancellation: startsAtCancellation, storeFacts: storeFacts) }
         }
         if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
         for c in times[now...] where !isActive(state, at: c, known: t, policy: policy) {

@@ -1,0 +1,146 @@
+import Synchronization
+@_spi(Storage) import LedgerCore
+
+/// The plan's change and end times (`Plan.changeTimes`, `Plan.endTimes`), sorted and each
+/// once, kept while a subject's facts are folded one event after another and asked after every
+/// one: the audit's walk (`SubjectFacts.keepPlanTimes`). Worked out afresh, they cost each step
+/// as much as the history; kept, a step costs what its event adds.
+///
+/// A grant, a device snapshot, a sign-in or a deletion adds times of its own alone (its own
+/// time and windows, the first store fact after it that voids it), and changes no rule's answer
+/// at any time before it happened: those are added to the lists in place. Any store fact may
+/// move times that are already listed (a refund, an extension) and change answers before it
+/// (a purchase whose period began earlier), so the lists are then worked out again.
+///
+/// Costs a reader a reference inside a value: `SubjectFacts` carries it, mutated only where
+/// that value is the one holder (`SubjectFacts.applyPlan`), and views of other copies read it.
+final class PlanTimes: @unchecked Sendable {
+    /// The policy the times were worked out under; asked under another, they are worked out afresh.
+    let policy: Policy.Subscription
+    /// `Plan.changeTimes` without the sign-ins.
+    private(set) var changes: [Timestamp]
+    /// `Plan.endTimes`.
+    private(set) var ends: [Timestamp]
+    /// The sign-ins' and outs' times (with `changes`, `Plan.changeTimes`).
+    private(set) var signIns: [Timestamp]
+    /// What retention's look back last found (`RetentionRules.activeRun`).
+    let run: Mutex<ActiveRun?>
+
+    init(_ facts: SubjectFacts, policy: Policy.Subscription) {
+        self.policy = policy
+        changes = ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy, signIns: false), after: nil)
+        ends = ChangeTimes.sorted(Plan.endTimes(of: facts, policy: policy), after: nil)
+        signIns = ChangeTimes.sorted(facts.signIns.map(\.at), after: nil)
+        run = Mutex(nil)
+    }
+
+    private init(copying other: PlanTimes) {
+        (policy, changes, ends, signIns) = (other.policy, other.changes, other.ends, other.signIns)
+        run = Mutex(other.run.withLock { $0 })
+    }
+
+    func copy() -> PlanTimes { PlanTimes(copying: self) }
+
+    /// Whether an event of `type` adds times of its own alone (see the type's comment).
+    static func addsOwnTimes(_ type: String) -> Bool { ownKinds.contains(type) }
+
+    private static let ownKinds: Set<String> = [
+        SupportEntitlementGranted.type, EntitlementVerified.type, EntitlementVerificationFailed.type,
+        AccountCreated.type, AccountSignedIn.type, AccountSignedOut.type, AccountDeleted.type, AppStoreSubjectBound.type,
+    ]
+
+    /// Adds the times of the one fact `one` holds beside its subject's store facts (a fact of
+    /// `addsOwnTimes`'s kinds, which happened at `at`), as `Plan` lists them.
+    func add(_ one: SubjectFacts, at: Timestamp) {
+        var own: [Timestamp] = []
+        Plan.appendOwnChanges(of: one, policy: policy, to: &own)
+        for time in own { Self.insert(time, into: &changes) }
+        own.removeAll(keepingCapacity: true)
+        Plan.appendEnds(of: one, policy: policy, to: &own)
+        for time in own { Self.insert(time, into: &ends) }
+        for sign in one.signIns { Self.insert(sign.at, into: &signIns) }
+        // The look back's answer holds for the times before the fact happened, no later.
+        run.withLock { found in
+            if let through = found?.through, at <= through { found = nil }
+        }
+    }
+
+    /// `Plan.changeTimes` after `after` (every one with `nil`), sorted, each once.
+    func changeTimes(after: Timestamp?) -> [Timestamp] {
+        let first = after.map { bound in ChangeWindow.firstIndex(in: changes) { $0 > bound } } ?? changes.startIndex
+        let firstSign = after.map { bound in ChangeWindow.firstIndex(in: signIns) { $0 > bound } } ?? signIns.startIndex
+        guard firstSign < signIns.endIndex else { return Array(changes[first...]) }
+        return ChangeTimes.sorted(Array(changes[first...]) + signIns[firstSign...], after: nil)
+    }
+
+    private static func insert(_ time: Timestamp, into sorted: inout [Timestamp]) {
+        let index = ChangeWindow.firstIndex(in: sorted) { $0 >= time }
+        if index < sorted.endIndex && sorted[index] == time { return }
+        sorted.insert(time, at: index)
+    }
+
+    /// Retention's look back at `through` (`RetentionRules.activeRun`): the subject active at
+    /// every change time from `since` through `through` and at none just before `since`, over
+    /// the facts known at `through`, under a policy whose retention starts at a cancellation
+    /// or not. It holds at a later time over the facts known then while no fact that happened
+    /// by `through` is added (`add` forgets it; a store fact makes the times afresh) and no
+    /// store fact happened after it (`storeFacts` counts those known at `through`).
+    struct ActiveRun: Sendable {
+        var since: Timestamp
+        var through: Timestamp
+        var startsAtCancellation: Bool
+        var storeFacts: Int
+    }
+}
+
+/// `SubjectFacts`' place for the times it keeps: one that every copy's `==` passes over (two
+/// subjects with the same facts are equal, whichever keeps its times).
+struct KeptPlanTimes: Sendable, Equatable {
+    var times: PlanTimes?
+
+    static func == (lhs: Self, rhs: Self) -> Bool { true }
+}
+
+extension SubjectFacts {
+    /// From now on, keep the plan's times under `policy` as events are applied (`PlanTimes`):
+    /// for a walk that asks them after each event.
+    package mutating func keepPlanTimes(policy: Policy.Subscription) {
+        kept.times = PlanTimes(self, policy: policy)
+    }
+
+    /// The kept times, when they were kept under `policy`.
+    func keptPlanTimes(policy: Policy.Subscription) -> PlanTimes? {
+        guard let times = kept.times, times.policy == policy else { return nil }
+        return times
+    }
+
+    /// After `applyPlan` folded `event`: its times added to the kept ones, or all worked out again.
+    mutating func keepTimes(after event: RecordedEvent) {
+        guard var times = kept.times else { return }
+        kept.times = nil
+        guard PlanTimes.addsOwnTimes(event.type) else {
+            kept.times = PlanTimes(self, policy: times.policy)
+            return
+        }
+        if !isKnownUniquelyReferenced(&times) { times = times.copy() }
+        var one = SubjectFacts()
+        one.subscription = subscription
+        let at = event.occurredAt, position = event.position
+        if let grant = Self.fact(in: grants, at: at, position: position) { one.grants = [grant] }
+        if let snapshot = Self.fact(in: snapshots, at: at, position: position) { one.snapshots = [snapshot] }
+        if let sign = Self.fact(in: signIns, at: at, position: position) { one.signIns = [sign] }
+        if let deletion = Self.fact(in: deletions, at: at, position: position) { one.deletions = [deletion] }
+        times.add(one, at: at)
+        kept.times = times
+    }
+
+    /// The fact of `list` at `at` stated by the event at `position`, found by halving.
+    private static func fact<V>(in list: [Dated<V>], at: Timestamp, position: UInt64) -> Dated<V>? {
+        let upTo = list.known(at: at)
+        for index in upTo.indices.reversed() {
+            guard upTo[index].at == at else { return nil }
+            if upTo[index].position == position { return upTo[index] }
+        }
+        return nil
+    }
+}

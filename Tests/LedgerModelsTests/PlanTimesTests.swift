@@ -1,0 +1,131 @@
+@_spi(Storage) import LedgerCore
+@testable import LedgerModels
+@_spi(Storage) import LedgerTestSupport
+import PropertyBased
+import Testing
+
+/// The plan's times kept while events are folded (`PlanTimes`, the audit's walk) must be the
+/// times worked out afresh, and retention read over them, with what its last look back found,
+/// must be retention read over the facts alone.
+@Suite struct PlanTimesTests {
+    /// The reference policy, and one whose offline grace ends before the interval (a failed
+    /// verification then ends access, and its time is an end).
+    static let subscriptionPolicies: [Policy.Subscription] = {
+        var short = Policy.reference.subscription
+        short.offlineGraceHours = 2
+        short.verificationIntervalHours = 24
+        return [Policy.reference.subscription, short]
+    }()
+
+    /// Each subject's events of a random history, as recorded events in the order drawn.
+    static func histories(seed: UInt64, shuffled: Bool) throws -> [String: [RecordedEvent]] {
+        var history = RandomHistory(seed: seed)
+        var drawn = history.events(subjects: 3, perSubject: 10...40)
+        if shuffled { drawn.shuffle(using: &history.random) }
+        var subjects: [String: [RecordedEvent]] = [:]
+        for (position, event) in drawn.enumerated() {
+            let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            let recorded = RecordedEvent(stored, data: event.data)
+            subjects[recorded.subject, default: []].append(recorded)
+        }
+        return subjects
+    }
+
+    /// The facts without the times they keep.
+    static func plain(_ facts: SubjectFacts) -> SubjectFacts {
+        var plain = facts
+        plain.kept = KeptPlanTimes()
+        return plain
+    }
+
+    /// After every event, in any order (late facts land in the past), the kept lists are
+    /// `Plan.changeTimes` and `Plan.endTimes` sorted, each once.
+    @Test func keptTimesAreTheTimesWorkedOutAfresh() async {
+        await checkProperty(count: 30, input: Gen.uint64()) { seed in
+            var compared = 0
+            for (subject, events) in try Self.histories(seed: seed, shuffled: true) {
+                for policy in Self.subscriptionPolicies {
+                    var facts = SubjectFacts()
+                    facts.keepPlanTimes(policy: policy)
+                    for event in events {
+                        facts.apply(event, policy: .reference)
+                        let kept = try #require(facts.keptPlanTimes(policy: policy))
+                        let place: Comment = "seed \(seed), \(subject) after position \(event.position)"
+                        #expect(kept.changes == ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy, signIns: false), after: nil), place)
+                        #expect(kept.ends == ChangeTimes.sorted(Plan.endTimes(of: facts, policy: policy), after: nil), place)
+                        let all = ChangeTimes.sorted(Plan.changeTimes(of: facts, policy: policy), after: nil)
+                        #expect(kept.changeTimes(after: nil) == all, place)
+                        if let middle = all.dropFirst(all.count / 2).first {
+                            #expect(kept.changeTimes(after: middle) == all.filter { $0 > middle }, place)
+                        }
+                        compared += 1
+                    }
+                    #expect(facts.keptPlanTimes(policy: Self.subscriptionPolicies[0] == policy ? Self.subscriptionPolicies[1] : Self.subscriptionPolicies[0]) == nil)
+                }
+            }
+            #expect(compared > 0)
+        }
+    }
+
+    /// Folded in business-time order as the audit folds them, or in any order, and read after
+    /// each event at the latest time folded and at times around it: retention over the kept
+    /// times (each look back starting from the last one's answer) is retention over the facts.
+    @Test func retentionOverKeptTimesIsRetentionOverTheFacts() async {
+        await checkProperty(count: 30, input: Gen.uint64()) { seed in
+            var compared = 0
+            for shuffled in [false, true] {
+                for (subject, events) in try Self.histories(seed: seed, shuffled: shuffled) {
+                    let ordered = shuffled ? events : events.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
+                    for policy in RetentionLookBackTests.policies {
+                        var facts = SubjectFacts()
+                        var own = RetentionModel.State()
+                        facts.keepPlanTimes(policy: policy.subscription)
+                        var latest: Timestamp?
+                        for event in ordered {
+                            facts.apply(event, policy: policy)
+                            if RetentionModel.reads.contains(event.type) { RetentionModel.apply(event, to: &own) }
+                            let now = max(latest ?? event.occurredAt, event.occurredAt)
+                            latest = now
+                            for t in [now, now.adding(hours: 1), now.adding(days: 40), now, now.adding(days: -3)] {
+                                let kept = RetentionModel.view(of: own, facts: facts, at: t, policy: policy)
+                                let fresh = RetentionModel.view(of: own, facts: Self.plain(facts), at: t, policy: policy)
+                                #expect(kept == fresh, "seed \(seed), \(subject) after position \(event.position) at \(t), \(policy.retention?.startsAt.rawValue ?? "no retention")")
+                                compared += 1
+                            }
+                        }
+                    }
+                }
+            }
+            #expect(compared > 0)
+        }
+    }
+
+    /// A device verified every hour for 40 days, each snapshot good for a day: the look back
+    /// over kept times starts from where the last one began, and still finds the first
+    /// snapshot's time (active since then); a failed verification among them (offline grace)
+    /// does not break the run. A millisecond before the last snapshot's day runs out, still
+    /// active since the first; at it, grace from it.
+    @Test func aDeviceVerifiedHourlyIsActiveSinceItsFirstSnapshot() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        var facts = SubjectFacts()
+        facts.keepPlanTimes(policy: Policy.reference.subscription)
+        let own = RetentionModel.State()
+        for hour in Int64(0) ..< 40 * 24 {
+            let at = start.adding(hours: hour)
+            var verified = EntitlementVerified()
+            verified.plan = .pro
+            verified.expiresAt = at.adding(days: 1)
+            let data = hour == 500 ? EntitlementVerificationFailed().eventData : verified.eventData
+            let event = LedgerEvent(subject: "u", occurredAt: at, source: .app, data: data)
+            let stored = StoredEvent(position: UInt64(hour + 1), version: 1, recordedAt: at, hash: [], draft: try event.draft())
+            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
+            let view = try #require(RetentionModel.view(of: own, facts: facts, at: at, policy: .reference))
+            #expect(view.tier == .active && view.enteredAt == start, "at hour \(hour)")
+        }
+        let end = start.adding(hours: 40 * 24 - 1).adding(days: 1)
+        let after = try #require(RetentionModel.view(of: own, facts: facts, at: end, policy: .reference))
+        #expect(after.tier == .grace && after.enteredAt == end && after.dayZero == end)
+        let before = try #require(RetentionModel.view(of: own, facts: facts, at: end.adding(milliseconds: -1), policy: .reference))
+        #expect(before.tier == .active && before.enteredAt == start)
+    }
+}
