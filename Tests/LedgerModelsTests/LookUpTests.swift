@@ -60,6 +60,8 @@ import Testing
             facts.failures.append(Dated(at: at, position: UInt64(i + 2),
                                         value: .init(originalId: "o", graceExpiresAt: i % 3 == 0 ? at.adding(days: 5) : nil)))
         }
+        // What folding the failures keeps beside them.
+        facts.latestStoreGraceEnd = facts.failures.compactMap(\.value.graceExpiresAt).max()
         for source in [Policy.Subscription.GraceSource.store, .policy] {
             var policy = Policy.reference.subscription
             policy.billingGraceSource = source

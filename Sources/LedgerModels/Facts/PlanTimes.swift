@@ -8,9 +8,11 @@ import Synchronization
 ///
 /// A grant, a device snapshot, a sign-in or a deletion adds times of its own alone (its own
 /// time and windows, the first store fact after it that voids it), and changes no rule's answer
-/// at any time before it happened: those are added to the lists in place. Any store fact may
-/// move times that are already listed (a refund, an extension) and change answers before it
-/// (a purchase whose period began earlier), so the lists are then worked out again.
+/// at any time before it happened: those are added to the lists in place. So is a failed
+/// renewal, but the first, or one followed by a store end of its subscription (which may then
+/// cut a grace short). Other store facts may move times that are already listed (a refund, an
+/// extension) and change answers before them (a purchase whose period began earlier), so the
+/// lists are then worked out again.
 ///
 /// Costs a reader a reference inside a value: `SubjectFacts` carries it, mutated only where
 /// that value is the one holder (`SubjectFacts.applyPlan`), and views of other copies read it.
@@ -52,13 +54,22 @@ final class PlanTimes: @unchecked Sendable {
     /// Adds the times of the one fact `one` holds beside its subject's store facts (a fact of
     /// `addsOwnTimes`'s kinds, which happened at `at`), as `Plan` lists them.
     func add(_ one: SubjectFacts, at: Timestamp) {
-        var own: [Timestamp] = []
-        Plan.appendOwnChanges(of: one, policy: policy, to: &own)
-        for time in own { Self.insert(time, into: &changes) }
-        own.removeAll(keepingCapacity: true)
-        Plan.appendEnds(of: one, policy: policy, to: &own)
-        for time in own { Self.insert(time, into: &ends) }
-        for sign in one.signIns { Self.insert(sign.at, into: &signIns) }
+        var changes: [Timestamp] = [], ends: [Timestamp] = []
+        Plan.appendOwnChanges(of: one, policy: policy, to: &changes)
+        Plan.appendEnds(of: one, policy: policy, to: &ends)
+        add(changes: changes, ends: ends, signIns: one.signIns.map(\.at), at: at)
+    }
+
+    /// Adds a failure's times, which happened at `at`: its own, and the ends it adds alone
+    /// (`SubscriptionFacts.endTimes(addedBy:policy:)`).
+    func addFailure(at: Timestamp, ends: [Timestamp]) {
+        add(changes: [at] + ends, ends: ends, signIns: [], at: at)
+    }
+
+    private func add(changes: [Timestamp], ends: [Timestamp], signIns: [Timestamp], at: Timestamp) {
+        for time in changes { Self.insert(time, into: &self.changes) }
+        for time in ends { Self.insert(time, into: &self.ends) }
+        for time in signIns { Self.insert(time, into: &self.signIns) }
         // The look back's answer holds for the times before the fact happened, no later.
         run.withLock { found in
             if let through = found?.through, at <= through { found = nil }
@@ -83,8 +94,9 @@ final class PlanTimes: @unchecked Sendable {
     /// every change time from `since` through `through` and at none just before `since`, over
     /// the facts known at `through`, under a policy whose retention starts at a cancellation
     /// or not. It holds at a later time over the facts known then while no fact that happened
-    /// by `through` is added (`add` forgets it; a store fact makes the times afresh) and no
-    /// store fact happened after it (`storeFacts` counts those known at `through`).
+    /// by `through` is added (`add` forgets it; other store facts make the times afresh) and
+    /// no store fact that can change an earlier answer happened after it (`storeFacts` counts
+    /// those known at `through`: `SubscriptionFacts.factCount(knownAt:)`).
     struct ActiveRun: Sendable {
         var since: Timestamp
         var through: Timestamp
@@ -118,6 +130,14 @@ extension SubjectFacts {
     mutating func keepTimes(after event: RecordedEvent) {
         guard var times = kept.times else { return }
         kept.times = nil
+        let at = event.occurredAt, position = event.position
+        if event.type == SubscriptionRenewalFailed.type, let failure = Self.fact(in: subscription.failures, at: at, position: position),
+           let ends = subscription.endTimes(addedBy: failure, policy: times.policy) {
+            if !isKnownUniquelyReferenced(&times) { times = times.copy() }
+            times.addFailure(at: at, ends: ends)
+            kept.times = times
+            return
+        }
         guard PlanTimes.addsOwnTimes(event.type) else {
             kept.times = PlanTimes(self, policy: times.policy)
             return
@@ -125,7 +145,6 @@ extension SubjectFacts {
         if !isKnownUniquelyReferenced(&times) { times = times.copy() }
         var one = SubjectFacts()
         one.subscription = subscription
-        let at = event.occurredAt, position = event.position
         if let grant = Self.fact(in: grants, at: at, position: position) { one.grants = [grant] }
         if let snapshot = Self.fact(in: snapshots, at: at, position: position) { one.snapshots = [snapshot] }
         if let sign = Self.fact(in: signIns, at: at, position: position) { one.signIns = [sign] }

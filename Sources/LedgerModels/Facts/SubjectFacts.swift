@@ -121,6 +121,7 @@ public struct SubjectFacts: StateRecord, Equatable {
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .revoke, transactionId: r.transactionId)))
         case .subscriptionRenewalFailed(let f):
             subscription.failures.insertDated(Dated(at: at, position: position, value: .init(originalId: f.originalTransactionId, graceExpiresAt: f.gracePeriodExpiresAt)))
+            if let end = f.gracePeriodExpiresAt { subscription.latestStoreGraceEnd = max(subscription.latestStoreGraceEnd ?? end, end) }
         case .subscriptionExpired(let e):
             subscription.ends.insertDated(Dated(at: at, position: position, value: .init(originalId: e.originalTransactionId, graceOnly: false)))
         case .subscriptionGraceExpired(let e):

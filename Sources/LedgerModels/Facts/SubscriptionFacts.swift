@@ -106,6 +106,10 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// Auto-renew turned on or off, per originalTransactionId.
     public var autoRenew: [Dated<AutoRenew>] = []
     public var upgrades: [Dated<Upgrade>] = []
+    /// The latest store grace end of any failure (`gracePeriodExpiresAt`), kept as failures are
+    /// folded: a look for an open grace under billingGraceSource `store` stops at the long-shut
+    /// failures once it is past, instead of asking every failure for a store end.
+    public internal(set) var latestStoreGraceEnd: Timestamp?
 
     public struct AutoRenew: StateRecord, Equatable {
         public var originalId = ""
@@ -126,6 +130,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         try coder.code(&ends)
         try coder.code(&autoRenew)
         try coder.code(&upgrades)
+        try coder.code(&latestStoreGraceEnd)
     }
 }
 
@@ -282,11 +287,12 @@ extension SubscriptionFacts {
         let extended: Timestamp?
     }
 
-    /// How many of the store's facts of every kind happened by `known`.
+    /// How many of the store's facts happened by `known`, of the kinds that may change an
+    /// answer at a time before they happened (all but failures: a failure counts from its
+    /// own time on).
     func factCount(knownAt known: Timestamp) -> Int {
         transactions.known(at: known).count + extensions.known(at: known).count + marks.known(at: known).count
-            + failures.known(at: known).count + ends.known(at: known).count + autoRenew.known(at: known).count
-            + upgrades.known(at: known).count
+            + ends.known(at: known).count + autoRenew.known(at: known).count + upgrades.known(at: known).count
     }
 
     func knownTransactions(at known: Timestamp) -> KnownTransactions {
@@ -350,9 +356,15 @@ extension SubscriptionFacts {
         let known = known ?? t
         let happened = failures.known(at: min(t, known))
         let storeGraces = policy.billingGraceSource == .store
-        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGraces)
+        // With no store grace end after t, no failure's is open: each is bounded as under `policy`.
+        let storeGracesOpen = storeGraces && latestStoreGraceEnd.map { t < $0 } ?? false
+        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGracesOpen)
         var asked = LatestFailures()
-        for i in happened.indices.reversed() where bound.mayBeOpen(failedAt: happened[i].at, graceExpiresAt: happened[i].value.graceExpiresAt) {
+        for i in happened.indices.reversed() {
+            guard bound.mayBeOpen(failedAt: happened[i].at, graceExpiresAt: happened[i].value.graceExpiresAt) else {
+                if bound.shutBelow(failedAt: happened[i].at) { break }
+                continue
+            }
             // The store's grace ends are each failure's own: then every failure is asked.
             guard storeGraces || asked.isLatest(happened[i].value.originalId) else { continue }
             let episode = episode(of: happened[i], at: t, known: known, policy: policy)
@@ -418,6 +430,13 @@ extension SubscriptionFacts {
             guard let end = latestEnd ?? nil else { return false }
             return end > since
         }
+
+        /// After `mayBeOpen` said a failure at `failedAt` is shut: whether every earlier one
+        /// is too — their windows end by the same bound, and no store grace end (`storeGraces`)
+        /// can keep one open. Failures are walked from the latest down, so the walk can stop.
+        func shutBelow(failedAt: Timestamp) -> Bool {
+            !storeGraces && failedAt <= since
+        }
     }
 
     /// The windows of one failure, asked at `t` over the facts known at `known`.
@@ -463,11 +482,16 @@ extension SubscriptionFacts {
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
         var bound = WindowBound(facts: self, known: t, at: t, days: policy.billingRetryDays, storeGraces: false)
         var asked = LatestFailures()
-        return failures.known(at: t).reversed().contains { failure in
-            guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil), asked.isLatest(failure.value.originalId) else { return false }
+        for failure in failures.known(at: t).reversed() {
+            guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil) else {
+                if bound.shutBelow(failedAt: failure.at) { return false }
+                continue
+            }
+            guard asked.isLatest(failure.value.originalId) else { continue }
             let episode = episode(of: failure, at: t, known: t, policy: policy)
-            return !episode.recovered && t < episode.issueEnd
+            if !episode.recovered && t < episode.issueEnd { return true }
         }
+        return false
     }
 
     /// Auto-renew at `t`: `nil` with no transaction; otherwise the latest, in (occurredAt,

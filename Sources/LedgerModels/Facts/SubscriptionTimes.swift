@@ -151,10 +151,42 @@ extension SubscriptionFacts {
                 from = periodFrom[f.value.originalId]
                 last = (f.value.originalId, from)
             }
-            if from.map({ f.at < $0 }) ?? true { windows(from: f.at) }
+            if Self.opensWindows(failedAt: f.at, periodFrom: from) { windows(from: f.at) }
         }
         for end in origins { times.append(end.adding(days: policy.billingGraceDays)) }
         for end in origins { times.append(end.adding(days: policy.billingRetryDays)) }
+        return times
+    }
+
+    /// Whether a failure's windows count from its own time: none of its subscription's periods
+    /// was purchased and known before it (`periodFrom`, the earliest time one was).
+    static func opensWindows(failedAt: Timestamp, periodFrom: Timestamp?) -> Bool {
+        periodFrom.map { failedAt < $0 } ?? true
+    }
+
+    /// The times `endTimes` gains from `failure` alone, one of `failures`: its store grace end,
+    /// and its windows when they count from its own time. `nil` when it may move times of
+    /// others: as the first failure (every period's end then opens windows), or with a store end
+    /// of its subscription after it (which it may make cut a grace short). `PlanTimes` adds them
+    /// in place of working every time out again.
+    func endTimes(addedBy failure: Dated<Failure>, policy: Policy.Subscription) -> [Timestamp]? {
+        guard failures.count > 1 else { return nil }
+        let original = failure.value.originalId
+        let from = ends.known(at: failure.at.adding(milliseconds: -1)).endIndex
+        for end in ends[from...] where end.value.originalId == original && (end.at, end.position) > (failure.at, failure.position) {
+            return nil
+        }
+        var times: [Timestamp] = []
+        if let end = failure.value.graceExpiresAt { times.append(end) }
+        var periodFrom: Timestamp?
+        for i in transactions.indices where transactions[i].value.originalId == original {
+            let known = max(transactions[i].value.purchasedAt, transactions[i].at)
+            periodFrom = min(periodFrom ?? known, known)
+        }
+        if Self.opensWindows(failedAt: failure.at, periodFrom: periodFrom) {
+            times.append(failure.at.adding(days: policy.billingGraceDays))
+            times.append(failure.at.adding(days: policy.billingRetryDays))
+        }
         return times
     }
 }
