@@ -100,6 +100,35 @@ import Testing
         }
     }
 
+    /// Two support grants with a gap between them (days 0–10 and 12–20): on day 13 active
+    /// since day 12. A purchase recorded on day 14 whose period began on day 9 covers the gap
+    /// over the facts known from then: active since day 0, though the last look back found 12.
+    @Test func aPurchaseRecordedAfterItsPeriodBeganJoinsTheRunsBeforeIt() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        var facts = SubjectFacts()
+        facts.keepPlanTimes(policy: Policy.reference.subscription)
+        let own = RetentionModel.State()
+        func fold(_ event: LedgerEvent, _ position: UInt64) throws {
+            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
+        }
+        func since(at t: Timestamp) throws -> Timestamp? {
+            let view = try #require(RetentionModel.view(of: own, facts: facts, at: t, policy: .reference))
+            #expect(view.tier == .active, "at \(t)")
+            return view.enteredAt
+        }
+        try fold(Make.grant("u", at: start, until: days(10, after: start)), 1)
+        try fold(Make.grant("u", at: days(12, after: start), until: days(20, after: start)), 2)
+        #expect(try since(at: days(13, after: start)) == days(12, after: start))
+        var purchase = SubscriptionPurchased()
+        purchase.productId = "pro.monthly"
+        (purchase.transactionId, purchase.originalTransactionId) = ("t1", "t1")
+        (purchase.purchasedAt, purchase.expiresAt) = (days(9, after: start), days(40, after: start))
+        try fold(LedgerEvent(subject: "u", occurredAt: days(14, after: start), source: .appstore, data: purchase.eventData), 3)
+        #expect(try since(at: days(14, after: start)) == start)
+        #expect(try since(at: days(15, after: start)) == start)
+    }
+
     /// A device verified every hour for 40 days, each snapshot good for a day: the look back
     /// over kept times starts from where the last one began, and still finds the first
     /// snapshot's time (active since then); a failed verification among them (offline grace)

@@ -6,13 +6,14 @@ import Synchronization
 /// one: the audit's walk (`SubjectFacts.keepPlanTimes`). Worked out afresh, they cost each step
 /// as much as the history; kept, a step costs what its event adds.
 ///
-/// A grant, a device snapshot, a sign-in or a deletion adds times of its own alone (its own
-/// time and windows, the first store fact after it that voids it), and changes no rule's answer
-/// at any time before it happened: those are added to the lists in place. So is a failed
-/// renewal, but the first, or one followed by a store end of its subscription (which may then
-/// cut a grace short). Other store facts may move times that are already listed (a refund, an
-/// extension) and change answers before them (a purchase whose period began earlier), so the
-/// lists are then worked out again.
+/// A grant, a device snapshot, a sign-in, a deletion or an auto-renew change adds times of its
+/// own alone (its own time and windows, the first store fact after it that voids it), and
+/// changes no rule's answer at any time before it happened: those are added to the lists in
+/// place. So is a failed renewal, but the first, or one followed by a store end of its
+/// subscription (which may then cut a grace short); and a purchase or renewal, unless a failure
+/// of its subscription follows it (whose windows may then count from its period), which
+/// changes answers from its purchasedAt on. Other store facts may move times that are already
+/// listed (a refund, an extension, an upgrade), so the lists are then worked out again.
 ///
 /// Costs a reader a reference inside a value: `SubjectFacts` carries it, mutated only where
 /// that value is the one holder (`SubjectFacts.applyPlan`), and views of other copies read it.
@@ -43,34 +44,20 @@ final class PlanTimes: @unchecked Sendable {
 
     func copy() -> PlanTimes { PlanTimes(copying: self) }
 
-    /// Whether an event of `type` adds times of its own alone (see the type's comment).
-    static func addsOwnTimes(_ type: String) -> Bool { ownKinds.contains(type) }
-
-    private static let ownKinds: Set<String> = [
-        SupportEntitlementGranted.type, EntitlementVerified.type, EntitlementVerificationFailed.type,
-        AccountCreated.type, AccountSignedIn.type, AccountSignedOut.type, AccountDeleted.type, AppStoreSubjectBound.type,
-    ]
-
-    /// Adds the times of the one fact `one` holds beside its subject's store facts (a fact of
-    /// `addsOwnTimes`'s kinds, which happened at `at`), as `Plan` lists them.
-    func add(_ one: SubjectFacts, at: Timestamp) {
-        var changes: [Timestamp] = [], ends: [Timestamp] = []
-        Plan.appendOwnChanges(of: one, policy: policy, to: &changes)
-        Plan.appendEnds(of: one, policy: policy, to: &ends)
-        add(changes: changes, ends: ends, signIns: one.signIns.map(\.at), at: at)
+    /// The times one fact adds alone.
+    struct Added {
+        var changes: [Timestamp] = []
+        var ends: [Timestamp] = []
+        var signIns: [Timestamp] = []
     }
 
-    /// Adds a failure's times, which happened at `at`: its own, and the ends it adds alone
-    /// (`SubscriptionFacts.endTimes(addedBy:policy:)`).
-    func addFailure(at: Timestamp, ends: [Timestamp]) {
-        add(changes: [at] + ends, ends: ends, signIns: [], at: at)
-    }
-
-    private func add(changes: [Timestamp], ends: [Timestamp], signIns: [Timestamp], at: Timestamp) {
-        for time in changes { Self.insert(time, into: &self.changes) }
-        for time in ends { Self.insert(time, into: &self.ends) }
-        for time in signIns { Self.insert(time, into: &self.signIns) }
-        // The look back's answer holds for the times before the fact happened, no later.
+    /// Adds the own times (`SubjectFacts.ownTimes(of:policy:)`) of a fact that happened at `at`.
+    func add(_ added: Added, at: Timestamp) {
+        for time in added.changes { Self.insert(time, into: &changes) }
+        for time in added.ends { Self.insert(time, into: &ends) }
+        for time in added.signIns { Self.insert(time, into: &signIns) }
+        // The look back's answer holds for the times before the fact happened, no later (a
+        // purchase that happened after it but covers earlier times: `reachesBack`).
         run.withLock { found in
             if let through = found?.through, at <= through { found = nil }
         }
@@ -93,15 +80,14 @@ final class PlanTimes: @unchecked Sendable {
     /// Retention's look back at `through` (`RetentionRules.activeRun`): the subject active at
     /// every change time from `since` through `through` and at none just before `since`, over
     /// the facts known at `through`, under a policy whose retention starts at a cancellation
-    /// or not. It holds at a later time over the facts known then while no fact that happened
-    /// by `through` is added (`add` forgets it; other store facts make the times afresh) and
-    /// no store fact that can change an earlier answer happened after it (`storeFacts` counts
-    /// those known at `through`: `SubscriptionFacts.factCount(knownAt:)`).
+    /// or not. It holds at a later time over the facts known then while no fact that can
+    /// change an answer by `through` is added (`add` forgets it; other store facts make the
+    /// times afresh) and none among the facts already there is known by then
+    /// (`SubscriptionFacts.reachesBack(to:knownAt:)`).
     struct ActiveRun: Sendable {
         var since: Timestamp
         var through: Timestamp
         var startsAtCancellation: Bool
-        var storeFacts: Int
     }
 }
 
@@ -130,27 +116,53 @@ extension SubjectFacts {
     mutating func keepTimes(after event: RecordedEvent) {
         guard var times = kept.times else { return }
         kept.times = nil
-        let at = event.occurredAt, position = event.position
-        if event.type == SubscriptionRenewalFailed.type, let failure = Self.fact(in: subscription.failures, at: at, position: position),
-           let ends = subscription.endTimes(addedBy: failure, policy: times.policy) {
-            if !isKnownUniquelyReferenced(&times) { times = times.copy() }
-            times.addFailure(at: at, ends: ends)
-            kept.times = times
-            return
-        }
-        guard PlanTimes.addsOwnTimes(event.type) else {
+        guard let added = ownTimes(of: event, policy: times.policy) else {
             kept.times = PlanTimes(self, policy: times.policy)
             return
         }
         if !isKnownUniquelyReferenced(&times) { times = times.copy() }
+        times.add(added, at: event.occurredAt)
+        kept.times = times
+    }
+
+    /// The times the fact `event` stated adds to the plan's alone, as `Plan` lists them: `nil`
+    /// for a fact that may move times already listed (see `PlanTimes`).
+    func ownTimes(of event: RecordedEvent, policy: Policy.Subscription) -> PlanTimes.Added? {
+        let at = event.occurredAt, position = event.position
         var one = SubjectFacts()
         one.subscription = subscription
-        if let grant = Self.fact(in: grants, at: at, position: position) { one.grants = [grant] }
-        if let snapshot = Self.fact(in: snapshots, at: at, position: position) { one.snapshots = [snapshot] }
-        if let sign = Self.fact(in: signIns, at: at, position: position) { one.signIns = [sign] }
-        if let deletion = Self.fact(in: deletions, at: at, position: position) { one.deletions = [deletion] }
-        times.add(one, at: at)
-        kept.times = times
+        switch event.data {
+        case .supportEntitlementGranted:
+            guard let grant = Self.fact(in: grants, at: at, position: position) else { return nil }
+            one.grants = [grant]
+        case .entitlementVerified, .entitlementVerificationFailed:
+            guard let snapshot = Self.fact(in: snapshots, at: at, position: position) else { return nil }
+            one.snapshots = [snapshot]
+        case .accountCreated, .accountSignedIn, .accountSignedOut:
+            guard let sign = Self.fact(in: signIns, at: at, position: position) else { return nil }
+            return PlanTimes.Added(signIns: [sign.at])
+        case .accountDeleted:
+            guard let deletion = Self.fact(in: deletions, at: at, position: position) else { return nil }
+            one.deletions = [deletion]
+        case .appStoreSubjectBound:
+            return PlanTimes.Added()
+        case .subscriptionRenewalFailed:
+            guard let failure = Self.fact(in: subscription.failures, at: at, position: position),
+                  let ends = subscription.endTimes(addedBy: failure, policy: policy) else { return nil }
+            return PlanTimes.Added(changes: [at] + ends, ends: ends)
+        case .subscriptionPurchased, .subscriptionRenewed:
+            guard let transaction = Self.fact(in: subscription.transactions, at: at, position: position),
+                  let ends = subscription.endTimes(addedBy: transaction, policy: policy) else { return nil }
+            return PlanTimes.Added(changes: [at] + ends, ends: ends)
+        case .subscriptionAutoRenewChanged:
+            return PlanTimes.Added(changes: [at])
+        default:
+            return nil
+        }
+        var added = PlanTimes.Added()
+        Plan.appendOwnChanges(of: one, policy: policy, to: &added.changes)
+        Plan.appendEnds(of: one, policy: policy, to: &added.ends)
+        return added
     }
 
     /// The fact of `list` at `at` stated by the event at `position`, found by halving.

@@ -287,12 +287,15 @@ extension SubscriptionFacts {
         let extended: Timestamp?
     }
 
-    /// How many of the store's facts happened by `known`, of the kinds that may change an
-    /// answer at a time before they happened (all but failures: a failure counts from its
-    /// own time on).
-    func factCount(knownAt known: Timestamp) -> Int {
-        transactions.known(at: known).count + extensions.known(at: known).count + marks.known(at: known).count
-            + ends.known(at: known).count + autoRenew.known(at: known).count + upgrades.known(at: known).count
+    /// Whether a fact known by `known` but not by `through` may change an answer at or before
+    /// `through`: an extension, mark, store end or upgrade (a reversal known later undoes an
+    /// earlier refund), or a transaction purchased by then. Failures and auto-renew changes
+    /// count from their own time on.
+    func reachesBack(to through: Timestamp, knownAt known: Timestamp) -> Bool {
+        func added<V>(_ list: [Dated<V>]) -> Bool { list.known(at: known).count > list.known(at: through).count }
+        if added(extensions) || added(marks) || added(ends) || added(upgrades) { return true }
+        let since = transactions.known(at: through).endIndex
+        return transactions.known(at: known)[since...].contains { $0.value.purchasedAt <= through }
     }
 
     func knownTransactions(at known: Timestamp) -> KnownTransactions {

@@ -164,6 +164,23 @@ extension SubscriptionFacts {
         periodFrom.map { failedAt < $0 } ?? true
     }
 
+    /// The times `endTimes` gains from `transaction` alone, one of `transactions`: its period's
+    /// start and end, and once any renewal failed, the windows counted from its end. `nil` when
+    /// a failure of its subscription follows it: that failure's windows may count from its
+    /// period now instead of from the failure's own time. `PlanTimes` adds them in place of
+    /// working every time out again.
+    func endTimes(addedBy transaction: Dated<Transaction>, policy: Policy.Subscription) -> [Timestamp]? {
+        let from = max(transaction.value.purchasedAt, transaction.at)
+        let original = transaction.value.originalId
+        for failure in failures[failures.known(at: from.adding(milliseconds: -1)).endIndex...] where failure.value.originalId == original {
+            return nil
+        }
+        let end = transaction.value.expiresAt
+        var times = [transaction.value.purchasedAt, end]
+        if !failures.isEmpty { times += [end.adding(days: policy.billingGraceDays), end.adding(days: policy.billingRetryDays)] }
+        return times
+    }
+
     /// The times `endTimes` gains from `failure` alone, one of `failures`: its store grace end,
     /// and its windows when they count from its own time. `nil` when it may move times of
     /// others: as the first failure (every period's end then opens windows), or with a store end

@@ -399,10 +399,9 @@ enum RetentionRules {
         // A walk that keeps the plan's times (the audit) keeps what the last look back found:
         // this one stops where that one began.
         let startsAtCancellation = policy.retention?.startsAt == .cancellation
-        let storeFacts = state.kept.map { _ in state.access.subscription.factCount(knownAt: t) }
         let found = state.kept?.run.withLock { found in
-            found.flatMap { $0.through <= t && $0.startsAtCancellation == startsAtCancellation && $0.storeFacts == storeFacts ? $0 : nil }
-        }
+            found.flatMap { $0.through <= t && $0.startsAtCancellation == startsAtCancellation ? $0 : nil }
+        }.flatMap { state.access.subscription.reachesBack(to: $0.through, knownAt: t) ? nil : $0 }
         while index > times.startIndex {
             let c = times[index - 1]
             if let found, c <= found.through {
@@ -421,8 +420,8 @@ enum RetentionRules {
                 index -= 1
             }
         }
-        if let kept = state.kept, let since, let storeFacts {
-            kept.run.withLock { $0 = PlanTimes.ActiveRun(since: since, through: t, startsAtCancellation: startsAtCancellation, storeFacts: storeFacts) }
+        if let kept = state.kept, let since {
+            kept.run.withLock { $0 = PlanTimes.ActiveRun(since: since, through: t, startsAtCancellation: startsAtCancellation) }
         }
         if plan?.reason.rule == "storeCoverage" && state.access.subscription.autoRenewing(at: t) == true { return (since, nil) }
         for c in times[now...] where !isActive(state, at: c, known: t, policy: policy) {
