@@ -1,5 +1,6 @@
 @_spi(Storage) import LedgerCore
 @testable import LedgerModels
+@_spi(Storage) import LedgerTestSupport
 import Testing
 
 /// The rules' shortcuts give what the plain walks they replace give: `known(at:)` halves a
@@ -45,6 +46,29 @@ import Testing
         #expect(shifted(after: nil, through: 19) == [0, 10])
         #expect(shifted(after: 30, through: 40) == [])
         #expect(shifted(after: 20, through: 10) == [])
+    }
+
+    /// Coverage is the latest purchased transaction covering a time. Folded transactions each
+    /// purchased by their own time let the look stop early; one recorded on day 1 for a period
+    /// from day 10 (announced ahead) is still found on day 15 behind one recorded on day 2 for
+    /// a period from day 2, and the facts say they no longer let it stop.
+    @Test func aTransactionAnnouncedAheadStillCoversWhenItsPeriodComes() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        var ahead = SubscriptionRenewed()
+        (ahead.productId, ahead.transactionId, ahead.originalTransactionId) = ("pro.monthly", "t2", "o")
+        (ahead.purchasedAt, ahead.expiresAt) = (days(10, after: start), days(40, after: start))
+        let first = [Make.purchase("u", at: start, txn: "t1", original: "o", expires: days(60, after: start)),
+                     Make.renewal("u", at: days(2, after: start), txn: "t3", original: "o", expires: days(30, after: start))]
+        let byItsTime = try Folded(first).facts().subscription
+        #expect(byItsTime.eachPurchasedByItsTime)
+        #expect(byItsTime.coverage(at: days(15, after: start))?.transaction.value.id == "t3")
+        for order in [first + [LedgerEvent(subject: "u", occurredAt: days(1, after: start), source: .appstore, data: ahead.eventData)],
+                      [LedgerEvent(subject: "u", occurredAt: days(1, after: start), source: .appstore, data: ahead.eventData)] + first] {
+            let store = try Folded(order).facts().subscription
+            #expect(!store.eachPurchasedByItsTime)
+            #expect(store.coverage(at: days(15, after: start))?.transaction.value.id == "t2")
+            #expect(store.coverage(at: days(9, after: start))?.transaction.value.id == "t3")
+        }
     }
 
     /// A subscription bought on day 0 for 30 days, failing to renew on each day of `failing`

@@ -94,6 +94,13 @@ public struct SubjectFacts: StateRecord, Equatable {
     mutating func applyPlan(_ event: RecordedEvent) {
         let at = event.occurredAt, position = event.position
         typealias Transaction = SubscriptionFacts.Transaction
+        let transactionsBefore = subscription.transactions.count
+        defer {
+            if subscription.transactions.count > transactionsBefore, let added = subscription.transactions.last(where: { $0.position == position }) {
+                let byItsTime = added.value.purchasedAt <= added.at
+                subscription.eachPurchasedByItsTime = byItsTime && (transactionsBefore == 0 || subscription.eachPurchasedByItsTime)
+            }
+        }
         switch event.data {
         case .subscriptionPurchased(let p):
             subscription.transactions.insertDated(Dated(at: at, position: position, value: Transaction(

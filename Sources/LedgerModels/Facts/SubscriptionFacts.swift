@@ -110,6 +110,11 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// folded: a look for an open grace under billingGraceSource `store` stops at the long-shut
     /// failures once it is past, instead of asking every failure for a store end.
     public internal(set) var latestStoreGraceEnd: Timestamp?
+    /// Whether there are transactions and each was purchased at or before its own time (its
+    /// event's occurredAt), as the store's are, kept as they are folded: a look for the latest
+    /// purchased covering a time then stops at the first transaction that happened before the
+    /// best so far was purchased. `false` for facts built otherwise.
+    public internal(set) var eachPurchasedByItsTime = false
 
     public struct AutoRenew: StateRecord, Equatable {
         public var originalId = ""
@@ -131,6 +136,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         try coder.code(&autoRenew)
         try coder.code(&upgrades)
         try coder.code(&latestStoreGraceEnd)
+        try coder.code(&eachPurchasedByItsTime)
     }
 }
 
@@ -261,7 +267,11 @@ extension SubscriptionFacts {
         // The latest first, as they are usually purchased latest: a transaction purchased
         // before the best so far is then passed over without working out its end.
         for i in described.indices.reversed() {
-            if let current = best, (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
+            if let current = best {
+                // Every earlier one was purchased by its time, before the best's purchase.
+                if eachPurchasedByItsTime && described[i].at < described[current.index].value.purchasedAt { break }
+                if (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
+            }
             guard let end = coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) else { continue }
             best = (i, end)
         }
