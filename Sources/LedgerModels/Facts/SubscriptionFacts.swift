@@ -369,9 +369,10 @@ extension SubscriptionFacts {
         let known = known ?? t
         let happened = failures.known(at: min(t, known))
         let storeGraces = policy.billingGraceSource == .store
-        // With no store grace end after t, no failure's is open: each is bounded as under `policy`.
-        let storeGracesOpen = storeGraces && latestStoreGraceEnd.map { t < $0 } ?? false
-        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGracesOpen)
+        // With no store grace end after t, none keeps a failure open: the walk may stop early.
+        let storeEndsOpen = storeGraces && latestStoreGraceEnd.map { t < $0 } ?? false
+        var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGraces,
+                                storeEndsOpen: storeEndsOpen)
         var asked = LatestFailures()
         for i in happened.indices.reversed() {
             guard bound.mayBeOpen(failedAt: happened[i].at, graceExpiresAt: happened[i].value.graceExpiresAt) else {
@@ -417,11 +418,14 @@ extension SubscriptionFacts {
         /// The time asked about, `days` before it: a window that ends by then plus `days` is shut.
         let t: Timestamp, since: Timestamp
         let storeGraces: Bool
+        /// Whether a store grace end after `t` may keep a failure open (`latestStoreGraceEnd`).
+        let storeEndsOpen: Bool
         /// The latest any transaction known at `known` can cover until, worked out when first needed.
         private var latestEnd: Timestamp??
 
-        init(facts: SubscriptionFacts, known: Timestamp, at t: Timestamp, days: Int64, storeGraces: Bool) {
+        init(facts: SubscriptionFacts, known: Timestamp, at t: Timestamp, days: Int64, storeGraces: Bool, storeEndsOpen: Bool) {
             (self.facts, self.known, self.t, self.since, self.storeGraces) = (facts, known, t, t.adding(days: -days), storeGraces)
+            self.storeEndsOpen = storeEndsOpen
         }
 
         /// Whether the window of a failure at `failedAt` (with the store's grace end, if any)
@@ -429,7 +433,11 @@ extension SubscriptionFacts {
         /// failure passed whole is copied with its string retained.
         mutating func mayBeOpen(failedAt: Timestamp, graceExpiresAt: Timestamp?) -> Bool {
             if storeGraces, let end = graceExpiresAt { return t < end }
-            if failedAt > since { return true }
+            return failedAt > since || periodEndsReach()
+        }
+
+        /// Whether the latest end any transaction can cover until lies after `since`.
+        private mutating func periodEndsReach() -> Bool {
             if latestEnd == nil {
                 let extended = facts.latestExtension(known: known)
                 let described = facts.transactions.known(at: known)
@@ -445,10 +453,11 @@ extension SubscriptionFacts {
         }
 
         /// After `mayBeOpen` said a failure at `failedAt` is shut: whether every earlier one
-        /// is too — their windows end by the same bound, and no store grace end (`storeGraces`)
-        /// can keep one open. Failures are walked from the latest down, so the walk can stop.
-        func shutBelow(failedAt: Timestamp) -> Bool {
-            !storeGraces && failedAt <= since
+        /// is too — it is older than the window, so is every period's end, and no store grace
+        /// end after `t` (`storeEndsOpen`) can keep one open. Failures are walked from the
+        /// latest down, so the walk can stop.
+        mutating func shutBelow(failedAt: Timestamp) -> Bool {
+            !storeEndsOpen && failedAt <= since && !periodEndsReach()
         }
     }
 
@@ -493,7 +502,7 @@ extension SubscriptionFacts {
     /// while any failure's window is open (recovering one subscription does not close
     /// another's). A `subscription.grace_expired` does not end it: the store keeps retrying.
     public func billingIssue(at t: Timestamp, policy: Policy.Subscription) -> Bool {
-        var bound = WindowBound(facts: self, known: t, at: t, days: policy.billingRetryDays, storeGraces: false)
+        var bound = WindowBound(facts: self, known: t, at: t, days: policy.billingRetryDays, storeGraces: false, storeEndsOpen: false)
         var asked = LatestFailures()
         for failure in failures.known(at: t).reversed() {
             guard bound.mayBeOpen(failedAt: failure.at, graceExpiresAt: nil) else {
