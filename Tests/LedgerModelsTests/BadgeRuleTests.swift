@@ -1,5 +1,5 @@
 @_spi(Storage) import LedgerCore
-import LedgerModels
+@testable import LedgerModels
 @_spi(Storage) import LedgerTestSupport
 import Testing
 
@@ -131,6 +131,18 @@ import Testing
                       Make.flag("u", at: days(6, after: mar1), "passwordLeak", raised: false)]
         let times = (1 ... 6).map { days($0, after: mar1) }
         #expect(try views(events, at: times) == [badge(), badge(), badge(security: true), badge(security: true), badge(security: true), badge()])
+    }
+
+    /// The look back stops once every flag's name is decided, by the names folded: a flag put
+    /// in the state without them (built by hand) still has its name asked, and a raised flag
+    /// before it still counts.
+    @Test func aFlagTheNamesDoNotCountLeavesTheLookBackWhole() throws {
+        var state = BadgeModel.State()
+        let raised = try Folded([Make.flag("u", at: mar1, "newDevice", raised: true)]).events[0]
+        BadgeModel.apply(raised, to: &state)
+        #expect(BadgeRules.securityFlag(state, at: days(2, after: mar1)))
+        state.flags.append(Dated(at: days(1, after: mar1), position: 9, value: BadgeModel.Flag(name: "passwordLeak", raised: false)))
+        #expect(BadgeRules.securityFlag(state, at: days(2, after: mar1)))
     }
 
     /// CH27 L229: count = unreadInbox + maintenanceDueToday + billingIssue + securityFlag.

@@ -48,6 +48,23 @@ import Testing
         #expect(shifted(after: 20, through: 10) == [])
     }
 
+    /// Facts built by hand, not folded, keep no latest store grace end: a failure's store grace
+    /// end (day 16, after a period that ended on day 0) still holds it in grace on day 10 under
+    /// billingGraceSource `store`, past billingGraceDays (3), behind a later failure without one
+    /// that is shut by then (where a walk down may stop when no store end can be open).
+    @Test func aHandBuiltFailuresStoreGraceEndStillHolds() {
+        var facts = SubscriptionFacts()
+        facts.transactions = [Dated(at: Timestamp(milliseconds: 0), position: 1,
+                                    value: .init(kind: .purchase, id: "t0", originalId: "o", productId: "p",
+                                                 purchasedAt: Timestamp(milliseconds: -30 * day), expiresAt: Timestamp(milliseconds: 0), isTrial: false))]
+        facts.failures = [Dated(at: Timestamp(milliseconds: 0), position: 2, value: .init(originalId: "o", graceExpiresAt: Timestamp(milliseconds: 16 * day))),
+                          Dated(at: Timestamp(milliseconds: day), position: 3, value: .init(originalId: "o", graceExpiresAt: nil))]
+        var policy = Policy.reference.subscription
+        policy.billingGraceSource = .store
+        #expect(facts.billingGrace(at: Timestamp(milliseconds: 10 * day), policy: policy)?.failure.position == 2)
+        #expect(facts.billingGrace(at: Timestamp(milliseconds: 16 * day), policy: policy) == nil)
+    }
+
     /// Coverage is the latest purchased transaction covering a time. Folded transactions each
     /// purchased by their own time let the look stop early; one recorded on day 1 for a period
     /// from day 10 (announced ahead) is still found on day 15 behind one recorded on day 2 for
@@ -84,8 +101,6 @@ import Testing
             facts.failures.append(Dated(at: at, position: UInt64(i + 2),
                                         value: .init(originalId: "o", graceExpiresAt: i % 3 == 0 ? at.adding(days: 5) : nil)))
         }
-        // What folding the failures keeps beside them.
-        facts.latestStoreGraceEnd = facts.failures.compactMap(\.value.graceExpiresAt).max()
         for source in [Policy.Subscription.GraceSource.store, .policy] {
             var policy = Policy.reference.subscription
             policy.billingGraceSource = source

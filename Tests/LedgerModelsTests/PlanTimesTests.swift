@@ -76,17 +76,19 @@ import Testing
             for shuffled in [false, true] {
                 for (subject, events) in try Self.histories(seed: seed, shuffled: shuffled) {
                     let ordered = shuffled ? events : events.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
-                    for policy in RetentionLookBackTests.policies {
-                        var facts = SubjectFacts()
-                        var own = RetentionModel.State()
-                        facts.keepPlanTimes(policy: policy.subscription)
-                        var latest: Timestamp?
-                        for event in ordered {
-                            facts.apply(event, policy: policy)
-                            if RetentionModel.reads.contains(event.type) { RetentionModel.apply(event, to: &own) }
-                            let now = max(latest ?? event.occurredAt, event.occurredAt)
-                            latest = now
-                            for t in [now, now.adding(hours: 1), now.adding(days: 40), now, now.adding(days: -3)] {
+                    // One walk asked under every flow start by turns (they share the
+                    // subscription policy, so the kept times and what a look back found).
+                    var facts = SubjectFacts()
+                    var own = RetentionModel.State()
+                    facts.keepPlanTimes(policy: Policy.reference.subscription)
+                    var latest: Timestamp?
+                    for event in ordered {
+                        facts.apply(event, policy: .reference)
+                        if RetentionModel.reads.contains(event.type) { RetentionModel.apply(event, to: &own) }
+                        let now = max(latest ?? event.occurredAt, event.occurredAt)
+                        latest = now
+                        for t in [now, now.adding(hours: 1), now.adding(days: 40), now, now.adding(days: -3)] {
+                            for policy in RetentionLookBackTests.policies {
                                 let kept = RetentionModel.view(of: own, facts: facts, at: t, policy: policy)
                                 let fresh = RetentionModel.view(of: own, facts: Self.plain(facts), at: t, policy: policy)
                                 #expect(kept == fresh, "seed \(seed), \(subject) after position \(event.position) at \(t), \(policy.retention?.startsAt.rawValue ?? "no retention")")

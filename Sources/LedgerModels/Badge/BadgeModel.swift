@@ -38,8 +38,10 @@ public enum BadgeModel: ReadModel {
         public var scheduled: [Dated<Task>] = []
         public var completed: [Dated<String>] = []
         public var flags: [Dated<Flag>] = []
-        /// The flags' names, sorted, each once: a look back at the flags stops once each is decided.
-        public var flagNames: [String] = []
+        /// The flags' names, sorted, each once, and how many flags they name, kept as flags are
+        /// folded: a look back at the flags stops once each is decided, when they name every one.
+        var flagNames: [String] = []
+        var flagsNamed: Int64 = 0
         /// The latest occurredAt of the inbox events folded.
         public var latest: Timestamp?
 
@@ -50,6 +52,7 @@ public enum BadgeModel: ReadModel {
             try coder.code(&completed)
             try coder.code(&flags)
             try coder.code(&flagNames)
+            try coder.code(&flagsNamed)
             try coder.code(&latest)
         }
     }
@@ -146,6 +149,7 @@ public enum BadgeModel: ReadModel {
 extension BadgeModel.State {
     /// Adds a flag's name to `flagNames` where its order puts it, unless it is there.
     mutating func noteFlag(_ name: String) {
+        flagsNamed += 1
         var (low, high) = (flagNames.startIndex, flagNames.endIndex)
         while low < high {
             let middle = (low + high) / 2

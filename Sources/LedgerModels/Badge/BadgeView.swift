@@ -73,9 +73,10 @@ package enum BadgeRules {
     /// cleared a thousand times is decided by its latest), until every name is.
     static func securityFlag(_ state: BadgeModel.State, at t: Timestamp) -> Bool {
         var decided: Set<String> = []
+        let named = state.flagsNamed == Int64(state.flags.count)
         for flag in state.flags.known(at: t).reversed() where decided.insert(flag.value.name).inserted {
             if flag.value.raised { return true }
-            if decided.count == state.flagNames.count { return false }
+            if named && decided.count == state.flagNames.count { return false }
         }
         return false
     }

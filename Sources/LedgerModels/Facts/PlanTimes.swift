@@ -15,8 +15,11 @@ import Synchronization
 /// changes answers from its purchasedAt on. Other store facts may move times that are already
 /// listed (a refund, an extension, an upgrade), so the lists are then worked out again.
 ///
-/// Costs a reader a reference inside a value: `SubjectFacts` carries it, mutated only where
-/// that value is the one holder (`SubjectFacts.applyPlan`), and views of other copies read it.
+/// Costs a reader a reference inside a value: `SubjectFacts` carries it, and `SubjectFacts.apply`
+/// changes its lists in place only where that value is the one holder (a copy is made
+/// otherwise); views read them, and note what a look back found under its lock. Only `apply`
+/// keeps them: facts changed through `applyPlan` or their fields leave them behind, so only
+/// a walk that folds through `apply` (the audit) keeps times.
 final class PlanTimes: @unchecked Sendable {
     /// The policy the times were worked out under; asked under another, they are worked out afresh.
     let policy: Policy.Subscription

@@ -96,9 +96,9 @@ public struct SubjectFacts: StateRecord, Equatable {
         typealias Transaction = SubscriptionFacts.Transaction
         let transactionsBefore = subscription.transactions.count
         defer {
-            if subscription.transactions.count > transactionsBefore, let added = subscription.transactions.last(where: { $0.position == position }) {
-                let byItsTime = added.value.purchasedAt <= added.at
-                subscription.eachPurchasedByItsTime = byItsTime && (transactionsBefore == 0 || subscription.eachPurchasedByItsTime)
+            if subscription.transactions.count > transactionsBefore, let added = subscription.transactions.last(where: { $0.position == position }),
+               added.value.purchasedAt <= added.at {
+                subscription.purchasedByTheirTime += 1
             }
         }
         switch event.data {
@@ -129,6 +129,7 @@ public struct SubjectFacts: StateRecord, Equatable {
         case .subscriptionRenewalFailed(let f):
             subscription.failures.insertDated(Dated(at: at, position: position, value: .init(originalId: f.originalTransactionId, graceExpiresAt: f.gracePeriodExpiresAt)))
             if let end = f.gracePeriodExpiresAt { subscription.latestStoreGraceEnd = max(subscription.latestStoreGraceEnd ?? end, end) }
+            subscription.failuresFolded += 1
         case .subscriptionExpired(let e):
             subscription.ends.insertDated(Dated(at: at, position: position, value: .init(originalId: e.originalTransactionId, graceOnly: false)))
         case .subscriptionGraceExpired(let e):

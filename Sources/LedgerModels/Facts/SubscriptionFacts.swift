@@ -106,15 +106,20 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// Auto-renew turned on or off, per originalTransactionId.
     public var autoRenew: [Dated<AutoRenew>] = []
     public var upgrades: [Dated<Upgrade>] = []
-    /// The latest store grace end of any failure (`gracePeriodExpiresAt`), kept as failures are
-    /// folded: a look for an open grace under billingGraceSource `store` stops at the long-shut
-    /// failures once it is past, instead of asking every failure for a store end.
-    public internal(set) var latestStoreGraceEnd: Timestamp?
-    /// Whether there are transactions and each was purchased at or before its own time (its
-    /// event's occurredAt), as the store's are, kept as they are folded: a look for the latest
-    /// purchased covering a time then stops at the first transaction that happened before the
-    /// best so far was purchased. `false` for facts built otherwise.
-    public internal(set) var eachPurchasedByItsTime = false
+    /// The latest store grace end of any failure (`gracePeriodExpiresAt`) and how many failures
+    /// it counts, kept as failures are folded (`SubjectFacts.applyPlan`): a look for an open
+    /// grace under billingGraceSource `store` stops at the long-shut failures once the end is
+    /// past, instead of asking every failure for a store end — when it counts every failure.
+    var latestStoreGraceEnd: Timestamp?
+    var failuresFolded: Int64 = 0
+    /// How many transactions were purchased at or before their own time (their event's
+    /// occurredAt), as the store's are, kept as they are folded: when all were, a look for the
+    /// latest purchased covering a time stops at the first transaction that happened before
+    /// the best so far was purchased.
+    var purchasedByTheirTime: Int64 = 0
+
+    /// Whether every transaction was purchased by its own time (`purchasedByTheirTime`).
+    var eachPurchasedByItsTime: Bool { !transactions.isEmpty && purchasedByTheirTime == Int64(transactions.count) }
 
     public struct AutoRenew: StateRecord, Equatable {
         public var originalId = ""
@@ -136,7 +141,8 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         try coder.code(&autoRenew)
         try coder.code(&upgrades)
         try coder.code(&latestStoreGraceEnd)
-        try coder.code(&eachPurchasedByItsTime)
+        try coder.code(&failuresFolded)
+        try coder.code(&purchasedByTheirTime)
     }
 }
 
@@ -266,10 +272,11 @@ extension SubscriptionFacts {
         var best: (index: Int, end: Timestamp)?
         // The latest first, as they are usually purchased latest: a transaction purchased
         // before the best so far is then passed over without working out its end.
+        let byTheirTime = eachPurchasedByItsTime
         for i in described.indices.reversed() {
             if let current = best {
                 // Every earlier one was purchased by its time, before the best's purchase.
-                if eachPurchasedByItsTime && described[i].at < described[current.index].value.purchasedAt { break }
+                if byTheirTime && described[i].at < described[current.index].value.purchasedAt { break }
                 if (described[current.index].value.purchasedAt, described[current.index].position) > (described[i].value.purchasedAt, described[i].position) { continue }
             }
             guard let end = coveringEnd(ofTransactionAt: i, in: described, at: t, known: known, latestExtension: extended) else { continue }
@@ -370,7 +377,7 @@ extension SubscriptionFacts {
         let happened = failures.known(at: min(t, known))
         let storeGraces = policy.billingGraceSource == .store
         // With no store grace end after t, none keeps a failure open: the walk may stop early.
-        let storeEndsOpen = storeGraces && latestStoreGraceEnd.map { t < $0 } ?? false
+        let storeEndsOpen = storeGraces && (failuresFolded != Int64(failures.count) || latestStoreGraceEnd.map { t < $0 } ?? false)
         var bound = WindowBound(facts: self, known: known, at: t, days: policy.billingGraceDays, storeGraces: storeGraces,
                                 storeEndsOpen: storeEndsOpen)
         var asked = LatestFailures()
