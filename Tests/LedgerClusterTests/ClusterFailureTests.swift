@@ -80,36 +80,38 @@ struct ClusterFailureTests {
         }
     }
 
-    @Test("a ledger node SIGKILLed during appends: its partitions move, every acknowledged event is folded exactly once")
-    func nodeKilled() throws {
+    /// Two ledger nodes taking appends of 60 subjects, the process `victim` names SIGKILLed
+    /// after 120 acknowledged: every acknowledged event is folded exactly once and verify finds
+    /// nothing, before and after `check` reads the cluster. The events and the longest wait.
+    func killedUnderLoad(_ victim: (NATSCluster) -> Int32?, check: (NATSCluster) throws -> Void = { _ in }) throws -> (total: Int, longest: Double) {
         let cluster = try NATSCluster(nodes: 2)
         defer { cluster.down() }
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }
-        let victim = try #require(cluster.nodePIDs.first)
-        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
+        let pid = try #require(victim(cluster))
+        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(pid, SIGKILL) }
         #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
         try expectExactlyOnce(client, acknowledged)
-        // The survivor holds every partition now.
-        let survivor = try #require(cluster.nodeURLs.last)
-        let health = try JSONParser.parse(Array(Data(contentsOf: URL(string: "\(survivor)/healthz")!)))
-        guard case .object(let o) = health, case .array(let held)? = o["partitions"] else { Issue.record("no health from \(survivor)"); return }
-        #expect(held.count == ClusterLayout.defaultPartitions)
+        try check(cluster)
         #expect(try verified(client).problems == [])
+        return (total, longest)
+    }
+
+    @Test("a ledger node SIGKILLed during appends: its partitions move, every acknowledged event is folded exactly once")
+    func nodeKilled() throws {
+        let (total, longest) = try killedUnderLoad({ $0.nodePIDs.first }) { cluster in
+            // The survivor holds every partition now.
+            let survivor = try #require(cluster.nodeURLs.last)
+            let health = try JSONParser.parse(Array(Data(contentsOf: URL(string: "\(survivor)/healthz")!)))
+            guard case .object(let o) = health, case .array(let held)? = o["partitions"] else { Issue.record("no health from \(survivor)"); return }
+            #expect(held.count == ClusterLayout.defaultPartitions)
+        }
         print("node killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s while its partitions moved")
     }
 
     @Test("a NATS server SIGKILLed during appends: nothing acknowledged is lost and appends go on")
     func serverKilled() throws {
-        let cluster = try NATSCluster(nodes: 2)
-        defer { cluster.down() }
-        let client = try ClusterClient(urls: cluster.url)
-        defer { client.close() }
-        let victim = try #require(cluster.serverPIDs.first)
-        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(victim, SIGKILL) }
-        #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
-        try expectExactlyOnce(client, acknowledged)
-        #expect(try verified(client).problems == [])
+        let (total, longest) = try killedUnderLoad { $0.serverPIDs.first }
         print("server killed: \(total) events acknowledged and folded once; the longest append waited \(String(format: "%.1f", longest)) s")
     }
 

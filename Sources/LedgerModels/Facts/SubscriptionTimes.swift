@@ -133,7 +133,7 @@ extension SubscriptionFacts {
         var run: (original: String, from: Timestamp)?
         func settle() { if let run { periodFrom[run.original] = min(periodFrom[run.original] ?? run.from, run.from) } }
         for i in transactions.indices {
-            let from = max(transactions[i].value.purchasedAt, transactions[i].at)
+            let from = Self.periodKnown(from: transactions[i])
             if let current = run, current.original == transactions[i].value.originalId {
                 run = (current.original, min(current.from, from))
             } else {
@@ -158,6 +158,13 @@ extension SubscriptionFacts {
         return times
     }
 
+    /// When a transaction's period is both purchased and known: a failure at or after it counts
+    /// its windows from the period's end.
+    @inline(__always)
+    static func periodKnown(from transaction: borrowing Dated<Transaction>) -> Timestamp {
+        max(transaction.value.purchasedAt, transaction.at)
+    }
+
     /// Whether a failure's windows count from its own time: none of its subscription's periods
     /// was purchased and known before it (`periodFrom`, the earliest time one was).
     static func opensWindows(failedAt: Timestamp, periodFrom: Timestamp?) -> Bool {
@@ -170,7 +177,7 @@ extension SubscriptionFacts {
     /// period now instead of from the failure's own time. `PlanTimes` adds them in place of
     /// working every time out again.
     func endTimes(addedBy transaction: Dated<Transaction>, policy: Policy.Subscription) -> [Timestamp]? {
-        let from = max(transaction.value.purchasedAt, transaction.at)
+        let from = Self.periodKnown(from: transaction)
         let original = transaction.value.originalId
         for failure in failures[failures.known(at: from.adding(milliseconds: -1)).endIndex...] where failure.value.originalId == original {
             return nil
@@ -197,7 +204,7 @@ extension SubscriptionFacts {
         if let end = failure.value.graceExpiresAt { times.append(end) }
         var periodFrom: Timestamp?
         for i in transactions.indices where transactions[i].value.originalId == original {
-            let known = max(transactions[i].value.purchasedAt, transactions[i].at)
+            let known = Self.periodKnown(from: transactions[i])
             periodFrom = min(periodFrom ?? known, known)
         }
         if Self.opensWindows(failedAt: failure.at, periodFrom: periodFrom) {
