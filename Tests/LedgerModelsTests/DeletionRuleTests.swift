@@ -1,6 +1,7 @@
 @_spi(Storage) import LedgerCore
-import LedgerModels
+@testable import LedgerModels
 @_spi(Storage) import LedgerTestSupport
+import PropertyBased
 import Testing
 
 /// Deletion rules of SPEC §4 (seeds 003, 004 CH34), one rule per test with the exact view, at
@@ -160,5 +161,48 @@ import Testing
         let events = [Make.deletionRequested("u", at: mar1), Make.step("u", at: days(1, after: mar1), "photos", failed: true)]
         let card = try #require(try Folded(events).view(DeletionModel.self, at: days(1, after: mar1))).card
         #expect(card.headline == [.text("failed at step photos — retry")])
+    }
+
+    /// A view goes on from where the last view's walk over the steps got to (the audit asks
+    /// after every event): after each event of a random history of requests, cancellations,
+    /// steps done and failed and deletions — in business-time order or any (a step landing
+    /// before those walked) — asked now, earlier and later under hard and soft policies by
+    /// turns, it is the view of a state walked from the first step.
+    @Test func aWalkGoneOnFromTheLastIsTheWalkFromTheFirst() async {
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            var random = DataGenerator(state: seed)
+            var at = mar1
+            var events: [LedgerEvent] = []
+            for _ in 0 ..< 60 {
+                at = at.adding(hours: Int64(random.int(1 ... 200)))
+                switch random.int(0 ... 9) {
+                case 0, 1: events.append(Make.deletionRequested("u", at: at))
+                case 2: events.append(Make.deletionCancelled("u", at: at))
+                case 3: events.append(Make.deleted("u", at: at))
+                default: events.append(Make.step("u", at: at, random.pick(["photos", "profile"]), failed: random.int(0 ... 2) > 0))
+                }
+            }
+            var compared = 0
+            for shuffled in [false, true] {
+                var order = events
+                if shuffled { order.shuffle(using: &random) }
+                var state = DeletionModel.State()
+                var latest = mar1
+                for (index, event) in order.enumerated() {
+                    let stored = StoredEvent(position: UInt64(index + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+                    DeletionModel.apply(RecordedEvent(stored, data: event.data), to: &state)
+                    latest = max(latest, event.occurredAt)
+                    var fresh = state
+                    fresh.walked = KeptDeletionWalk()
+                    for (turn, t) in [latest, latest.adding(days: -3), latest, latest.adding(days: 40)].enumerated() {
+                        let policy = (turn + index) % 2 == 0 ? Policy.reference : soft
+                        let kept = DeletionModel.view(of: state, facts: SubjectFacts(), at: t, policy: policy)
+                        #expect(kept == DeletionModel.view(of: fresh, facts: SubjectFacts(), at: t, policy: policy), "seed \(seed) after \(index) at \(t)")
+                        compared += 1
+                    }
+                }
+            }
+            #expect(compared == 480)
+        }
     }
 }

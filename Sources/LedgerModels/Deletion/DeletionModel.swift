@@ -58,6 +58,8 @@ public enum DeletionModel: ReadModel {
     public struct State: ModelState {
         public var steps: [Dated<Step>] = []
         public var exports: [Dated<Export>] = []
+        /// Where the last view's walk over the steps got to (`DeletionWalk`); never stored.
+        var walked = KeptDeletionWalk()
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
@@ -99,6 +101,7 @@ public enum DeletionModel: ReadModel {
             return
         }
         state.steps.insertDated(Dated(at: at, position: position, value: step))
+        if state.walked.last == nil { state.walked.last = KeptDeletionWalk.Last() }
     }
 
     public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> DeletionView? {

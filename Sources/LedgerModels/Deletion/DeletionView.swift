@@ -112,31 +112,8 @@ package enum DeletionRules {
     static func sorted(_ names: some Sequence<String>) -> [String] { names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
 
     static func view(of state: DeletionModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy.Deletion) -> DeletionView {
-        var current = DeletionState.none
-        var requestedAt: Timestamp?
-        var outcomes: [String: Bool] = [:]
-        var rule = "none"
-        for step in state.steps.known(at: t) {
-            if current == .completed { break }
-            switch step.value {
-            case .requested:
-                // A request after `none` starts over; one while another is in force is ignored.
-                guard current == .none else { continue }
-                (current, requestedAt, outcomes, rule) = (.requested, step.at, [:], "deletionRequested")
-            case .cancelled:
-                guard current != .none, policy.mode == .soft, outcomes.isEmpty, let requested = requestedAt,
-                      step.at < requested.adding(days: policy.softGraceDays ?? 0) else { continue }
-                (current, requestedAt, rule) = (.none, nil, "deletion.softGraceDays")
-            case .completed(let name), .failed(let name):
-                // A step with no request in force is ignored.
-                guard current != .none else { continue }
-                if case .failed = step.value { outcomes[name] = false } else { outcomes[name] = true }
-                current = outcomes.values.contains(false) ? .failed : .inProgress
-                rule = "deletionSteps"
-            case .deleted:
-                (current, rule) = (.completed, "accountDeleted")
-            }
-        }
+        let walk = DeletionWalk.through(state.steps.known(at: t), policy: policy, kept: state.walked)
+        let (current, requestedAt, outcomes, rule) = (walk.current, walk.requestedAt, walk.outcomes, walk.rule)
         var scheduledAt: Timestamp?
         if let requestedAt, current != .none, current != .completed {
             scheduledAt = policy.mode == .soft ? requestedAt.adding(days: policy.softGraceDays ?? 0) : requestedAt
