@@ -184,4 +184,70 @@ import Testing
         }
         #expect(facts.graceCuttingEnds() == [2, 6, 7, 10].map { Timestamp(milliseconds: $0 * day) })
     }
+
+    /// A transaction's end read from the side where each cut ends soonest (`cuts`, the kinds
+    /// counted or not) is the end read walking every extension and mark in order, as the rule
+    /// reads: for every list of up to five marks of three kinds over two transactions, with
+    /// and without an extension, asked at every day and known at every day from it on.
+    @Test func aTransactionsCutsReadFromEitherSideAreTheMarksReadInOrder() {
+        typealias Mark = SubscriptionFacts.Mark
+        let kinds: [(Mark.Kind, String)] = [(.refund, "t0"), (.reversal, "t0"), (.revoke, "t0"), (.refund, "t1"), (.reversal, "t1")]
+        var lists: [[(Mark.Kind, String)]] = [[]]
+        for length in 1 ... 5 { lists += lists.filter { $0.count == length - 1 }.flatMap { list in kinds.map { list + [$0] } } }
+        #expect(lists.count > 3_000)
+        var (compared, differing) = (0, [String]())
+        for list in lists {
+            for extended in [false, true] {
+                var counted = SubscriptionFacts()
+                counted.extensions = extended ? [Dated(at: Timestamp(milliseconds: 2 * day), position: 0, value: .init(transactionId: "t0", expiresAt: Timestamp(milliseconds: 4 * day)))] : []
+                for (index, mark) in list.enumerated() {
+                    counted.marks.append(Dated(at: Timestamp(milliseconds: Int64(index + 1) * day), position: UInt64(index + 1), value: Mark(kind: mark.0, transactionId: mark.1)))
+                    switch mark.0 {
+                    case .refund: counted.refundsFolded += 1
+                    case .reversal: counted.reversalsFolded += 1
+                    case .revoke: counted.revocationsFolded += 1
+                    }
+                }
+                var handBuilt = counted
+                (handBuilt.refundsFolded, handBuilt.reversalsFolded, handBuilt.revocationsFolded) = (0, 0, 0)
+                let transaction = SubscriptionFacts.Transaction(kind: .purchase, id: "t0", originalId: "o", productId: "p",
+                                                                purchasedAt: Timestamp(milliseconds: 0), expiresAt: Timestamp(milliseconds: 5 * day), isTrial: false)
+                for t in 0 ... 6 {
+                    for known in t ... 7 {
+                        let (at, seen) = (Timestamp(milliseconds: Int64(t) * day), Timestamp(milliseconds: Int64(known) * day))
+                        let expected = Self.endReadInOrder(counted, of: transaction, at: at, known: seen)
+                        for facts in [counted, handBuilt] {
+                            let end = facts.endWithCause(of: transaction, at: at, known: seen)
+                            if end.at != expected.at || end.cause != expected.cause { differing.append("\(list) extended \(extended) at \(t) known \(known)") }
+                            compared += 1
+                        }
+                    }
+                }
+            }
+        }
+        #expect(compared > 100_000)
+        #expect(differing.isEmpty, "\(differing.count) differ, first \(differing.prefix(5))")
+    }
+
+    /// SPEC §4's end of a transaction read as the rule says it: its latest extension, then
+    /// every mark in order — a refund that happened counts from the first since a reversal
+    /// known, a revocation that happened from the first.
+    static func endReadInOrder(_ facts: SubscriptionFacts, of transaction: SubscriptionFacts.Transaction,
+                               at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: SubscriptionFacts.EndCause) {
+        var (end, cause) = (transaction.expiresAt, SubscriptionFacts.EndCause.expiry)
+        for e in facts.extensions where e.at <= known && e.value.transactionId == transaction.id { end = e.value.expiresAt }
+        var refundedAt: Timestamp?
+        let happened = min(t, known)
+        for m in facts.marks where m.at <= known && m.value.transactionId == transaction.id {
+            switch m.value.kind {
+            case .refund where m.at <= happened: refundedAt = refundedAt ?? m.at
+            case .refund: break
+            case .reversal: refundedAt = nil
+            case .revoke where m.at <= happened && m.at < end: (end, cause) = (m.at, .revocation)
+            case .revoke: break
+            }
+        }
+        if let refundedAt, refundedAt < end { (end, cause) = (refundedAt, .refund) }
+        return (end, cause)
+    }
 }

@@ -20,7 +20,7 @@ import Testing
     /// Each subject's events of a random history, as recorded events in the order drawn.
     static func histories(seed: UInt64, shuffled: Bool) throws -> [String: [RecordedEvent]] {
         var history = RandomHistory(seed: seed)
-        var drawn = history.events(subjects: 3, perSubject: 10...40)
+        var drawn = history.events(subjects: 3, perSubject: 10...40) + markedHistory(&history.random, count: 40)
         if shuffled { drawn.shuffle(using: &history.random) }
         var subjects: [String: [RecordedEvent]] = [:]
         for (position, event) in drawn.enumerated() {
@@ -31,6 +31,42 @@ import Testing
         return subjects
     }
 
+    /// A subject whose store marks two transactions again and again, each fact an hour or a
+    /// few apart: refunds, reversals and revocations, ends of either kind, failures (some with
+    /// the store's grace end), extensions, device snapshots verified and failed — the facts
+    /// whose times `PlanTimes` adds in place only when each is the latest of its kind.
+    static func markedHistory(_ random: inout DataGenerator, count: Int) -> [LedgerEvent] {
+        let subject = "marked"
+        var at = ts("2026-01-01T00:00:00Z")
+        var events = [
+            Make.purchase(subject, at: at, txn: "t1", original: "o1", expires: days(30, after: at)),
+            Make.purchase(subject, at: at.adding(hours: 1), txn: "t2", original: "o2", expires: days(7, after: at)),
+        ]
+        for _ in 0 ..< count {
+            at = at.adding(hours: Int64(random.int(1...30)))
+            let (txn, original) = random.pick([("t1", "o1"), ("t2", "o2")])
+            switch random.int(0...9) {
+            case 0, 1: events.append(Make.refund(subject, at: at, txn: txn, original: original))
+            case 2: events.append(Make.refundReversed(subject, at: at, txn: txn, original: original))
+            case 3:
+                var revoked = SubscriptionRevoked()
+                (revoked.transactionId, revoked.originalTransactionId) = (txn, original)
+                events.append(LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: revoked.eventData))
+            case 4: events.append(Make.expired(subject, at: at, original: original))
+            case 5: events.append(Make.graceExpired(subject, at: at, original: original))
+            case 6: events.append(Make.renewalFailed(subject, at: at, original: original, graceExpiresAt: random.int(0...1) == 0 ? days(3, after: at) : nil))
+            case 7:
+                var extended = SubscriptionRenewalExtended()
+                (extended.transactionId, extended.originalTransactionId) = (txn, original)
+                extended.expiresAt = days(Int64(random.int(1...40)), after: at)
+                events.append(LedgerEvent(subject: subject, occurredAt: at, source: .appstore, data: extended.eventData))
+            case 8: events.append(Make.verified(subject, at: at, expires: random.int(0...1) == 0 ? days(2, after: at) : nil))
+            default: events.append(LedgerEvent(subject: subject, occurredAt: at, source: .app, data: EntitlementVerificationFailed().eventData))
+            }
+        }
+        return events
+    }
+
     /// The facts without the times they keep.
     static func plain(_ facts: SubjectFacts) -> SubjectFacts {
         var plain = facts
@@ -38,12 +74,15 @@ import Testing
         return plain
     }
 
-    /// After every event, in any order (late facts land in the past), the kept lists are
+    /// After every event, in business-time order as the audit folds them (each fact the latest
+    /// of its kind) or in any order (late facts land in the past), the kept lists are
     /// `Plan.changeTimes` and `Plan.endTimes` sorted, each once.
     @Test func keptTimesAreTheTimesWorkedOutAfresh() async {
         await checkProperty(count: 30, input: Gen.uint64()) { seed in
             var compared = 0
-            for (subject, events) in try Self.histories(seed: seed, shuffled: true) {
+            for shuffled in [false, true] {
+            for (subject, drawn) in try Self.histories(seed: seed, shuffled: shuffled) {
+                let events = shuffled ? drawn : drawn.sorted { ($0.occurredAt, $0.position) < ($1.occurredAt, $1.position) }
                 for policy in Self.subscriptionPolicies {
                     var facts = SubjectFacts()
                     facts.keepPlanTimes(policy: policy)
@@ -62,6 +101,7 @@ import Testing
                     }
                     #expect(facts.keptPlanTimes(policy: Self.subscriptionPolicies[0] == policy ? Self.subscriptionPolicies[1] : Self.subscriptionPolicies[0]) == nil)
                 }
+            }
             }
             #expect(compared > 0)
         }
@@ -128,6 +168,38 @@ import Testing
         (purchase.purchasedAt, purchase.expiresAt) = (days(9, after: start), days(40, after: start))
         try fold(LedgerEvent(subject: "u", occurredAt: days(14, after: start), source: .appstore, data: purchase.eventData), 3)
         #expect(try since(at: days(14, after: start)) == start)
+        #expect(try since(at: days(15, after: start)) == start)
+    }
+
+    /// A purchase on day 0 for 11 days, refunded on day 5, and a grant from day 10 to 20: on
+    /// day 11 active since day 10. The refund reversed on day 12 undoes the cut over the facts
+    /// known from then (the period covered days 0–11): active since day 0, though the last
+    /// look back found day 10. A second refund on day 14 cuts from its own time on, after the
+    /// period: still active since day 0.
+    @Test func aRefundReversedAfterAGrantJoinsTheRunsBeforeIt() throws {
+        let start = ts("2026-01-01T00:00:00Z")
+        var facts = SubjectFacts()
+        facts.keepPlanTimes(policy: Policy.reference.subscription)
+        let own = RetentionModel.State()
+        var position: UInt64 = 0
+        func fold(_ event: LedgerEvent) throws {
+            position += 1
+            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
+        }
+        func since(at t: Timestamp) throws -> Timestamp? {
+            let view = try #require(RetentionModel.view(of: own, facts: facts, at: t, policy: .reference))
+            #expect(view.tier == .active, "at \(t)")
+            return view.enteredAt
+        }
+        try fold(Make.purchase("u", at: start, txn: "t1", original: "t1", expires: days(11, after: start)))
+        try fold(Make.refund("u", at: days(5, after: start), txn: "t1", original: "t1"))
+        try fold(Make.grant("u", at: days(10, after: start), until: days(20, after: start)))
+        #expect(try since(at: days(11, after: start)) == days(10, after: start))
+        try fold(Make.refundReversed("u", at: days(12, after: start), txn: "t1", original: "t1"))
+        #expect(try since(at: days(12, after: start)) == start)
+        #expect(try since(at: days(13, after: start)) == start)
+        try fold(Make.refund("u", at: days(14, after: start), txn: "t1", original: "t1"))
         #expect(try since(at: days(15, after: start)) == start)
     }
 

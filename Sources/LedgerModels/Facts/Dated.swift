@@ -47,6 +47,19 @@ extension Array {
     }
 }
 
+extension RandomAccessCollection where Index == Int {
+    /// The index of the first fact after the one at (`at`, `position`) in (time, position)
+    /// order, found by halving: a look for what followed a fact starts there.
+    func firstIndex<V>(after at: Timestamp, position: UInt64) -> Int where Element == Dated<V> {
+        var (low, high) = (startIndex, endIndex)
+        while low < high {
+            let middle = low + (high - low) / 2
+            if (self[middle].at, self[middle].position) > (at, position) { high = middle } else { low = middle + 1 }
+        }
+        return low
+    }
+}
+
 extension Dated: StateValue where Value: StateValue {
     public static func encode(_ fact: Self, to encoder: inout StateEncoder) {
         encoder.write(fact.at)

@@ -103,8 +103,9 @@ public enum Plan {
         let v = snapshots[index]
         if let expiresAt, expiresAt <= t { return .void }
         let store = facts.subscription
-        let voided = store.ends.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && !$0.value.graceOnly }
-            || store.marks.known(at: happened).contains { ($0.at, $0.position) > (v.at, v.position) && $0.value.kind != .reversal }
+        let (ends, marks) = (store.ends.known(at: happened), store.marks.known(at: happened))
+        let voided = ends[ends.firstIndex(after: v.at, position: v.position)...].contains { !$0.value.graceOnly }
+            || marks[marks.firstIndex(after: v.at, position: v.position)...].contains { $0.value.kind != .reversal }
         if voided { return .void }
         let failedSince = snapshots[(index + 1)...].contains { $0.value == .failed }
         if !failedSince && t < v.at.adding(hours: policy.verificationIntervalHours) {

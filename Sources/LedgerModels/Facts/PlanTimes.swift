@@ -10,10 +10,13 @@ import Synchronization
 /// own alone (its own time and windows, the first store fact after it that voids it), and
 /// changes no rule's answer at any time before it happened: those are added to the lists in
 /// place. So is a failed renewal, but the first, or one followed by a store end of its
-/// subscription (which may then cut a grace short); and a purchase or renewal, unless a failure
+/// subscription (which may then cut a grace short); a purchase or renewal, unless a failure
 /// of its subscription follows it (whose windows may then count from its period), which
-/// changes answers from its purchasedAt on. Other store facts may move times that are already
-/// listed (a refund, an extension, an upgrade), so the lists are then worked out again.
+/// changes answers from its purchasedAt on; an extension (its expiresAt and the windows from
+/// it); and a refund, reversal, revocation or store end that is the latest of its kind (its
+/// time, when it cuts coverage or a grace short or voids a snapshot). One that lands before
+/// another of its kind may change which of those after it cut, and an upgrade may move times
+/// already listed, so the lists are then worked out again.
 ///
 /// Costs a reader a reference inside a value: `SubjectFacts` carries it, and `SubjectFacts.apply`
 /// changes its lists in place only where that value is the one holder (a copy is made
@@ -159,6 +162,20 @@ extension SubjectFacts {
             return PlanTimes.Added(changes: [at] + ends, ends: ends)
         case .subscriptionAutoRenewChanged:
             return PlanTimes.Added(changes: [at])
+        case .subscriptionRenewalExtended:
+            guard let extended = Self.fact(in: subscription.extensions, at: at, position: position) else { return nil }
+            let ends = subscription.endTimes(addedBy: extended, policy: policy)
+            return PlanTimes.Added(changes: [at] + ends, ends: ends)
+        case .subscriptionRefunded, .subscriptionRefundReversed, .subscriptionRevoked:
+            guard let latest = subscription.marks.last, latest.at == at, latest.position == position else { return nil }
+            var ends = subscription.endTimesAddedByLatestMark(policy: policy)
+            if voidsSnapshot(latestOf: subscription.marks, voids: { $0.kind != .reversal }) { ends.append(at) }
+            return PlanTimes.Added(changes: [at] + ends, ends: ends)
+        case .subscriptionExpired, .subscriptionGraceExpired:
+            guard let latest = subscription.ends.last, latest.at == at, latest.position == position else { return nil }
+            var ends: [Timestamp] = subscription.latestEndCutsGrace() ? [at] : []
+            if voidsSnapshot(latestOf: subscription.ends, voids: { !$0.graceOnly }) { ends.append(at) }
+            return PlanTimes.Added(changes: [at] + ends, ends: ends)
         default:
             return nil
         }
@@ -166,6 +183,16 @@ extension SubjectFacts {
         Plan.appendOwnChanges(of: one, policy: policy, to: &added.changes)
         Plan.appendEnds(of: one, policy: policy, to: &added.ends)
         return added
+    }
+
+    /// Whether the latest fact of `list` voids a verified device snapshot (`Plan.appendEnds`):
+    /// it `voids`, and a verified snapshot came after the latest one before it that does.
+    private func voidsSnapshot<V>(latestOf list: [Dated<V>], voids: (V) -> Bool) -> Bool {
+        guard let latest = list.last, voids(latest.value) else { return false }
+        let before = snapshots[..<snapshots.firstIndex(after: latest.at, position: latest.position)]
+        guard let verified = before.last(where: { if case .verified = $0.value { true } else { false } }) else { return false }
+        guard let previous = list.dropLast().last(where: { voids($0.value) }) else { return true }
+        return (verified.at, verified.position) > (previous.at, previous.position)
     }
 
     /// The fact of `list` at `at` stated by the event at `position`, found by halving.

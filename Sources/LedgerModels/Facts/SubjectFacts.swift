@@ -122,10 +122,13 @@ public struct SubjectFacts: StateRecord, Equatable {
             subscription.extensions.insertDated(Dated(at: at, position: position, value: .init(transactionId: e.transactionId, expiresAt: e.expiresAt)))
         case .subscriptionRefunded(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .refund, transactionId: r.transactionId)))
+            subscription.refundsFolded += 1
         case .subscriptionRefundReversed(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .reversal, transactionId: r.transactionId)))
+            subscription.reversalsFolded += 1
         case .subscriptionRevoked(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .revoke, transactionId: r.transactionId)))
+            subscription.revocationsFolded += 1
         case .subscriptionRenewalFailed(let f):
             subscription.failures.insertDated(Dated(at: at, position: position, value: .init(originalId: f.originalTransactionId, graceExpiresAt: f.gracePeriodExpiresAt)))
             if let end = f.gracePeriodExpiresAt { subscription.latestStoreGraceEnd = max(subscription.latestStoreGraceEnd ?? end, end) }

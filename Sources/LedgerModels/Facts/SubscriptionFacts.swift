@@ -117,6 +117,12 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// latest purchased covering a time stops at the first transaction that happened before
     /// the best so far was purchased.
     var purchasedByTheirTime: Int64 = 0
+    /// How many marks of each kind were folded: a transaction's cuts (`cuts(of:in:happened:)`)
+    /// look for no kind there is none of, and walk from the side that ends soonest — when the
+    /// counts add up to every mark.
+    var refundsFolded: Int64 = 0
+    var reversalsFolded: Int64 = 0
+    var revocationsFolded: Int64 = 0
 
     /// Whether every transaction was purchased by its own time (`purchasedByTheirTime`).
     var eachPurchasedByItsTime: Bool { !transactions.isEmpty && purchasedByTheirTime == Int64(transactions.count) }
@@ -143,6 +149,9 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         try coder.code(&latestStoreGraceEnd)
         try coder.code(&failuresFolded)
         try coder.code(&purchasedByTheirTime)
+        try coder.code(&refundsFolded)
+        try coder.code(&reversalsFolded)
+        try coder.code(&revocationsFolded)
     }
 }
 
@@ -225,25 +234,51 @@ extension SubscriptionFacts {
                               at t: Timestamp, known: Timestamp) -> (at: Timestamp, cause: EndCause) {
         var end = expiresAt
         var cause = EndCause.expiry
-        for e in extensions.known(at: known) where e.value.transactionId == id { end = e.value.expiresAt }
+        // The latest extension of it: walked from the latest down.
+        if let e = extensions.known(at: known).last(where: { $0.value.transactionId == id }) { end = e.value.expiresAt }
         for u in upgrades.known(at: known) where u.value.originalId == originalId && u.value.newTransactionId != id
             && u.value.startsAt > purchasedAt && u.value.startsAt < end {
             end = u.value.startsAt
             cause = .upgrade
         }
-        var refundedAt: Timestamp?
-        let happened = min(t, known)
-        for m in marks.known(at: known) where m.value.transactionId == id {
-            switch m.value.kind {
-            case .refund where m.at <= happened: refundedAt = refundedAt ?? m.at
-            case .refund: break
-            case .reversal: refundedAt = nil
-            case .revoke where m.at <= happened && m.at < end: (end, cause) = (m.at, .revocation)
-            case .revoke: break
-            }
-        }
+        let cut = cuts(of: id, in: marks.known(at: known), happened: min(t, known))
+        if let revokedAt = cut.revocation, revokedAt < end { (end, cause) = (revokedAt, .revocation) }
+        let refundedAt = cut.refund
         if let refundedAt, refundedAt < end { (end, cause) = (refundedAt, .refund) }
         return (end, cause)
+    }
+
+    /// Of `known` (these facts' marks known at some time), the transaction `id`'s first
+    /// revocation and its first refund since its latest reversal, each when it happened by
+    /// `happened` (a later one of either kind happened no earlier). Walked from the side
+    /// where each ends soonest: a refund from the latest mark down to the latest reversal when
+    /// there are reversals, else from the first up, as a revocation is; a kind there is none of
+    /// is not looked for (`refundsFolded`…, when they count every mark). A transaction refunded,
+    /// revoked or reversed a thousand times is then read in a few steps, not a thousand.
+    func cuts(of id: String, in known: ArraySlice<Dated<Mark>>, happened: Timestamp) -> (refund: Timestamp?, revocation: Timestamp?) {
+        let counted = refundsFolded + reversalsFolded + revocationsFolded == Int64(marks.count)
+        let (refunds, revocations) = (!counted || refundsFolded > 0, !counted || revocationsFolded > 0)
+        var refund: Timestamp?
+        var revocation: Timestamp?
+        var refundFound = !refunds
+        if refunds && (!counted || reversalsFolded > 0) {
+            for i in known.indices.reversed() where known[i].value.transactionId == id {
+                if known[i].value.kind == .reversal { break }
+                if known[i].value.kind == .refund { refund = known[i].at }
+            }
+            refundFound = true
+        }
+        var revocationFound = !revocations
+        for i in known.indices {
+            guard !(refundFound && revocationFound), known[i].at <= happened else { break }
+            guard known[i].value.transactionId == id else { continue }
+            switch known[i].value.kind {
+            case .refund where !refundFound: (refund, refundFound) = (known[i].at, true)
+            case .revoke where !revocationFound: (revocation, revocationFound) = (known[i].at, true)
+            case .refund, .revoke, .reversal: break
+            }
+        }
+        return (refund.flatMap { $0 <= happened ? $0 : nil }, revocation)
     }
 
     /// The latest expiresAt an extension known at `known` gives any transaction (`nil`: none).
@@ -305,14 +340,13 @@ extension SubscriptionFacts {
     }
 
     /// Whether a fact known by `known` but not by `through` may change an answer at or before
-    /// `through`: an extension, mark, store end or upgrade (a reversal known later undoes an
-    /// earlier refund), or a transaction purchased by then. Failures and auto-renew changes
-    /// count from their own time on.
+    /// `through`: an extension or upgrade, a reversal (it undoes an earlier refund), or a
+    /// transaction purchased by then. Refunds, revocations, store ends, failures and auto-renew
+    /// changes count from their own time on.
     func reachesBack(to through: Timestamp, knownAt known: Timestamp) -> Bool {
-        func added<V>(_ list: [Dated<V>]) -> Bool { list.known(at: known).count > list.known(at: through).count }
-        if added(extensions) || added(marks) || added(ends) || added(upgrades) { return true }
-        let since = transactions.known(at: through).endIndex
-        return transactions.known(at: known)[since...].contains { $0.value.purchasedAt <= through }
+        func added<V>(_ list: [Dated<V>]) -> ArraySlice<Dated<V>> { list.known(at: known)[list.known(at: through).endIndex...] }
+        if !added(extensions).isEmpty || !added(upgrades).isEmpty || added(marks).contains(where: { $0.value.kind == .reversal }) { return true }
+        return added(transactions).contains { $0.value.purchasedAt <= through }
     }
 
     func knownTransactions(at known: Timestamp) -> KnownTransactions {
@@ -487,7 +521,8 @@ extension SubscriptionFacts {
         // either kind ends the grace, the first `subscription.expired` the issue too.
         var graceCut: Timestamp?
         var issueCut: Timestamp?
-        for end in ends.known(at: min(t, known)) where end.value.originalId == original && (end.at, end.position) > (failure.at, failure.position) {
+        let happenedEnds = ends.known(at: min(t, known))
+        for end in happenedEnds[happenedEnds.firstIndex(after: failure.at, position: failure.position)...] where end.value.originalId == original {
             graceCut = graceCut ?? end.at
             if !end.value.graceOnly {
                 issueCut = end.at

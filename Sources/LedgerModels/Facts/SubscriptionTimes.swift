@@ -213,4 +213,53 @@ extension SubscriptionFacts {
         }
         return times
     }
+
+    /// The times `endTimes` gains from `extension` alone, one of `extensions`: its expiresAt,
+    /// and once any renewal failed, the windows counted from it. Another transaction's end or
+    /// window is listed whatever the extension, so it moves none.
+    func endTimes(addedBy extension: Dated<Extension>, policy: Policy.Subscription) -> [Timestamp] {
+        windowed(from: `extension`.value.expiresAt, policy: policy)
+    }
+
+    /// The times `endTimes` gains from the latest of `marks`: its time when it cuts a
+    /// transaction's coverage short (`cuttingMarks`), with the windows counted from it once any
+    /// renewal failed. Only the latest: an earlier one may change which of those after it cut.
+    func endTimesAddedByLatestMark(policy: Policy.Subscription) -> [Timestamp] {
+        guard let mark = marks.last, latestMarkCuts() else { return [] }
+        return windowed(from: mark.at, policy: policy)
+    }
+
+    /// Whether the latest of `marks` is among `cuttingMarks`: its transaction's first
+    /// revocation, or a refund with none since the latest reversal of it. Walked from the
+    /// latest down: a transaction's marks mostly come together.
+    func latestMarkCuts() -> Bool {
+        guard let mark = marks.last else { return false }
+        let id = mark.value.transactionId
+        let earlier = marks.dropLast().reversed()
+        switch mark.value.kind {
+        case .reversal:
+            return false
+        case .revoke:
+            return !earlier.contains { $0.value.transactionId == id && $0.value.kind == .revoke }
+        case .refund:
+            let previous = earlier.first { $0.value.transactionId == id && $0.value.kind != .revoke }
+            return previous.map { $0.value.kind == .reversal } ?? true
+        }
+    }
+
+    /// Whether the latest of `ends` cuts a billing grace short (`graceCuttingEnds`): a failure
+    /// of its subscription came after the end of it before and before it.
+    func latestEndCutsGrace() -> Bool {
+        guard let end = ends.last, !failures.isEmpty else { return false }
+        let original = end.value.originalId
+        let previous = ends.dropLast().last { $0.value.originalId == original }
+        let from = previous.map { failures.firstIndex(after: $0.at, position: $0.position) } ?? failures.startIndex
+        let to = failures.firstIndex(after: end.at, position: end.position)
+        return from < to && failures[from..<to].contains { $0.value.originalId == original }
+    }
+
+    /// `end`, and once any renewal failed, billingGraceDays and billingRetryDays after it.
+    private func windowed(from end: Timestamp, policy: Policy.Subscription) -> [Timestamp] {
+        failures.isEmpty ? [end] : [end, end.adding(days: policy.billingGraceDays), end.adding(days: policy.billingRetryDays)]
+    }
 }
