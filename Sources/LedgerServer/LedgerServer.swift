@@ -109,10 +109,10 @@ public struct LedgerServer: Sendable {
         on(.post, "/appstore/v2/notifications") { request, _ in try await routes.notification(request) }
         on(.post, "/v1/events") { request, _ in try await routes.events(request) }
         on(.get, "/v1/subjects/{subject}/status") { request, context in try await routes.status(request, subject: context.parameters.get("subject")) }
-        on(.get, "/v1/subjects/{subject}/audit") { request, context in try await routes.audit(request, subject: context.parameters.get("subject")) }
-        on(.get, "/v1/subjects/{subject}/events") { request, context in try await routes.subjectEvents(request, subject: context.parameters.get("subject")) }
+        on(.get, "/v1/subjects/{subject}/audit") { request, context in try await routes.audit(request, subject: context.parameters.get("subject"), connected: context.connected) }
+        on(.get, "/v1/subjects/{subject}/events") { request, context in try await routes.subjectEvents(request, subject: context.parameters.get("subject"), connected: context.connected) }
         on(.get, "/v1/lookup") { request, _ in try await routes.lookup(request) }
-        on(.get, "/v1/due") { request, _ in try await routes.due(request) }
+        on(.get, "/v1/due") { request, context in try await routes.due(request, connected: context.connected) }
         on(.get, "/v1/stats") { request, _ in try await routes.stats(request) }
         on(.get, "/healthz") { _, _ in try routes.health() }
         on(.get, "/metrics") { request, context in try routes.metrics(request, loopback: context.isLoopback(request)) }
@@ -121,7 +121,7 @@ public struct LedgerServer: Sendable {
         on(.post, "/login") { request, context in try await pages.login(request, client: context.client(request, trusting: trusted)) }
         on(.post, "/logout") { request, _ in pages.logout(request) }
         on(.get, "/") { request, _ in try await pages.home(request) }
-        on(.get, "/ui/subjects/{subject}") { request, context in try await pages.customer(request, subject: context.parameters.get("subject")) }
+        on(.get, "/ui/subjects/{subject}") { request, context in try await pages.customer(request, subject: context.parameters.get("subject"), connected: context.connected) }
         return router
     }
 }

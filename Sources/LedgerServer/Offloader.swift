@@ -7,6 +7,7 @@ import Synchronization
 /// tasks and the event loops share: requests over NATS (which wait while a partition changes
 /// hands), and heavy reads (an audit of a long history). At most `limit` run at once and
 /// `waiting` more wait their turn, in order; beyond those a request is told to retry (`503`).
+/// One whose request is no longer wanted when its turn comes (its client left) is dropped.
 final class Offloader: Sendable {
     /// How many bodies may run at once.
     let limit: Int
@@ -21,8 +22,22 @@ final class Offloader: Sendable {
 
     private struct State {
         var running = 0
-        var queue: [@Sendable () -> Void] = []
+        var queue: [Waiting] = []
     }
+
+    /// A body waiting its turn: started when it comes if still wanted, else dropped.
+    private struct Waiting {
+        let start: @Sendable () -> Void
+        let isWanted: @Sendable () -> Bool
+        let drop: @Sendable () -> Void
+    }
+
+    /// How many bodies run and how many wait their turn now.
+    var load: (running: Int, waiting: Int) { state.withLock { ($0.running, $0.queue.count) } }
+
+    /// What a body dropped before its turn completes with.
+    static let unwanted = "the request was dropped before its turn: its client left"
+
 
     init(limit: Int, waiting: Int = 0, lowPriority: Bool = false, busy: String) {
         (self.limit, self.waiting, self.lowPriority, self.busy) = (max(1, limit), max(0, waiting), lowPriority, busy)
@@ -38,11 +53,12 @@ final class Offloader: Sendable {
     }
 
     /// `body`'s result, from a thread of its own; `unavailable` when `limit` run and
-    /// `waiting` wait.
-    func run<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
+    /// `waiting` wait, or when it waited and was no longer wanted (`isWanted`) at its turn.
+    func run<T: Sendable>(while isWanted: @escaping @Sendable () -> Bool = { true },
+                          _ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, LedgerError>, Never>) in
             do throws(LedgerError) {
-                try start(body) { continuation.resume(returning: $0) }
+                try start(body, while: isWanted) { continuation.resume(returning: $0) }
             } catch {
                 continuation.resume(returning: .failure(error))
             }
@@ -52,8 +68,9 @@ final class Offloader: Sendable {
 
     /// Starts `body` on a thread of its own (or queues it) and hands its result to
     /// `completion` there, its slot already passed on; throws `unavailable` at once when
-    /// `limit` run and `waiting` wait.
-    func start<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T,
+    /// `limit` run and `waiting` wait. Queued, it is dropped if `isWanted` says no when its
+    /// turn comes: `completion` then gets `unavailable` (`unwanted`) and the next takes the slot.
+    func start<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T, while isWanted: @escaping @Sendable () -> Bool = { true },
                             completion: @escaping @Sendable (Result<T, LedgerError>) -> Void) throws(LedgerError) {
         let job: @Sendable () -> Void = { [self] in
             Thread.detachNewThread { [self] in
@@ -71,7 +88,7 @@ final class Offloader: Sendable {
                 return .now
             }
             guard state.queue.count < waiting else { return .refused }
-            state.queue.append(job)
+            state.queue.append(Waiting(start: job, isWanted: isWanted, drop: { completion(.failure(LedgerError(.unavailable, Self.unwanted))) }))
             return .queued
         }
         switch admission {
@@ -83,15 +100,25 @@ final class Offloader: Sendable {
 
     private enum Admission { case now, queued, refused }
 
-    /// A body finished: the next in the queue takes its slot.
+    /// A body finished: the next in the queue still wanted takes its slot; those before it
+    /// that are not are dropped.
     private func finished() {
-        let next = state.withLock { state -> (@Sendable () -> Void)? in
-            guard !state.queue.isEmpty else {
-                state.running -= 1
-                return nil
+        while true {
+            let next = state.withLock { state -> Waiting? in
+                guard !state.queue.isEmpty else {
+                    state.running -= 1
+                    return nil
+                }
+                return state.queue.removeFirst()
             }
-            return state.queue.removeFirst()
+            guard let next else { return }
+            // Asked outside the lock: whether a client is still there is the channel's to say.
+            guard next.isWanted() else {
+                next.drop()
+                continue
+            }
+            next.start()
+            return
         }
-        next?()
     }
 }

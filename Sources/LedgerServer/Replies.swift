@@ -80,3 +80,9 @@ struct Reply: Error {
         }
     }
 }
+
+extension HTTPResponse.Status {
+    /// A request whose client left before it was answered (nginx's `499`): what the log and
+    /// `/metrics` count for a heavy read dropped before its turn.
+    static let clientClosedRequest = HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request")
+}

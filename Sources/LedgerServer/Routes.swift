@@ -99,7 +99,7 @@ struct Routes: Sendable {
 
     /// `GET /v1/subjects/{subject}/audit?at=T&knownAt=T|POS[&limit=N&cursor=C]`: `audit
     /// --json`, or one page of it (`audit --json --limit N --cursor C`).
-    func audit(_ request: Request, subject raw: String?) async throws -> Response {
+    func audit(_ request: Request, subject raw: String?, connected: @escaping @Sendable () -> Bool) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         let query = Query(request)
@@ -110,14 +110,14 @@ struct Routes: Sendable {
             return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.audit(of: subject, at: at, knownAt: knownAt) })
         }
         let ledger = self.ledger
-        return Reply.json(try await heavy { () throws(LedgerError) in
+        return Reply.json(try await heavy(while: connected) { () throws(LedgerError) in
             guard let limit else { return try ledger.audit(of: subject, at: at, knownAt: knownAt).json }
             return try ledger.audit(of: subject, at: at, knownAt: knownAt, limit: limit, after: cursor).json
         })
     }
 
     /// `GET /v1/subjects/{subject}/events`: the subject's `export`, JSONL.
-    func subjectEvents(_ request: Request, subject raw: String?) async throws -> Response {
+    func subjectEvents(_ request: Request, subject raw: String?, connected: @escaping @Sendable () -> Bool) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
         var out: [UInt8] = []
@@ -128,7 +128,7 @@ struct Routes: Sendable {
             }
         } else {
             let ledger = self.ledger
-            out = try await heavy { () throws(LedgerError) in
+            out = try await heavy(while: connected) { () throws(LedgerError) in
                 var lines: [UInt8] = []
                 for event in try ledger.events(of: subject).collect() {
                     lines += try EventLine.export(event)
@@ -159,7 +159,7 @@ struct Routes: Sendable {
     }
 
     /// `GET /v1/due?from=T&to=T`: `due --json`.
-    func due(_ request: Request) async throws -> Response {
+    func due(_ request: Request, connected: @escaping @Sendable () -> Bool) async throws -> Response {
         try authorize(request, .support)
         let query = Query(request)
         guard let from = try query.time("from") else { throw Reply.error(.badRequest, "from: missing; give an RFC 3339 time with a zone") }
@@ -170,7 +170,7 @@ struct Routes: Sendable {
         }
         // A wide window reads every customer's items in it: a heavy read.
         let ledger = self.ledger
-        return Reply.json(try await heavy { () throws(LedgerError) in DueItem.json(try ledger.due(from: from, to: to), from: from, to: to) })
+        return Reply.json(try await heavy(while: connected) { () throws(LedgerError) in DueItem.json(try ledger.due(from: from, to: to), from: from, to: to) })
     }
 
     /// `GET /v1/stats`: `stats --json`.
@@ -192,7 +192,7 @@ struct Routes: Sendable {
     /// `GET /metrics`: Prometheus' text; loopback clients need no token, others `support`.
     func metrics(_ request: Request, loopback: Bool) throws -> Response {
         if !loopback { try authorize(request, .support) }
-        return Reply.text(try server.metrics.exposition(ledger), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
+        return Reply.text(try server.metrics.exposition(ledger, heavyReads: server.heavyReads.load), headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
     }
 
     /// `body`, a request over NATS, on a thread of its own (`Offloader.cluster`).
@@ -201,9 +201,16 @@ struct Routes: Sendable {
     }
 
     /// `body`, a read whose cost grows with a subject's history, on a thread of its own among
-    /// the server's `heavyReads`.
-    func heavy<T: Sendable>(_ body: @escaping @Sendable () throws(LedgerError) -> T) async throws(LedgerError) -> T {
-        try await server.heavyReads.run(body)
+    /// the server's `heavyReads`, if its client is still `connected` when its turn comes: one
+    /// that left is answered `499` (the log and `/metrics` count it) and nothing is read.
+    func heavy<T: Sendable>(while connected: @escaping @Sendable () -> Bool,
+                            _ body: @escaping @Sendable () throws(LedgerError) -> T) async throws -> T {
+        let result: Result<T, LedgerError>
+        do throws(LedgerError) { result = .success(try await server.heavyReads.run(while: connected, body)) } catch { result = .failure(error) }
+        if case .failure(let error) = result, error.code == .unavailable, error.message == Offloader.unwanted {
+            throw Reply.error(.clientClosedRequest, error.message)
+        }
+        return try result.get()
     }
 
     // MARK: Parameters

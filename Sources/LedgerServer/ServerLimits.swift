@@ -22,7 +22,7 @@ public struct ServerLimits: Sendable, Hashable {
     /// the requests the event loop answers (status, `/healthz`) are not kept waiting.
     public var heavyReads: Int
     /// Heavy reads waiting for one to finish; beyond them a request gets `503` and
-    /// `Retry-After`.
+    /// `Retry-After`. One whose client left before its turn is dropped then (`499`).
     public var heavyReadsWaiting: Int
 
     public init(headerTimeout: Duration = .seconds(10), bodyTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(60),

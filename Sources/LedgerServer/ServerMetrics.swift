@@ -1,3 +1,4 @@
+import Glibc
 import HTTPTypes
 import Hummingbird
 import LedgerProjections
@@ -40,8 +41,15 @@ final class ServerMetrics: Sendable {
         duplicates.increment(by: Int64(result.duplicates))
     }
 
-    /// The exposition, each model's lag (events between its checkpoint and the head) set now.
-    func exposition(_ ledger: Ledger) throws(LedgerError) -> String {
+    /// The exposition, each model's lag (events between its checkpoint and the head) and the
+    /// heavy reads running and waiting their turn set now.
+    func exposition(_ ledger: Ledger, heavyReads: (running: Int, waiting: Int)) throws(LedgerError) -> String {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "ledger", metricName: "heavy_reads_running", unitName: "",
+                                                            helpText: "Heavy reads (audits, exports, the due list) running"))
+            .set(Double(heavyReads.running))
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "ledger", metricName: "heavy_reads_waiting", unitName: "",
+                                                            helpText: "Heavy reads waiting their turn"))
+            .set(Double(heavyReads.waiting))
         let stats = try ledger.stats()
         for model in stats.models {
             let lag = stats.log.lastPosition - min(model.checkpoint ?? 0, stats.log.lastPosition)
@@ -56,15 +64,31 @@ final class ServerMetrics: Sendable {
     }
 }
 
-/// The server's request context: Hummingbird's basics and the client's address, which lets
-/// `/metrics` answer loopback clients without a token.
+/// The server's request context: Hummingbird's basics, the client's address, which lets
+/// `/metrics` answer loopback clients without a token, and its connection.
 struct ServerContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
+    /// The client's connection: a heavy read waiting its turn is dropped once it closed.
+    let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
+    }
+
+    /// Whether the client is still connected: the connection open, and its side not closed
+    /// (TCP's CLOSE_WAIT, as nginx counts a client gone). Asked of the socket, as a request
+    /// being answered reads nothing more that would show it; blocks for the channel's event
+    /// loop, so never ask it on one.
+    var connected: @Sendable () -> Bool {
+        { [channel] in
+            // Not a socket: a test's channel, with no client to leave.
+            guard let socket = channel as? any SocketOptionProvider else { return true }
+            guard channel.isActive, let info = try? socket.getTCPInfo().wait() else { return false }
+            return Int(info.tcpi_state) != Int(TCP_CLOSE_WAIT)
+        }
     }
 
     /// Who sent `request`: the peer, or behind a proxy `trusted` holds the client it names.

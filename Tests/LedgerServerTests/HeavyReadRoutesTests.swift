@@ -54,6 +54,55 @@ import Testing
     }
 }
 
+extension HeavyReadRoutesTests {
+    /// An audit whose client closes its connection while it waits its turn is dropped when the
+    /// turn comes: nothing is read for it, `/metrics` counts it as `499`, and the one waiting
+    /// behind it, still connected, is answered. The gauges show the reads waiting.
+    @Test func aWaitingReadWhoseClientLeftIsDroppedAtItsTurn() async throws {
+        try await withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try await ledger.append(Served.customer)
+            let token = try AccessTokens(ledger).create(name: "alice", role: .support)
+            let server = try LedgerServer(ledger: ledger, limits: ServerLimits(heavyReads: 1, heavyReadsWaiting: 8))
+            let (entered, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            try server.heavyReads.start({ () throws(LedgerError) in
+                entered.signal()
+                release.wait()
+            }, completion: { _ in })
+            #expect(entered.wait(timeout: .now() + 60) == .success)
+            try await server.application(port: 0).test(.live) { client in
+                let audit = "/v1/subjects/user-42/audit?at=\(Served.at)"
+                func waiting(_ count: Int) async throws {
+                    for _ in 0 ..< 600 where server.heavyReads.load.waiting < count { try await Task.sleep(for: .milliseconds(20)) }
+                    #expect(server.heavyReads.load.waiting == count)
+                }
+                let port = try #require(client.port)
+                let leaving = try #require(RawClient(port: port))
+                leaving.send("GET \(audit) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                try await waiting(1)
+                leaving.close()
+                let staying = Task { try await client.execute(uri: audit, method: .get, headers: [.authorization: "Bearer \(token)"]).status }
+                try await waiting(2)
+                // On a connection of its own: the test client's waits for the audit's answer.
+                func metrics() throws -> String {
+                    let asking = try #require(RawClient(port: port))
+                    asking.send("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                    return asking.readUntilClosed(seconds: 60).0
+                }
+                let gauges = try metrics()
+                #expect(gauges.contains("ledger_heavy_reads_running 1") && gauges.contains("ledger_heavy_reads_waiting 2"), "\(gauges)")
+                release.signal()
+                #expect(try await staying.value == .ok)
+                let counted = try metrics()
+                let route = #"ledger_http_requests_total{route="/v1/subjects/{subject}/audit",status="#
+                #expect(counted.contains(route + #""499"} 1"#) && counted.contains(route + #""200"} 1"#), "\(counted)")
+                #expect(counted.contains("ledger_heavy_reads_running 0") && counted.contains("ledger_heavy_reads_waiting 0"))
+            }
+        }
+    }
+}
+
 /// What the requests of a test answered, as they answer.
 final class Answered: Sendable {
     let list = Mutex<[String]>([])

@@ -79,4 +79,41 @@ import Testing
         #expect(priorities.withLock { $0 } == [10, 10, 10, 10])
         #expect(try await offloader.run { () throws(LedgerError) in 7 } == 7)
     }
+
+    /// Of three reads, one running and two waiting, the first waiting whose client left
+    /// meanwhile is dropped at its turn (never run, told why) and the next takes the slot.
+    @Test func aWaitingReadNoLongerWantedIsDroppedAtItsTurn() async throws {
+        let offloader = Offloader(limit: 1, waiting: 2, busy: "busy")
+        let (entered, release, finished) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let ran = Mutex<[Int]>([])
+        let results = Mutex<[Int: Result<Int, LedgerError>]>([:])
+        let left = Mutex(false)
+        for index in 0 ..< 3 {
+            try offloader.start({ () throws(LedgerError) -> Int in
+                ran.withLock { $0.append(index) }
+                if index == 0 {
+                    entered.signal()
+                    release.wait()
+                }
+                return index
+            }, while: { index != 1 || !left.withLock { $0 } }, completion: { result in
+                results.withLock { $0[index] = result }
+                finished.signal()
+            })
+        }
+        #expect(entered.wait(timeout: .now() + 60) == .success)
+        #expect(offloader.load == (1, 2))
+        left.withLock { $0 = true }
+        release.signal()
+        for _ in 0 ..< 3 { #expect(finished.wait(timeout: .now() + 60) == .success) }
+        #expect(ran.withLock { $0 } == [0, 2])
+        let dropped = results.withLock { $0[1] }
+        if case .failure(let error)? = dropped {
+            #expect(error.code == .unavailable && error.message == Offloader.unwanted)
+        } else {
+            Issue.record("the read whose client left was answered: \(String(describing: dropped))")
+        }
+        #expect(try results.withLock { $0[2] }?.get() == 2)
+        #expect(offloader.load == (0, 0))
+    }
 }

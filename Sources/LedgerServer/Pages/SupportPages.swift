@@ -128,7 +128,7 @@ struct SupportPages: Sendable {
     static let timelinePage = 200
 
     /// `/ui/subjects/{subject}?at=T&knownAt=T|POS`: the customer's card and timeline.
-    func customer(_ request: Request, subject raw: String?) async throws -> Response {
+    func customer(_ request: Request, subject raw: String?, connected: @escaping @Sendable () -> Bool) async throws -> Response {
         guard try signedIn(request) != nil else { return HTML.redirect("/login") }
         let subject = try Routes.subject(raw)
         let query = Query(request)
@@ -153,7 +153,7 @@ struct SupportPages: Sendable {
             // A page of the timeline at a time: a long history's first page is quick, and each
             // page a heavy read beside the others.
             let ledger = self.ledger
-            page = try await routes.heavy { () throws(LedgerError) in
+            page = try await routes.heavy(while: connected) { () throws(LedgerError) in
                 let status = try ledger.status(of: subject, at: at, knownAt: known)
                 return CustomerPage(cards: status.answers.map { ($0.model, $0.view?.card) },
                                     audit: try ledger.audit(of: subject, at: at, knownAt: known, limit: Self.timelinePage, after: cursor),
