@@ -120,6 +120,8 @@ public struct SubjectFacts: StateRecord, Equatable {
                 originalId: c.originalTransactionId, newTransactionId: id, startsAt: purchasedAt)))
         case .subscriptionRenewalExtended(let e):
             subscription.extensions.insertDated(Dated(at: at, position: position, value: .init(transactionId: e.transactionId, expiresAt: e.expiresAt)))
+            subscription.latestExtensionEnd = max(subscription.latestExtensionEnd ?? e.expiresAt, e.expiresAt)
+            subscription.extensionsFolded += 1
         case .subscriptionRefunded(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .refund, transactionId: r.transactionId)))
             subscription.refundsFolded += 1

@@ -412,13 +412,12 @@ enum RetentionRules {
             if case .inactive = activity { break }
             since = c
             index -= 1
-            // Covered by a store period: so is every time of it before `c`.
+            // Covered by a store period: so is every time of it before `c` (found by halving:
+            // a period extended a thousand times has a thousand times in it).
             guard case .covered(let covering, let purchasedAt) = activity else { continue }
             near = covering
-            while index > times.startIndex && times[index - 1] >= purchasedAt {
-                since = times[index - 1]
-                index -= 1
-            }
+            let first = ChangeWindow.firstIndex(in: times[..<index]) { $0 >= purchasedAt }
+            if first < index { (since, index) = (times[first], first) }
         }
         if let kept = state.kept, let since {
             kept.run.withLock { $0 = PlanTimes.ActiveRun(since: since, through: t, startsAtCancellation: startsAtCancellation) }

@@ -14,7 +14,7 @@ struct Fold: Sendable {
 
     static let factsName = "facts"
     /// Bumped when `SubjectFacts.apply` or its fields change meaning.
-    static let factsVersion: UInt32 = 5
+    static let factsVersion: UInt32 = 6
 
     static func all(_ models: [any ReadModel.Type]) -> [Fold] {
         [Fold(name: factsName, version: factsVersion, reads: SubjectFacts.reads, model: nil)]
