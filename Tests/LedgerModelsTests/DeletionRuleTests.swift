@@ -205,4 +205,26 @@ import Testing
             #expect(compared == 480)
         }
     }
+
+    /// Two copies of one state given different steps each go on from their own walk: one with
+    /// a failure walked first must not lend its walk to the other, whose cancellation (soft,
+    /// within the grace, no step yet) returns it to none.
+    @Test func copiesGivenDifferentStepsKeepTheirOwnWalks() throws {
+        func fold(_ event: LedgerEvent, _ position: UInt64, into state: inout DeletionModel.State) throws {
+            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
+            DeletionModel.apply(RecordedEvent(stored, data: event.data), to: &state)
+        }
+        var shared = DeletionModel.State()
+        try fold(Make.deletionRequested("u", at: mar1), 1, into: &shared)
+        try fold(Make.step("u", at: days(4, after: mar1), "photos"), 2, into: &shared)
+        var (failed, cancelled) = (shared, shared)
+        try fold(Make.step("u", at: days(2, after: mar1), "profile", failed: true), 3, into: &failed)
+        let late = days(10, after: mar1)
+        #expect(DeletionModel.view(of: failed, facts: SubjectFacts(), at: late, policy: soft)?.state == .failed)
+        try fold(Make.deletionCancelled("u", at: days(1, after: mar1)), 4, into: &cancelled)
+        #expect(try view([Make.deletionRequested("u", at: mar1), Make.deletionCancelled("u", at: days(1, after: mar1)),
+                          Make.step("u", at: days(4, after: mar1), "photos")], at: late, policy: soft) == expected(state: "none"))
+        let view = try #require(DeletionModel.view(of: cancelled, facts: SubjectFacts(), at: late, policy: soft))
+        #expect(view.state == .none && view.rule == "deletion.softGraceDays")
+    }
 }

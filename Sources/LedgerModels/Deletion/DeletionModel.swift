@@ -2,8 +2,8 @@
 
 /// Deletion (SPEC §4, seeds 003 and 004 CH34): where the subject's account deletion stands, the
 /// App Store subscription it does not cancel, and the data export. The state keeps the
-/// deletion's and the export's events with their times (a subject has a handful), and the view
-/// runs SPEC §4's sequence over those that happened by t, in business-time order.
+/// deletion's and the export's events with their times, and the view runs SPEC §4's sequence
+/// over those that happened by t, in business-time order (`DeletionWalk`).
 public enum DeletionModel: ReadModel {
     public static let name = "deletion"
     public static let version: UInt32 = 1
@@ -100,8 +100,8 @@ public enum DeletionModel: ReadModel {
              .securityFlagRaised, .securityFlagCleared, .notificationPreferencesChanged, .notificationSent:
             return
         }
+        state.walked.own()
         state.steps.insertDated(Dated(at: at, position: position, value: step))
-        if state.walked.last == nil { state.walked.last = KeptDeletionWalk.Last() }
     }
 
     public static func view(of state: State, facts: SubjectFacts, at t: Timestamp, policy: Policy) -> DeletionView? {

@@ -34,10 +34,13 @@ struct DeletionWalk: Sendable {
             guard current != .none else { return }
             let done = if case .failed = step.value { false } else { true }
             let before = outcomes.updateValue(done, forKey: name)
-            // Whether any failed: asked of every outcome only when this one turned a failure into a success.
+            // Failed while any step's latest outcome is a failure: every outcome is asked only
+            // when this one turned a failure into a success.
             if !done {
                 current = .failed
-            } else if before == false || current != .failed {
+            } else if current != .failed {
+                current = .inProgress
+            } else if before == false {
                 current = outcomes.values.contains(false) ? .failed : .inProgress
             }
             rule = "deletionSteps"
@@ -68,17 +71,25 @@ struct DeletionWalk: Sendable {
 }
 
 /// `DeletionModel.State`'s place for the last walk (`DeletionWalk.through`): a reference the
-/// state's copies share, made when an event is folded into it (a state only decoded to be
-/// read once has none), and passed over by `==` (two states with the same steps are equal,
+/// state's copies share until a step is folded into one (a state only decoded to be read once
+/// has none; an export folded leaves it as it is), and passed over by `==` (two states with the same steps are equal,
 /// whatever their last walk). Costs a reader a lock and a class in a value type; buys the
 /// audit of a subject retrying a deletion step thousands of times one step's walk per event
 /// instead of a walk over all of them.
 struct KeptDeletionWalk: Sendable, Equatable {
     final class Last: Sendable {
-        let walk = Mutex<(policy: Policy.Deletion, walk: DeletionWalk)?>(nil)
+        let walk: Mutex<(policy: Policy.Deletion, walk: DeletionWalk)?>
+
+        init(copying other: Last? = nil) { walk = Mutex(other?.walk.withLock { $0 }) }
     }
 
     var last: Last?
+
+    /// Before a step is folded: a place of the state's own, so that copies given different
+    /// steps never go on from each other's walk (a copy keeps what the last walk found).
+    mutating func own() {
+        if !isKnownUniquelyReferenced(&last) { last = Last(copying: last) }
+    }
 
     static func == (lhs: Self, rhs: Self) -> Bool { true }
 }

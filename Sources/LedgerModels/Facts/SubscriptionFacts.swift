@@ -261,7 +261,8 @@ extension SubscriptionFacts {
     /// where each ends soonest: a refund from the latest mark down to the latest reversal when
     /// there are reversals, else from the first up, as a revocation is; a kind there is none of
     /// is not looked for (`refundsFolded`…, when they count every mark). A transaction refunded,
-    /// revoked or reversed a thousand times is then read in a few steps, not a thousand.
+    /// revoked or reversed a thousand times is then read in a few steps, not a thousand — unless
+    /// other transactions' marks lie between (the walk passes over them).
     func cuts(of id: String, in known: ArraySlice<Dated<Mark>>, happened: Timestamp) -> (refund: Timestamp?, revocation: Timestamp?) {
         let counted = refundsFolded + reversalsFolded + revocationsFolded == Int64(marks.count)
         let (refunds, revocations) = (!counted || refundsFolded > 0, !counted || revocationsFolded > 0)
@@ -342,7 +343,8 @@ extension SubscriptionFacts {
         return t < end ? end : nil
     }
 
-    /// The transactions known at a time, with the latest extension then: what `covering`
+    /// The transactions known at a time, with the bound on their extensions then
+    /// (`latestExtension`): what `covering`
     /// reads at every time of a look back, worked out once.
     struct KnownTransactions {
         let known: Timestamp
