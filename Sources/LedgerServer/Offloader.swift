@@ -38,7 +38,6 @@ final class Offloader: Sendable {
     /// What a body dropped before its turn completes with.
     static let unwanted = "the request was dropped before its turn: its client left"
 
-
     init(limit: Int, waiting: Int = 0, lowPriority: Bool = false, busy: String) {
         (self.limit, self.waiting, self.lowPriority, self.busy) = (max(1, limit), max(0, waiting), lowPriority, busy)
     }
