@@ -189,8 +189,7 @@ import Testing
                 var state = DeletionModel.State()
                 var latest = mar1
                 for (index, event) in order.enumerated() {
-                    let stored = StoredEvent(position: UInt64(index + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-                    DeletionModel.apply(RecordedEvent(stored, data: event.data), to: &state)
+                    DeletionModel.apply(try event.recorded(at: UInt64(index + 1)), to: &state)
                     latest = max(latest, event.occurredAt)
                     var fresh = state
                     fresh.walked = KeptDeletionWalk()
@@ -211,8 +210,7 @@ import Testing
     /// within the grace, no step yet) returns it to none.
     @Test func copiesGivenDifferentStepsKeepTheirOwnWalks() throws {
         func fold(_ event: LedgerEvent, _ position: UInt64, into state: inout DeletionModel.State) throws {
-            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-            DeletionModel.apply(RecordedEvent(stored, data: event.data), to: &state)
+            DeletionModel.apply(try event.recorded(at: position), to: &state)
         }
         var shared = DeletionModel.State()
         try fold(Make.deletionRequested("u", at: mar1), 1, into: &shared)

@@ -24,8 +24,7 @@ import Testing
         if shuffled { drawn.shuffle(using: &history.random) }
         var subjects: [String: [RecordedEvent]] = [:]
         for (position, event) in drawn.enumerated() {
-            let stored = StoredEvent(position: UInt64(position + 1), version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-            let recorded = RecordedEvent(stored, data: event.data)
+            let recorded = try event.recorded(at: UInt64(position + 1))
             subjects[recorded.subject, default: []].append(recorded)
         }
         return subjects
@@ -147,28 +146,17 @@ import Testing
     /// over the facts known from then: active since day 0, though the last look back found 12.
     @Test func aPurchaseRecordedAfterItsPeriodBeganJoinsTheRunsBeforeIt() throws {
         let start = ts("2026-01-01T00:00:00Z")
-        var facts = SubjectFacts()
-        facts.keepPlanTimes(policy: Policy.reference.subscription)
-        let own = RetentionModel.State()
-        func fold(_ event: LedgerEvent, _ position: UInt64) throws {
-            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
-        }
-        func since(at t: Timestamp) throws -> Timestamp? {
-            let view = try #require(RetentionModel.view(of: own, facts: facts, at: t, policy: .reference))
-            #expect(view.tier == .active, "at \(t)")
-            return view.enteredAt
-        }
-        try fold(Make.grant("u", at: start, until: days(10, after: start)), 1)
-        try fold(Make.grant("u", at: days(12, after: start), until: days(20, after: start)), 2)
-        #expect(try since(at: days(13, after: start)) == days(12, after: start))
+        var walk = KeptWalk()
+        try walk.fold(Make.grant("u", at: start, until: days(10, after: start)))
+        try walk.fold(Make.grant("u", at: days(12, after: start), until: days(20, after: start)))
+        #expect(try walk.activeSince(at: days(13, after: start)) == days(12, after: start))
         var purchase = SubscriptionPurchased()
         purchase.productId = "pro.monthly"
         (purchase.transactionId, purchase.originalTransactionId) = ("t1", "t1")
         (purchase.purchasedAt, purchase.expiresAt) = (days(9, after: start), days(40, after: start))
-        try fold(LedgerEvent(subject: "u", occurredAt: days(14, after: start), source: .appstore, data: purchase.eventData), 3)
-        #expect(try since(at: days(14, after: start)) == start)
-        #expect(try since(at: days(15, after: start)) == start)
+        try walk.fold(LedgerEvent(subject: "u", occurredAt: days(14, after: start), source: .appstore, data: purchase.eventData))
+        #expect(try walk.activeSince(at: days(14, after: start)) == start)
+        #expect(try walk.activeSince(at: days(15, after: start)) == start)
     }
 
     /// A purchase on day 0 for 11 days, refunded on day 5, and a grant from day 10 to 20: on
@@ -178,29 +166,16 @@ import Testing
     /// period: still active since day 0.
     @Test func aRefundReversedAfterAGrantJoinsTheRunsBeforeIt() throws {
         let start = ts("2026-01-01T00:00:00Z")
-        var facts = SubjectFacts()
-        facts.keepPlanTimes(policy: Policy.reference.subscription)
-        let own = RetentionModel.State()
-        var position: UInt64 = 0
-        func fold(_ event: LedgerEvent) throws {
-            position += 1
-            let stored = StoredEvent(position: position, version: 1, recordedAt: event.occurredAt, hash: [], draft: try event.draft())
-            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
-        }
-        func since(at t: Timestamp) throws -> Timestamp? {
-            let view = try #require(RetentionModel.view(of: own, facts: facts, at: t, policy: .reference))
-            #expect(view.tier == .active, "at \(t)")
-            return view.enteredAt
-        }
-        try fold(Make.purchase("u", at: start, txn: "t1", original: "t1", expires: days(11, after: start)))
-        try fold(Make.refund("u", at: days(5, after: start), txn: "t1", original: "t1"))
-        try fold(Make.grant("u", at: days(10, after: start), until: days(20, after: start)))
-        #expect(try since(at: days(11, after: start)) == days(10, after: start))
-        try fold(Make.refundReversed("u", at: days(12, after: start), txn: "t1", original: "t1"))
-        #expect(try since(at: days(12, after: start)) == start)
-        #expect(try since(at: days(13, after: start)) == start)
-        try fold(Make.refund("u", at: days(14, after: start), txn: "t1", original: "t1"))
-        #expect(try since(at: days(15, after: start)) == start)
+        var walk = KeptWalk()
+        try walk.fold(Make.purchase("u", at: start, txn: "t1", original: "t1", expires: days(11, after: start)))
+        try walk.fold(Make.refund("u", at: days(5, after: start), txn: "t1", original: "t1"))
+        try walk.fold(Make.grant("u", at: days(10, after: start), until: days(20, after: start)))
+        #expect(try walk.activeSince(at: days(11, after: start)) == days(10, after: start))
+        try walk.fold(Make.refundReversed("u", at: days(12, after: start), txn: "t1", original: "t1"))
+        #expect(try walk.activeSince(at: days(12, after: start)) == start)
+        #expect(try walk.activeSince(at: days(13, after: start)) == start)
+        try walk.fold(Make.refund("u", at: days(14, after: start), txn: "t1", original: "t1"))
+        #expect(try walk.activeSince(at: days(15, after: start)) == start)
     }
 
     /// A device verified every hour for 40 days, each snapshot good for a day: the look back
@@ -210,25 +185,47 @@ import Testing
     /// active since the first; at it, grace from it.
     @Test func aDeviceVerifiedHourlyIsActiveSinceItsFirstSnapshot() throws {
         let start = ts("2026-01-01T00:00:00Z")
-        var facts = SubjectFacts()
-        facts.keepPlanTimes(policy: Policy.reference.subscription)
-        let own = RetentionModel.State()
+        var walk = KeptWalk()
         for hour in Int64(0) ..< 40 * 24 {
             let at = start.adding(hours: hour)
             var verified = EntitlementVerified()
             verified.plan = .pro
             verified.expiresAt = at.adding(days: 1)
             let data = hour == 500 ? EntitlementVerificationFailed().eventData : verified.eventData
-            let event = LedgerEvent(subject: "u", occurredAt: at, source: .app, data: data)
-            let stored = StoredEvent(position: UInt64(hour + 1), version: 1, recordedAt: at, hash: [], draft: try event.draft())
-            facts.apply(RecordedEvent(stored, data: event.data), policy: .reference)
-            let view = try #require(RetentionModel.view(of: own, facts: facts, at: at, policy: .reference))
+            try walk.fold(LedgerEvent(subject: "u", occurredAt: at, source: .app, data: data))
+            let view = try #require(walk.view(at: at))
             #expect(view.tier == .active && view.enteredAt == start, "at hour \(hour)")
         }
         let end = start.adding(hours: 40 * 24 - 1).adding(days: 1)
-        let after = try #require(RetentionModel.view(of: own, facts: facts, at: end, policy: .reference))
+        let after = try #require(walk.view(at: end))
         #expect(after.tier == .grace && after.enteredAt == end && after.dayZero == end)
-        let before = try #require(RetentionModel.view(of: own, facts: facts, at: end.adding(milliseconds: -1), policy: .reference))
+        let before = try #require(walk.view(at: end.adding(milliseconds: -1)))
         #expect(before.tier == .active && before.enteredAt == start)
+    }
+}
+
+/// One subject's events folded one after another into facts that keep their plan times (the
+/// audit's walk), each at the next position, and retention read over them.
+struct KeptWalk {
+    var facts = SubjectFacts()
+    private var position: UInt64 = 0
+
+    init() { facts.keepPlanTimes(policy: Policy.reference.subscription) }
+
+    mutating func fold(_ event: LedgerEvent) throws {
+        position += 1
+        facts.apply(try event.recorded(at: position), policy: .reference)
+    }
+
+    /// Retention at `t` under the reference policy (its own state holds nothing these read).
+    func view(at t: Timestamp) -> RetentionView? {
+        RetentionModel.view(of: RetentionModel.State(), facts: facts, at: t, policy: .reference)
+    }
+
+    /// When the active run holding `t` began (the view's enteredAt), expecting `t` active.
+    func activeSince(at t: Timestamp) throws -> Timestamp? {
+        let view = try #require(self.view(at: t))
+        #expect(view.tier == .active, "at \(t)")
+        return view.enteredAt
     }
 }

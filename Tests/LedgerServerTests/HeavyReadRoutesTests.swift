@@ -13,19 +13,7 @@ import Testing
 /// among the server's `heavyReads`, while `/healthz` and status answer at once.
 @Suite struct HeavyReadRoutesTests {
     @Test func auditsWaitForAHeavySlotWhileHealthAndStatusAnswer() async throws {
-        try await withStorePath { path in
-            let ledger = try Ledger(path: path)
-            defer { ledger.close() }
-            try await ledger.append(Served.customer)
-            let token = try AccessTokens(ledger).create(name: "alice", role: .support)
-            let server = try LedgerServer(ledger: ledger, limits: ServerLimits(heavyReads: 1, heavyReadsWaiting: 8))
-            // A heavy read holds the only slot until released.
-            let (entered, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-            try server.heavyReads.start({ () throws(LedgerError) in
-                entered.signal()
-                release.wait()
-            }, completion: { _ in })
-            #expect(entered.wait(timeout: .now() + 60) == .success)
+        try await withSlotHeld { server, token, release in
             let answered = Answered()
             try await server.application(port: 0).test(.router) { client in
                 let bearer: HTTPFields = [.authorization: "Bearer \(token)"]
@@ -59,18 +47,7 @@ extension HeavyReadRoutesTests {
     /// turn comes: nothing is read for it, `/metrics` counts it as `499`, and the one waiting
     /// behind it, still connected, is answered. The gauges show the reads waiting.
     @Test func aWaitingReadWhoseClientLeftIsDroppedAtItsTurn() async throws {
-        try await withStorePath { path in
-            let ledger = try Ledger(path: path)
-            defer { ledger.close() }
-            try await ledger.append(Served.customer)
-            let token = try AccessTokens(ledger).create(name: "alice", role: .support)
-            let server = try LedgerServer(ledger: ledger, limits: ServerLimits(heavyReads: 1, heavyReadsWaiting: 8))
-            let (entered, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-            try server.heavyReads.start({ () throws(LedgerError) in
-                entered.signal()
-                release.wait()
-            }, completion: { _ in })
-            #expect(entered.wait(timeout: .now() + 60) == .success)
+        try await withSlotHeld { server, token, release in
             try await server.application(port: 0).test(.live) { client in
                 let audit = "/v1/subjects/user-42/audit?at=\(Served.at)"
                 func waiting(_ count: Int) async throws {
@@ -99,6 +76,27 @@ extension HeavyReadRoutesTests {
                 #expect(counted.contains(route + #""499"} 1"#) && counted.contains(route + #""200"} 1"#), "\(counted)")
                 #expect(counted.contains("ledger_heavy_reads_running 0") && counted.contains("ledger_heavy_reads_waiting 0"))
             }
+        }
+    }
+}
+
+extension HeavyReadRoutesTests {
+    /// `body` with a server over a store of `Served.customer` allowing one heavy read and eight
+    /// waiting, a support token, and the one slot held by a read until `release` is signalled.
+    func withSlotHeld(_ body: (LedgerServer, String, DispatchSemaphore) async throws -> Void) async throws {
+        try await withStorePath { path in
+            let ledger = try Ledger(path: path)
+            defer { ledger.close() }
+            try await ledger.append(Served.customer)
+            let token = try AccessTokens(ledger).create(name: "alice", role: .support)
+            let server = try LedgerServer(ledger: ledger, limits: ServerLimits(heavyReads: 1, heavyReadsWaiting: 8))
+            let (entered, release) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+            try server.heavyReads.start({ () throws(LedgerError) in
+                entered.signal()
+                release.wait()
+            }, completion: { _ in })
+            #expect(entered.wait(timeout: .now() + 60) == .success)
+            try await body(server, token, release)
         }
     }
 }

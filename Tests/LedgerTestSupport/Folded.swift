@@ -17,9 +17,7 @@ public struct Folded {
 
     /// Appends `event` at the next position, recorded when it occurred unless `recordedAt` says.
     public mutating func append(_ event: LedgerEvent, recordedAt: Timestamp? = nil) throws {
-        let position = UInt64(events.count + 1)
-        let stored = StoredEvent(position: position, version: position, recordedAt: recordedAt ?? event.occurredAt, hash: [], draft: try event.draft())
-        events.append(RecordedEvent(stored, data: event.data))
+        events.append(try event.recorded(at: UInt64(events.count + 1), recordedAt: recordedAt))
     }
 
     /// The subject's facts, folded under `policy`.
@@ -50,5 +48,13 @@ public struct Folded {
     /// The audit of `subject` at `t` from every event, under `policy`.
     public func audit(of subject: String = "u", at t: Timestamp, policy: Policy = .reference) -> AuditReport {
         Audit.report(subject: subject, events: events.filter { $0.subject == subject }, at: t, knownAt: nil, policy: policy)
+    }
+}
+
+extension LedgerEvent {
+    /// The event as the log records it at `position`, when it occurred unless `recordedAt` says.
+    public func recorded(at position: UInt64, recordedAt: Timestamp? = nil) throws -> RecordedEvent {
+        let stored = StoredEvent(position: position, version: position, recordedAt: recordedAt ?? occurredAt, hash: [], draft: try draft())
+        return RecordedEvent(stored, data: data)
     }
 }
