@@ -2,13 +2,40 @@ import Dispatch
 import Foundation
 @_spi(Storage) import LedgerCore
 @_spi(Storage) @testable import LedgerStore
+import LedgerTestSupport
 import Synchronization
 import Testing
 
 /// Group commit's leader protocol (`GroupCommitWriter`), driven with a commit of the test's own:
 /// one leader at a time, a batch never left waiting with no leader, `close()` returning only
 /// once every accepted batch is done and `finish` has run.
-@Suite(.timeLimit(.minutes(1))) struct GroupCommitTests {
+///
+/// Its callers run on threads of their own and its tasks on the test's own thread
+/// (`.onOwnThread`): on the dispatch pool or the cooperative pool they would queue behind the
+/// other tests' work, and 400 appends waited out the time limit in a loaded run.
+@Suite(.timeLimit(.minutes(1)), .onOwnThread) struct GroupCommitTests {
+    /// A thread of its own running `body`; `ended()` waits for it to end.
+    final class Caller: Sendable {
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ body: @escaping @Sendable () -> Void) {
+            Thread { [done] in
+                body()
+                done.signal()
+            }.start()
+        }
+
+        func ended() async {
+            await withCheckedContinuation { resume in
+                Thread { [done] in
+                    done.wait()
+                    done.signal()
+                    resume.resume()
+                }.start()
+            }
+        }
+    }
+
     /// What the injected commit saw: how many groups ran at once at most, the batches it
     /// committed, and when `finish` ran (after how many batches).
     final class Probe: Sendable {
@@ -75,11 +102,8 @@ import Testing
     @Test func blockingAndAsyncCallersNeverCommitTwoGroupsAtOnce() async throws {
         let probe = Probe()
         let writer = try probe.writer()
-        let threads = DispatchGroup()
-        for worker in 0..<4 {
-            DispatchQueue.global().async(group: threads) {
-                for k in 0..<50 { _ = Self.blocking(writer, "thread-\(worker)-\(k)") }
-            }
+        let threads = (0..<4).map { worker in
+            Caller { for k in 0..<50 { _ = Self.blocking(writer, "thread-\(worker)-\(k)") } }
         }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             for worker in 0..<4 {
@@ -87,7 +111,7 @@ import Testing
             }
             try await tasks.waitForAll()
         }
-        await withCheckedContinuation { done in threads.notify(queue: .global()) { done.resume() } }
+        for thread in threads { await thread.ended() }
         writer.close()
         #expect(probe.mostAtOnce.withLock { $0 } == 1)
         #expect(probe.committed.withLock { $0.count } == 400)
@@ -99,15 +123,14 @@ import Testing
     @Test func aBatchThatArrivesWhileACallerLeadsIsCommittedWithoutAnotherAppend() async throws {
         let probe = Probe(gated: true)
         let writer = try probe.writer()
-        let leader = DispatchGroup()
-        DispatchQueue.global().async(group: leader) { _ = Self.blocking(writer, "leader") }
-        await withCheckedContinuation { started in DispatchQueue.global().async { probe.firstStarted.wait(); started.resume() } }
+        let leader = Caller { _ = Self.blocking(writer, "leader") }
+        await Caller { probe.firstStarted.wait() }.ended()
         async let waiting = Self.async(writer, "waiting")
         // The task's batch is queued behind the leader before the gate opens.
         try await Task.sleep(for: .milliseconds(50))
         probe.gate?.signal()
         #expect(await Self.eventually { probe.committed.withLock { $0 } == ["leader", "waiting"] }, "the queued batch was left with no leader")
-        await withCheckedContinuation { done in leader.notify(queue: .global()) { done.resume() } }
+        await leader.ended()
         writer.close()
         _ = try await waiting
     }
@@ -117,12 +140,11 @@ import Testing
     @Test func closingWhileACallerLeadsWaitsForItsBatchThenFinishes() async throws {
         let probe = Probe(gated: true)
         let writer = try probe.writer()
-        let leader = DispatchGroup()
         let result = Mutex<Result<AppendResult, LedgerError>?>(nil)
-        DispatchQueue.global().async(group: leader) { result.withLock { $0 = Self.blocking(writer, "leader") } }
-        await withCheckedContinuation { started in DispatchQueue.global().async { probe.firstStarted.wait(); started.resume() } }
+        let leader = Caller { result.withLock { $0 = Self.blocking(writer, "leader") } }
+        await Caller { probe.firstStarted.wait() }.ended()
         let closed = Mutex<Int?>(nil)
-        DispatchQueue.global().async {
+        _ = Caller {
             writer.close()
             // What close() found done when it returned.
             closed.withLock { $0 = probe.finishedAfter.withLock { $0 } ?? -1 }
@@ -134,7 +156,7 @@ import Testing
         #expect(await Self.eventually { closed.withLock { $0 } != nil }, "close() never returned")
         // close() returned once the batch was committed and finish had run after it.
         #expect(closed.withLock { $0 } == 1)
-        await withCheckedContinuation { done in leader.notify(queue: .global()) { done.resume() } }
+        await leader.ended()
         #expect(try result.withLock { $0 }?.get().appended == 1)
         #expect(throws: LedgerError.self) { try Self.blocking(writer, "late").get() }
     }
