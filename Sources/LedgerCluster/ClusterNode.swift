@@ -135,7 +135,12 @@ package final class ClusterNode: @unchecked Sendable {
         watcher = JoinableThread { [self] in watchRebuilds() }
         keeper = JoinableThread { [self] in
             while running.load(ordering: .relaxed) {
+                let began = Timestamp.now().milliseconds
                 do throws(LedgerError) { try balance() } catch { log("leases: \(error.message)") }
+                let took = Timestamp.now().milliseconds - began
+                if took >= Self.renewAfterMilliseconds / 2 {
+                    log("a round of the leases took \(took) ms (the NATS servers answer slowly); a lease not renewed for \(Self.leaseMilliseconds - Self.renewAfterMilliseconds) ms is given up")
+                }
                 let round = Timestamp.now().milliseconds - startedAt < 1_500 ? 500 : 1_000
                 pause(milliseconds: round) { running.load(ordering: .relaxed) }
             }
@@ -164,10 +169,8 @@ package final class ClusterNode: @unchecked Sendable {
         }
         let held = workers.withLock { workers in defer { workers = [:] }; return workers }
         for entry in held.values { entry.worker.beginStopping() }
-        for (partition, entry) in held {
-            entry.worker.finishStopping()
-            _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
-        }
+        for entry in held.values { entry.worker.finishStopping() }
+        giveBack(held.map { ($0.key, $0.value.revision) })
         // Gone from the live nodes at once: the others take its share now, not when its
         // heartbeat lapses.
         try? nodes.remove(name)
@@ -181,7 +184,9 @@ package final class ClusterNode: @unchecked Sendable {
     static func leaseKey(_ partition: Int) -> String { "p\(partition)" }
 
     /// One round of the lease keeper: heartbeat, renew, give back above the fair share, take
-    /// free partitions up to it.
+    /// free partitions up to it. Each step is one round trip to the servers however many
+    /// partitions it moves: under load a replicated write takes a long while, and writing a
+    /// lease at a time let a node with many fall behind its renewals.
     private func balance() throws(LedgerError) {
         // A lease not renewed for two thirds of its life may have lapsed: stop answering for
         // it before another node can hold it (it is taken again if still free).
@@ -192,13 +197,33 @@ package final class ClusterNode: @unchecked Sendable {
             release(lapsing, givingBack: false)
         }
         do throws(LedgerError) { try nodes.put(name, Array(name.utf8)) } catch { log("heartbeat: \(error.message)") }
-        // Renew; a lease renewed by nobody else is still ours. One failing does not keep the
-        // others from renewal.
+        renewLeases(now: now)
+        // Nodes started together see each other before any takes a share.
+        guard Timestamp.now().milliseconds - startedAt >= 1_500 else { return }
+        let live = max(1, try nodes.keys().count)
+        let fair = (layout.partitions + live - 1) / live
+        // Give back above the fair share (the highest partitions first), so that a node that
+        // joined finds free ones.
+        let held = workers.withLock { $0.keys.sorted() }
+        if held.count > fair { release(Array(held.suffix(held.count - fair)), givingBack: true) }
+        if held.count < fair { try take(fair - held.count) }
+    }
+
+    /// Renews the leases a third of their life old, together. A lease renewed by nobody else
+    /// is still ours; one failing does not keep the others from renewal.
+    private func renewLeases(now: Int64) {
+        let due = workers.withLock { $0.filter { now - $0.value.renewed >= Self.renewAfterMilliseconds }.map { ($0.key, $0.value.revision) } }.sorted { $0.0 < $1.0 }
+        let value = Array(name.utf8)
+        let written = leases.write(due.map { KeyValueBucket.Write(key: Self.leaseKey($0.0), value: value, revision: $0.1) })
         var lost: [Int] = []
-        for (partition, entry) in workers.withLock({ $0 }) where now - entry.renewed >= Self.renewAfterMilliseconds {
+        for ((partition, revision), result) in zip(due, written) {
             do throws(LedgerError) {
-                if let revision = try renew(partition, revision: entry.revision) {
-                    workers.withLock { $0[partition]?.revision = revision; $0[partition]?.renewed = now }
+                // Refused: the lease may be at a later revision this node wrote (an
+                // acknowledgement lost); `renew` reads it back.
+                var next = try result.get()
+                if next == nil { next = try renew(partition, revision: revision) }
+                if let next {
+                    workers.withLock { $0[partition]?.revision = next; $0[partition]?.renewed = now }
                 } else {
                     log("lost the lease of partition \(partition)")
                     lost.append(partition)
@@ -208,41 +233,35 @@ package final class ClusterNode: @unchecked Sendable {
             }
         }
         release(lost, givingBack: false)
-        // Nodes started together see each other before any takes a share.
-        guard Timestamp.now().milliseconds - startedAt >= 1_500 else { return }
-        let live = max(1, try nodes.keys().count)
-        let fair = (layout.partitions + live - 1) / live
-        // Give back above the fair share (the highest partitions first), so that a node that
-        // joined finds free ones.
-        let held = workers.withLock { $0.keys.sorted() }
-        if held.count > fair { release(Array(held.suffix(held.count - fair)), givingBack: true) }
-        // Take free partitions up to the fair share, starting at one of this node's own so that
-        // nodes starting together do not all race for partition 0.
-        // A round takes partitions for half a second at most, so that renewals come well
-        // within the lease's time however many partitions are free.
-        var count = workers.withLock { $0.count }
+    }
+
+    /// Takes up to `wanted` free partitions (never held, lapsed or given back), starting at one
+    /// of this node's own so that nodes starting together do not all race for partition 0: all
+    /// their leases read in one pass and written together.
+    private func take(_ wanted: Int) throws(LedgerError) {
+        let current = try leases.entries()
+        let held = workers.withLock { Set($0.keys) }
         let start = Int(layout.partition(of: name))
-        let deadline = Timestamp.now().milliseconds + 500
-        for step in 0..<layout.partitions where count < fair && running.load(ordering: .relaxed) && Timestamp.now().milliseconds < deadline {
+        var free: [(partition: Int, revision: UInt64)] = []
+        for step in 0..<layout.partitions where free.count < wanted {
             let partition = (start + step) % layout.partitions
-            if workers.withLock({ $0[partition] != nil }) { continue }
-            let key = Self.leaseKey(partition)
-            let revision: UInt64?
-            if let entry = try leases.get(key) {
-                guard entry.value.isEmpty else { continue }
-                revision = try leases.update(key, Array(name.utf8), revision: entry.revision)
-            } else {
-                revision = try leases.create(key, Array(name.utf8))
-            }
-            guard let revision else { continue }
+            let lease = current[Self.leaseKey(partition)]
+            if held.contains(partition) || lease?.value.isEmpty == false { continue }
+            free.append((partition, lease?.revision ?? 0))
+        }
+        let value = Array(name.utf8)
+        let written = leases.write(free.map { KeyValueBucket.Write(key: Self.leaseKey($0.partition), value: value, revision: $0.revision) })
+        for ((partition, _), result) in zip(free, written) where running.load(ordering: .relaxed) {
+            // Another node took it first; or no answer came, and a lease written all the same
+            // lapses unrenewed.
+            guard case .success(let revision?) = result else { continue }
             do throws(LedgerError) {
                 let worker = try PartitionWorker(partition: partition, node: self)
                 workers.withLock { $0[partition] = (worker, revision, Timestamp.now().milliseconds) }
-                count += 1
                 log("holds partition \(partition) from sequence \(worker.foldedSequence + 1)")
             } catch {
                 log("cannot start partition \(partition): \(error.message)")
-                _ = try? leases.delete(key, revision: revision)
+                _ = try? leases.delete(Self.leaseKey(partition), revision: revision)
             }
         }
     }
@@ -258,17 +277,22 @@ package final class ClusterNode: @unchecked Sendable {
         return try leases.update(key, value, revision: entry.revision)
     }
 
+    /// Frees the leases of `partitions` (each at the revision this node wrote), together: an
+    /// empty value, which every reader takes as "nobody holds it".
+    private func giveBack(_ partitions: [(partition: Int, revision: UInt64)]) {
+        _ = leases.write(partitions.map { KeyValueBucket.Write(key: Self.leaseKey($0.partition), value: [], revision: $0.revision) })
+    }
+
     /// Stops the workers of `partitions` together and, when `givingBack`, frees their leases.
     /// The keeper does not wait for them to finish (a fold thread may be making a consumer):
     /// they stop answering at once, and finish on a thread of their own.
     private func release(_ partitions: [Int], givingBack: Bool) {
         let entries = workers.withLock { workers in partitions.compactMap { p in workers.removeValue(forKey: p).map { (p, $0) } } }
         guard !entries.isEmpty else { return }
-        for (partition, entry) in entries {
-            entry.worker.beginStopping()
-            guard givingBack else { continue }
-            _ = try? leases.delete(Self.leaseKey(partition), revision: entry.revision)
-            log("gave back partition \(partition)")
+        for (_, entry) in entries { entry.worker.beginStopping() }
+        if givingBack {
+            giveBack(entries.map { ($0.0, $0.1.revision) })
+            for (partition, _) in entries { log("gave back partition \(partition)") }
         }
         let stopping = entries.map(\.1.worker)
         finishing.withLock { $0.append(JoinableThread(inlineIfRefused: true) { stopping.forEach { $0.finishStopping() } }) }

@@ -82,7 +82,8 @@ struct NodeCommand: ParsableCommand {
 
     func run() throws {
         let node = try ClusterNode(urls: nats, path: store, name: name, partitions: partitions, replicas: replicas) { line in
-            Terminal.warn(Terminal.safe(line))
+            // When, to the millisecond: leases move within seconds.
+            Terminal.warn("\(Timestamp.now()) \(Terminal.safe(line))")
         }
         node.start()
         let ready = "ledger node \(node.name) ready: store \(store), \(node.layout.partitions) partitions in the cluster"

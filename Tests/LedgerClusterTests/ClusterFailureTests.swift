@@ -19,7 +19,9 @@ struct ClusterFailureTests {
     /// subject's own; `kill` runs once, after `killAfter` events are acknowledged. An event
     /// refused as unavailable (a partition changing hands, a server gone) is sent again until
     /// acknowledged: appends are idempotent. Returns the acknowledged ids by subject.
-    func load(_ client: ClusterClient, subjects: Int, killAfter: Int, kill: () -> Void) throws -> (acknowledged: [String: [String]], longestWait: Double, total: Int) {
+    /// An append that stays unavailable for a minute fails the test with what the nodes'
+    /// logs say about its partition.
+    func load(_ client: ClusterClient, _ cluster: NATSCluster, subjects: Int, killAfter: Int, kill: () -> Void) throws -> (acknowledged: [String: [String]], longestWait: Double, total: Int) {
         var history = RandomHistory(seed: 46)
         var queues = try (0..<subjects).map { s in try history.history(of: "load-\(s)", count: 6).map { try $0.draft() } }
         let total = queues.reduce(0) { $0 + $1.count }
@@ -36,7 +38,11 @@ struct ClusterFailureTests {
                         #expect(result.outcomes.count == 1)
                         break
                     } catch {
-                        guard error.code == .unavailable, Date() < deadline else { throw error }
+                        guard error.code == .unavailable else { throw error }
+                        guard Date() < deadline else {
+                            let partition = client.layout.partition(of: draft.subject)
+                            throw LedgerError(error.code, "\(error.message)\n\(cluster.logs(about: partition))")
+                        }
                         Thread.sleep(forTimeInterval: 0.1)
                     }
                 }
@@ -89,7 +95,7 @@ struct ClusterFailureTests {
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }
         let pid = try #require(victim(cluster))
-        let (acknowledged, longest, total) = try load(client, subjects: 60, killAfter: 120) { kill(pid, SIGKILL) }
+        let (acknowledged, longest, total) = try load(client, cluster, subjects: 60, killAfter: 120) { kill(pid, SIGKILL) }
         #expect(acknowledged.values.reduce(0) { $0 + $1.count } == total)
         try expectExactlyOnce(client, acknowledged)
         try check(cluster)
@@ -121,7 +127,7 @@ struct ClusterFailureTests {
         defer { cluster.down() }
         let client = try ClusterClient(urls: cluster.url)
         defer { client.close() }
-        let (acknowledged, _, _) = try load(client, subjects: 30, killAfter: 0) {}
+        let (acknowledged, _, _) = try load(client, cluster, subjects: 30, killAfter: 0) {}
         let at = ts("2026-09-01T00:00:00Z")
         let before = try acknowledged.keys.sorted().map { try client.status(of: $0, at: at).json }
 

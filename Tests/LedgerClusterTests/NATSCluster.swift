@@ -71,6 +71,18 @@ final class NATSCluster {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// What the nodes' logs say about `partition` (and about their leases as a whole), the
+    /// last `lines` of it: for a test that waited in vain for the partition to be answered.
+    func logs(about partition: Int, lines: Int = 30) -> String {
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(".log") && !$0.hasPrefix("nats") }.sorted()
+        let mentions = [" partition \(partition) ", " partition \(partition):", "partitions", "leases", "heartbeat", "stopping"]
+        return files.map { file in
+            let text = (try? String(contentsOfFile: storePath(file), encoding: .utf8)) ?? ""
+            let relevant = text.split(separator: "\n").filter { line in mentions.contains { line.contains($0) } || line.hasSuffix(" partition \(partition)") }
+            return "\(file):\n" + relevant.suffix(lines).map { "    \($0)" }.joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
     /// A fresh store path inside the cluster's directory.
     func storePath(_ name: String) -> String { directory.appendingPathComponent(name).path }
 

@@ -5,6 +5,7 @@ import CNATS
 /// that check the revision they replace (the partition leases).
 package final class KeyValueBucket: @unchecked Sendable {
     private let store: OpaquePointer
+    private let connection: NATSConnection
     package let name: String
 
     /// Opens the bucket `name`, creating it (file storage, `replicas` copies, history 1) when
@@ -13,6 +14,7 @@ package final class KeyValueBucket: @unchecked Sendable {
     /// Without `create`, a bucket that does not exist is an `.unavailable` error.
     package init(_ connection: NATSConnection, name: String, replicas: Int, ttl: Int64? = nil, create: Bool = true) throws(LedgerError) {
         self.name = name
+        self.connection = connection
         self.store = try connection.retrying("opening the key-value bucket \(name)") { () throws(LedgerError) -> OpaquePointer in
             var store: OpaquePointer?
             let found = js_KeyValue(&store, connection.jetStreamContext, name)
@@ -52,6 +54,11 @@ package final class KeyValueBucket: @unchecked Sendable {
         if status == NATS_NOT_FOUND { return nil }
         guard status == NATS_OK, let entry else { throw NATSConnection.failure(status, jsErrCode(0), doing: "reading \(key) in \(name)") }
         defer { kvEntry_Destroy(entry) }
+        return Self.entry(entry)
+    }
+
+    /// An entry's value and revision, copied out of nats.c's.
+    private static func entry(_ entry: OpaquePointer) -> Entry {
         let count = Int(kvEntry_ValueLen(entry))
         var value: [UInt8] = []
         if count > 0, let bytes = kvEntry_Value(entry) {
@@ -92,6 +99,55 @@ package final class KeyValueBucket: @unchecked Sendable {
         var revision: UInt64 = 0
         let status = value.withUnsafeBytes { kvStore_Put(&revision, store, key, $0.baseAddress, Int32($0.count)) }
         guard status == NATS_OK else { throw NATSConnection.failure(status, jsErrCode(0), doing: "writing \(key) in \(name)") }
+    }
+
+    /// One write of `write(_:)`: `value` under `key`, only if the key is still at `revision`
+    /// (`0`: only if it holds nothing).
+    package struct Write: Sendable {
+        package var key: String
+        package var value: [UInt8]
+        package var revision: UInt64
+    }
+
+    /// Makes `writes` together, sending each before waiting for any answer (a node's leases:
+    /// one round trip for all of them, however many): each one's new revision, `nil` when the
+    /// key was not at the revision given, or `.unavailable` when no answer came in time (it
+    /// may have been written).
+    package func write(_ writes: [Write]) -> [Result<UInt64?, LedgerError>] {
+        // A key's values are the bucket's stream's messages under `$KV.<bucket>.<key>`, and its
+        // revision their sequence: a publish that expects the subject's last sequence.
+        let publications = writes.map { write in
+            NATSConnection.Publication(subject: "$KV.\(name).\(write.key)", data: write.value, messageID: nil, expectedLastSubjectSequence: write.revision)
+        }
+        return connection.publish(publications).map { result in
+            switch result {
+            case .success(let ack): .success(ack.sequence)
+            case .failure(let error) where error.code == .wrongExpectedVersion: .success(nil)
+            case .failure(let error): .failure(error)
+            }
+        }
+    }
+
+    /// Every key's value and revision, read in one pass (a watcher that delivers the latest
+    /// value of each key, then says it has delivered them all).
+    package func entries() throws(LedgerError) -> [String: Entry] {
+        var options = kvWatchOptions()
+        kvWatchOptions_Init(&options)
+        options.IgnoreDeletes = true
+        var watcher: OpaquePointer?
+        let status = kvStore_WatchAll(&watcher, store, &options)
+        guard status == NATS_OK, let watcher else { throw NATSConnection.failure(status, jsErrCode(0), doing: "reading the keys of \(name)") }
+        defer { kvWatcher_Destroy(watcher) }
+        var found: [String: Entry] = [:]
+        while true {
+            var entry: OpaquePointer?
+            let next = kvWatcher_Next(&entry, watcher, connection.timeout)
+            guard next == NATS_OK else { throw NATSConnection.failure(next, jsErrCode(0), doing: "reading the keys of \(name)") }
+            // The end of the values there were when the watcher started.
+            guard let entry else { return found }
+            defer { kvEntry_Destroy(entry) }
+            if let key = kvEntry_Key(entry).map({ String(cString: $0) }) { found[key] = Self.entry(entry) }
+        }
     }
 
     /// Deletes the value under `key`, whatever its revision (a node leaving).
