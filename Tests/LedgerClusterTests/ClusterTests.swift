@@ -183,6 +183,37 @@ struct ClusterTests {
             if case .appended(_, let version)? = result.outcomes.first { #expect(version == 2) } else { Issue.record("not appended: \(result.outcomes)") }
         }
     }
+
+    @Test("writes sent together each expect their own revision: those that hold are written, the others refused, and one read finds every key")
+    func leasesWrittenTogether() throws {
+        let cluster = try NATSCluster()
+        defer { cluster.down() }
+        let connection = try NATSConnection(urls: cluster.url, name: "test")
+        defer { connection.close() }
+        let bucket = try KeyValueBucket(connection, name: "test-writes", replicas: ClusterNode.replicas, ttl: ClusterNode.leaseMilliseconds)
+        #expect(try bucket.entries() == [:])
+        typealias Write = KeyValueBucket.Write
+        // Revision 0: only a key that holds nothing.
+        let created = bucket.write(["a", "b", "c"].map { Write(key: $0, value: Array("n1".utf8), revision: 0) }).map { try? $0.get() }
+        let (a, b, c) = (try #require(created[0] ?? nil), try #require(created[1] ?? nil), try #require(created[2] ?? nil))
+        #expect(Set([a, b, c]).count == 3)
+        #expect(try bucket.entries() == ["a": .init(value: Array("n1".utf8), revision: a), "b": .init(value: Array("n1".utf8), revision: b),
+                                          "c": .init(value: Array("n1".utf8), revision: c)])
+
+        // a at its revision is written; b expected empty and c at a revision it never had are refused.
+        let second = bucket.write([Write(key: "a", value: Array("n2".utf8), revision: a), Write(key: "b", value: Array("n2".utf8), revision: 0),
+                                   Write(key: "c", value: Array("n2".utf8), revision: c + 100), Write(key: "d", value: [], revision: 0)])
+            .map { try? $0.get() }
+        let a2 = try #require(second[0] ?? nil)
+        #expect(a2 > c)
+        #expect(second[1] == .some(nil))
+        #expect(second[2] == .some(nil))
+        let d = try #require(second[3] ?? nil)
+        // An empty value (a lease given back) is read as a key with nothing in it.
+        #expect(try bucket.entries() == ["a": .init(value: Array("n2".utf8), revision: a2), "b": .init(value: Array("n1".utf8), revision: b),
+                                          "c": .init(value: Array("n1".utf8), revision: c), "d": .init(value: [], revision: d)])
+        #expect(try bucket.get("a") == .init(value: Array("n2".utf8), revision: a2))
+    }
 }
 
 /// `json` without its `position` members.
