@@ -186,9 +186,10 @@ import Testing
     }
 
     /// A transaction's end read from the side where each cut ends soonest (`cuts`, the kinds
-    /// counted or not) is the end read walking every extension and mark in order, as the rule
-    /// reads: for every list of up to five marks of three kinds over two transactions, with
-    /// and without an extension, asked at every day and known at every day from it on.
+    /// and the marked transactions counted or not) is the end read walking every extension and
+    /// mark in order, as the rule reads: for every list of up to five marks of three kinds over
+    /// two transactions, with and without an extension, for each transaction, asked at every
+    /// day and known at every day from it on.
     @Test func aTransactionsCutsReadFromEitherSideAreTheMarksReadInOrder() {
         typealias Mark = SubscriptionFacts.Mark
         let kinds: [(Mark.Kind, String)] = [(.refund, "t0"), (.reversal, "t0"), (.revoke, "t0"), (.refund, "t1"), (.reversal, "t1")]
@@ -200,33 +201,67 @@ import Testing
             for extended in [false, true] {
                 var counted = SubscriptionFacts()
                 counted.extensions = extended ? [Dated(at: Timestamp(milliseconds: 2 * day), position: 0, value: .init(transactionId: "t0", expiresAt: Timestamp(milliseconds: 4 * day)))] : []
+                if extended { counted.extended.add("t0") }
                 for (index, mark) in list.enumerated() {
                     counted.marks.append(Dated(at: Timestamp(milliseconds: Int64(index + 1) * day), position: UInt64(index + 1), value: Mark(kind: mark.0, transactionId: mark.1)))
+                    counted.marked.add(mark.1)
                     switch mark.0 {
                     case .refund: counted.refundsFolded += 1
                     case .reversal: counted.reversalsFolded += 1
                     case .revoke: counted.revocationsFolded += 1
                     }
                 }
-                var handBuilt = counted
-                (handBuilt.refundsFolded, handBuilt.reversalsFolded, handBuilt.revocationsFolded) = (0, 0, 0)
-                let transaction = SubscriptionFacts.Transaction(kind: .purchase, id: "t0", originalId: "o", productId: "p",
-                                                                purchasedAt: Timestamp(milliseconds: 0), expiresAt: Timestamp(milliseconds: 5 * day), isTrial: false)
-                for t in 0 ... 6 {
-                    for known in t ... 7 {
-                        let (at, seen) = (Timestamp(milliseconds: Int64(t) * day), Timestamp(milliseconds: Int64(known) * day))
-                        let expected = Self.endReadInOrder(counted, of: transaction, at: at, known: seen)
-                        for facts in [counted, handBuilt] {
-                            let end = facts.endWithCause(of: transaction, at: at, known: seen)
-                            if end.at != expected.at || end.cause != expected.cause { differing.append("\(list) extended \(extended) at \(t) known \(known)") }
-                            compared += 1
+                var handBuilt = SubscriptionFacts()
+                (handBuilt.marks, handBuilt.extensions) = (counted.marks, counted.extensions)
+                for id in ["t0", "t1"] {
+                    let transaction = SubscriptionFacts.Transaction(kind: .purchase, id: id, originalId: "o", productId: "p",
+                                                                    purchasedAt: Timestamp(milliseconds: 0), expiresAt: Timestamp(milliseconds: 5 * day), isTrial: false)
+                    for t in 0 ... 6 {
+                        for known in t ... 7 {
+                            let (at, seen) = (Timestamp(milliseconds: Int64(t) * day), Timestamp(milliseconds: Int64(known) * day))
+                            let expected = Self.endReadInOrder(counted, of: transaction, at: at, known: seen)
+                            for facts in [counted, handBuilt] {
+                                let end = facts.endWithCause(of: transaction, at: at, known: seen)
+                                if end.at != expected.at || end.cause != expected.cause { differing.append("\(list) \(id) extended \(extended) at \(t) known \(known)") }
+                                compared += 1
+                            }
                         }
                     }
                 }
             }
         }
-        #expect(compared > 100_000)
+        #expect(compared > 400_000)
         #expect(differing.isEmpty, "\(differing.count) differ, first \(differing.prefix(5))")
+    }
+
+    /// The transactions with marks and with extensions, which the rules look for no mark or
+    /// extension of any other, are those the folded events name — and so again once the facts
+    /// are decoded, as the store reads them.
+    @Test func theTransactionsNamedByMarksAndExtensionsAreKeptAndDecoded() throws {
+        let t = Timestamp(milliseconds: 0)
+        let history = try Folded([
+            Make.purchase("u", at: t, txn: "t0", original: "o", expires: t.adding(days: 30)),
+            Make.purchase("u", at: t.adding(days: 1), txn: "t1", original: "o", expires: t.adding(days: 31)),
+            Make.refund("u", at: t.adding(days: 2), txn: "t1", original: "o"),
+            Make.refund("u", at: t.adding(days: 3), txn: "t1", original: "o"),
+            Make.extended("u", at: t.adding(days: 4), txn: "t0", original: "o", until: t.adding(days: 40)),
+        ])
+        let folded = history.facts().subscription
+        var encoder = StateEncoder()
+        SubscriptionFacts.encode(folded, to: &encoder)
+        let decoded = try encoder.bytes.withUnsafeBytes { buffer in
+            var decoder = StateDecoder(buffer)
+            return try SubscriptionFacts.decode(from: &decoder)
+        }
+        for facts in [folded, decoded] {
+            #expect(facts.marks.count == 2 && facts.extensions.count == 1)
+            #expect(["t0", "t1", "t2"].map { facts.marked.mayName($0, among: facts.marks.count) } == [false, true, false])
+            #expect(["t0", "t1", "t2"].map { facts.extended.mayName($0, among: facts.extensions.count) } == [true, false, false])
+        }
+        // Facts whose lists were set directly are counted by no index: any transaction may be named.
+        var handBuilt = SubscriptionFacts()
+        handBuilt.marks = folded.marks
+        #expect(handBuilt.marked.mayName("t0", among: handBuilt.marks.count))
     }
 
     /// SPEC §4's end of a transaction read as the rule says it: its latest extension, then

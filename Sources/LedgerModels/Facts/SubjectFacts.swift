@@ -122,15 +122,19 @@ public struct SubjectFacts: StateRecord, Equatable {
             subscription.extensions.insertDated(Dated(at: at, position: position, value: .init(transactionId: e.transactionId, expiresAt: e.expiresAt)))
             subscription.latestExtensionEnd = max(subscription.latestExtensionEnd ?? e.expiresAt, e.expiresAt)
             subscription.extensionsFolded += 1
+            subscription.extended.add(e.transactionId)
         case .subscriptionRefunded(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .refund, transactionId: r.transactionId)))
             subscription.refundsFolded += 1
+            subscription.marked.add(r.transactionId)
         case .subscriptionRefundReversed(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .reversal, transactionId: r.transactionId)))
             subscription.reversalsFolded += 1
+            subscription.marked.add(r.transactionId)
         case .subscriptionRevoked(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .revoke, transactionId: r.transactionId)))
             subscription.revocationsFolded += 1
+            subscription.marked.add(r.transactionId)
         case .subscriptionRenewalFailed(let f):
             subscription.failures.insertDated(Dated(at: at, position: position, value: .init(originalId: f.originalTransactionId, graceExpiresAt: f.gracePeriodExpiresAt)))
             if let end = f.gracePeriodExpiresAt { subscription.latestStoreGraceEnd = max(subscription.latestStoreGraceEnd ?? end, end) }

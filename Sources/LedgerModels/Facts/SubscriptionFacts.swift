@@ -128,6 +128,13 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// every extension.
     var latestExtensionEnd: Timestamp?
     var extensionsFolded: Int64 = 0
+    /// The transactions with a mark, and those with an extension: a transaction with none is
+    /// not looked for among them (a subject refunding one transaction a thousand times has a
+    /// thousand marks, and every other transaction's end walked over them all). Derived from
+    /// `marks` and `extensions`, never stored: kept as they are folded, built again when facts
+    /// are decoded.
+    var marked = TransactionIds()
+    var extended = TransactionIds()
 
     /// Whether every transaction was purchased by its own time (`purchasedByTheirTime`).
     var eachPurchasedByItsTime: Bool { !transactions.isEmpty && purchasedByTheirTime == Int64(transactions.count) }
@@ -139,6 +146,33 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         public init() {}
         public init(originalId: String, enabled: Bool) { (self.originalId, self.enabled) = (originalId, enabled) }
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) { try coder.code(&originalId); try coder.code(&enabled) }
+    }
+
+    /// The ids of the transactions some list of facts names (`marked`, `extended`), and how
+    /// many of its entries they count. Ignored by `==`: derived from the list.
+    struct TransactionIds: Equatable {
+        private var ids: Set<String> = []
+        private var counted = 0
+
+        init() {}
+
+        init(_ ids: some Sequence<String>) {
+            for id in ids { add(id) }
+        }
+
+        /// Counts one more entry, naming `id`.
+        mutating func add(_ id: String) {
+            ids.insert(id)
+            counted += 1
+        }
+
+        /// Whether an entry of a list of `count` may name `id` (`false`: none does). Facts
+        /// made other than by folding (their lists set directly) are not counted: then any may.
+        func mayName(_ id: String, among count: Int) -> Bool {
+            counted != count || ids.contains(id)
+        }
+
+        static func == (_: Self, _: Self) -> Bool { true }
     }
 
     public init() {}
@@ -159,6 +193,10 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         try coder.code(&revocationsFolded)
         try coder.code(&latestExtensionEnd)
         try coder.code(&extensionsFolded)
+        if coder.isDecoding {
+            marked = TransactionIds(marks.lazy.map(\.value.transactionId))
+            extended = TransactionIds(extensions.lazy.map(\.value.transactionId))
+        }
     }
 }
 
@@ -242,7 +280,9 @@ extension SubscriptionFacts {
         var end = expiresAt
         var cause = EndCause.expiry
         // The latest extension of it: walked from the latest down.
-        if let e = extensions.known(at: known).last(where: { $0.value.transactionId == id }) { end = e.value.expiresAt }
+        if extended.mayName(id, among: extensions.count), let e = extensions.known(at: known).last(where: { $0.value.transactionId == id }) {
+            end = e.value.expiresAt
+        }
         for u in upgrades.known(at: known) where u.value.originalId == originalId && u.value.newTransactionId != id
             && u.value.startsAt > purchasedAt && u.value.startsAt < end {
             end = u.value.startsAt
@@ -260,10 +300,12 @@ extension SubscriptionFacts {
     /// `happened` (a later one of either kind happened no earlier). Walked from the side
     /// where each ends soonest: a refund from the latest mark down to the latest reversal when
     /// there are reversals, else from the first up, as a revocation is; a kind there is none of
-    /// is not looked for (`refundsFolded`…, when they count every mark). A transaction refunded,
-    /// revoked or reversed a thousand times is then read in a few steps, not a thousand — unless
-    /// other transactions' marks lie between (the walk passes over them).
+    /// is not looked for (`refundsFolded`…, when they count every mark), nor any for a
+    /// transaction with none (`marked`). A transaction refunded, revoked or reversed a thousand
+    /// times is then read in a few steps, not a thousand — unless other transactions' marks lie
+    /// between (the walk passes over them).
     func cuts(of id: String, in known: ArraySlice<Dated<Mark>>, happened: Timestamp) -> (refund: Timestamp?, revocation: Timestamp?) {
+        guard marked.mayName(id, among: marks.count) else { return (nil, nil) }
         let counted = refundsFolded + reversalsFolded + revocationsFolded == Int64(marks.count)
         let (refunds, revocations) = (!counted || refundsFolded > 0, !counted || revocationsFolded > 0)
         var refund: Timestamp?

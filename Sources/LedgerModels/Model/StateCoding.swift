@@ -76,6 +76,10 @@ public struct StateCoder {
         decoding = true
     }
 
+    /// Whether this coder sets the fields (decoding): a record builds what it derives from
+    /// them then.
+    var isDecoding: Bool { decoding }
+
     /// Encodes `value`, or sets it to the value decoded.
     public mutating func code<Value: StateValue>(_ value: inout Value) throws(StateDecoder.Damaged) {
         if decoding {
