@@ -13,8 +13,8 @@ final class Offloader: Sendable {
     let limit: Int
     /// How many may wait for one to finish.
     let waiting: Int
-    /// Whether the bodies' threads run at a lower priority than the server's others (`nice`
-    /// 10), so that what the event loops answer meanwhile is not kept waiting for a core.
+    /// Whether the bodies' threads run at the lowest priority (`nice` 19), so that what the
+    /// event loops answer meanwhile is not kept waiting for a core.
     let lowPriority: Bool
     /// What a request beyond `limit` and `waiting` is told.
     private let busy: String
@@ -74,7 +74,7 @@ final class Offloader: Sendable {
         let job: @Sendable () -> Void = { [self] in
             Thread.detachNewThread { [self] in
                 // Linux keeps a nice value per thread: who 0 is this thread alone.
-                if lowPriority { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10) }
+                if lowPriority { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) }
                 let result: Result<T, LedgerError>
                 do throws(LedgerError) { result = .success(try body()) } catch { result = .failure(error) }
                 finished()
