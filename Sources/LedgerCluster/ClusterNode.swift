@@ -216,12 +216,12 @@ package final class ClusterNode: @unchecked Sendable {
         let value = Array(name.utf8)
         let written = leases.write(due.map { KeyValueBucket.Write(key: Self.leaseKey($0.0), value: value, revision: $0.1) })
         var lost: [Int] = []
-        for ((partition, revision), result) in zip(due, written) {
+        for ((partition, _), result) in zip(due, written) {
             do throws(LedgerError) {
                 // Refused: the lease may be at a later revision this node wrote (an
-                // acknowledgement lost); `renew` reads it back.
+                // acknowledgement lost); `reclaim` reads it back.
                 var next = try result.get()
-                if next == nil { next = try renew(partition, revision: revision) }
+                if next == nil { next = try reclaim(partition) }
                 if let next {
                     workers.withLock { $0[partition]?.revision = next; $0[partition]?.renewed = now }
                 } else {
@@ -266,12 +266,12 @@ package final class ClusterNode: @unchecked Sendable {
         }
     }
 
-    /// Renews the lease of `partition`; `nil` when another node holds it now. A renewal
-    /// JetStream stored but whose acknowledgement was lost (a server died) leaves the lease
-    /// at a later revision than this node knows: if it still names this node, it is still ours.
-    private func renew(_ partition: Int, revision: UInt64) throws(LedgerError) -> UInt64? {
+    /// Renews the lease of `partition` after a write at the revision this node knew was
+    /// refused; `nil` when another node holds it now. A renewal JetStream stored but whose
+    /// acknowledgement was lost (a server died) leaves the lease at a later revision than this
+    /// node knows: read back, if it still names this node, it is still ours.
+    private func reclaim(_ partition: Int) throws(LedgerError) -> UInt64? {
         let key = Self.leaseKey(partition), value = Array(name.utf8)
-        if let next = try leases.update(key, value, revision: revision) { return next }
         guard let entry = try leases.get(key) else { return try leases.create(key, value) }
         guard entry.value == value else { return nil }
         return try leases.update(key, value, revision: entry.revision)
