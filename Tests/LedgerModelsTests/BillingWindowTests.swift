@@ -36,6 +36,40 @@ import Testing
         }
     }
 
+    /// A folded subscription reads each failure's episode from the transactions purchased
+    /// around it (`SubscriptionFacts.EndReach`): the same lists set by hand, which count no
+    /// bound and so walk every transaction, give the same episode — for every failure, at every
+    /// change time of random histories and a second before it, over the facts known then and
+    /// over all of them.
+    @Test func anEpisodeReadAroundItsFailureIsTheEpisodeOfEveryTransaction() async {
+        var reached = 0
+        await checkProperty(count: 40, input: Gen.uint64()) { seed in
+            let (_, subjects) = try RetentionLookBackTests.folded(seed: seed)
+            for (subject, facts) in subjects {
+                let folded = facts.subscription
+                var everyTransaction = SubscriptionFacts()
+                (everyTransaction.transactions, everyTransaction.extensions, everyTransaction.marks) = (folded.transactions, folded.extensions, folded.marks)
+                (everyTransaction.failures, everyTransaction.ends, everyTransaction.upgrades) = (folded.failures, folded.ends, folded.upgrades)
+                let policy = Policy.reference.subscription
+                for t in Set(folded.changeTimes(policy: policy)).flatMap({ [$0, $0.adding(seconds: -1)] }) {
+                    for known in [t, Timestamp(milliseconds: .max)] {
+                        let described = folded.transactions.known(at: known)
+                        if folded.reach.purchased(by: t, in: described, of: folded) != nil { reached += 1 }
+                        // (Of no transactions, the bound is exact.)
+                        #expect(described.isEmpty || everyTransaction.reach.purchased(by: t, in: described, of: everyTransaction) == nil)
+                        for failure in folded.failures.known(at: min(t, known)) {
+                            #expect(folded.episode(of: failure, at: t, known: known, policy: policy)
+                                    == everyTransaction.episode(of: failure, at: t, known: known, policy: policy),
+                                    "seed \(seed), \(subject), failure at \(failure.at), at \(t) known \(known)")
+                        }
+                    }
+                }
+            }
+        }
+        // Most histories keep their bound (some are purchased out of order).
+        #expect(reached > 100)
+    }
+
     /// The store's grace ends are each failure's own: a failure with the store's date, then a
     /// later one without it (billingGraceDays, 3, from the period end: over before it came),
     /// keep the subscription in grace until the earlier one's date under billingGraceSource

@@ -96,9 +96,12 @@ public struct SubjectFacts: StateRecord, Equatable {
         typealias Transaction = SubscriptionFacts.Transaction
         let transactionsBefore = subscription.transactions.count
         defer {
-            if subscription.transactions.count > transactionsBefore, let added = subscription.transactions.last(where: { $0.position == position }),
-               added.value.purchasedAt <= added.at {
-                subscription.purchasedByTheirTime += 1
+            if subscription.transactions.count > transactionsBefore,
+               let added = subscription.transactions.lastIndex(where: { $0.position == position }) {
+                if subscription.transactions[added].value.purchasedAt <= subscription.transactions[added].at {
+                    subscription.purchasedByTheirTime += 1
+                }
+                subscription.counted(transactionAt: added)
             }
         }
         switch event.data {
@@ -122,7 +125,7 @@ public struct SubjectFacts: StateRecord, Equatable {
             subscription.extensions.insertDated(Dated(at: at, position: position, value: .init(transactionId: e.transactionId, expiresAt: e.expiresAt)))
             subscription.latestExtensionEnd = max(subscription.latestExtensionEnd ?? e.expiresAt, e.expiresAt)
             subscription.extensionsFolded += 1
-            subscription.extended.add(e.transactionId)
+            subscription.counted(SubscriptionFacts.Extension(transactionId: e.transactionId, expiresAt: e.expiresAt))
         case .subscriptionRefunded(let r):
             subscription.marks.insertDated(Dated(at: at, position: position, value: .init(kind: .refund, transactionId: r.transactionId)))
             subscription.refundsFolded += 1

@@ -135,6 +135,9 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// are decoded.
     var marked = TransactionIds()
     var extended = TransactionIds()
+    /// What bounds the transactions' ends (`EndReach`): derived from `transactions` and
+    /// `extensions`, never stored, kept as they are folded.
+    var reach = EndReach()
 
     /// Whether every transaction was purchased by its own time (`purchasedByTheirTime`).
     var eachPurchasedByItsTime: Bool { !transactions.isEmpty && purchasedByTheirTime == Int64(transactions.count) }
@@ -160,10 +163,11 @@ public struct SubscriptionFacts: StateRecord, Equatable {
             for id in ids { add(id) }
         }
 
-        /// Counts one more entry, naming `id`.
-        mutating func add(_ id: String) {
-            ids.insert(id)
+        /// Counts one more entry, naming `id`; whether it is the first to.
+        @discardableResult
+        mutating func add(_ id: String) -> Bool {
             counted += 1
+            return ids.insert(id).inserted
         }
 
         /// Whether an entry of a list of `count` may name `id` (`false`: none does). Facts
@@ -175,7 +179,111 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         static func == (_: Self, _: Self) -> Bool { true }
     }
 
+    /// What bounds the ends of a subscription's transactions, derived from `transactions` and
+    /// `extensions`: for each index, the greatest expiresAt of the transactions up to it, and
+    /// the indices of the transactions an extension names — the only ones whose end can lie
+    /// after their expiresAt (an upgrade, refund or revocation only cuts an end short). A
+    /// billing episode asks the extended ones, then walks the rest from the latest down and
+    /// stops where no earlier one can end after the period it has found: a subject renewing
+    /// monthly for years, one transaction extended and refunded again and again, has each
+    /// failure's covered period read in a few steps instead of a walk over every transaction,
+    /// at every change time of its look back. Ignored by `==`.
+    struct EndReach: Equatable {
+        private var ends: [Timestamp] = []
+        /// The indices of the transactions an extension names, ascending.
+        private var extendedAt: [Int] = []
+        /// How many extensions it counts.
+        private var extensions = 0
+
+        init() {}
+
+        init(_ transactions: [Dated<Transaction>], _ extensions: [Dated<Extension>]) {
+            let named = Set(extensions.lazy.map(\.value.transactionId))
+            ends.reserveCapacity(transactions.count)
+            for i in transactions.indices {
+                push(transactions[i].value)
+                if named.contains(transactions[i].value.id) { extendedAt.append(i) }
+            }
+            self.extensions = extensions.count
+        }
+
+        /// Whether each transaction was purchased no earlier than the one before it, and the
+        /// latest purchase time.
+        private var purchasedInOrder = true
+        private var latestPurchase: Timestamp?
+
+        private mutating func push(_ transaction: Transaction) {
+            ends.append(max(ends.last ?? transaction.expiresAt, transaction.expiresAt))
+            if let latestPurchase, transaction.purchasedAt < latestPurchase { purchasedInOrder = false }
+            latestPurchase = max(latestPurchase ?? transaction.purchasedAt, transaction.purchasedAt)
+        }
+
+        /// Counts a transaction added at `added` of `transactions` (its lists, the transaction
+        /// in them): appended after the others, or, when inserted before some, all worked out
+        /// again.
+        mutating func add(_ added: Int, of transactions: [Dated<Transaction>], _ extensions: [Dated<Extension>], extended: TransactionIds) {
+            guard added == ends.count, added == transactions.count - 1 else {
+                self = EndReach(transactions, extensions)
+                return
+            }
+            push(transactions[added].value)
+            if extended.mayName(transactions[added].value.id, among: extensions.count) { extendedAt.append(added) }
+        }
+
+        /// Counts an extension (already in its list) of the transaction `id` of
+        /// `transactions`, the first to name it when `first`.
+        mutating func extend(_ id: String, first: Bool, of transactions: [Dated<Transaction>]) {
+            extensions += 1
+            guard first else { return }
+            let named = transactions.indices.filter { $0 < ends.count && transactions[$0].value.id == id }
+            if !named.isEmpty { extendedAt = (extendedAt + named).sorted() }
+        }
+
+        /// When the lists are counted (`false`: facts made other than by folding), the
+        /// greatest expiresAt of the transactions up to `index` of `facts`.
+        func expiry(through index: Int, of facts: SubscriptionFacts) -> Timestamp? {
+            guard counts(facts), ends.indices.contains(index) else { return nil }
+            return ends[index]
+        }
+
+        /// When the lists are counted, the indices of the transactions an extension names
+        /// among the first `count`.
+        func extended(among count: Int, of facts: SubscriptionFacts) -> ArraySlice<Int>? {
+            guard counts(facts) else { return nil }
+            return extendedAt[..<(extendedAt.firstIndex { $0 >= count } ?? extendedAt.endIndex)]
+        }
+
+        /// When the lists are counted and the transactions were purchased in order, the end
+        /// of those of `described` (a start of `facts.transactions`) purchased by `t`.
+        func purchased(by t: Timestamp, in described: ArraySlice<Dated<Transaction>>, of facts: SubscriptionFacts) -> Int? {
+            guard counts(facts), purchasedInOrder else { return nil }
+            var (low, high) = (described.startIndex, described.endIndex)
+            while low < high {
+                let middle = low + (high - low) / 2
+                if described[middle].value.purchasedAt <= t { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        private func counts(_ facts: SubscriptionFacts) -> Bool {
+            ends.count == facts.transactions.count && extensions == facts.extensions.count
+        }
+
+        static func == (_: Self, _: Self) -> Bool { true }
+    }
+
     public init() {}
+
+    /// Counts, in the facts derived from the lists (`reach`), a transaction just added at `index`.
+    mutating func counted(transactionAt index: Int) {
+        reach.add(index, of: transactions, extensions, extended: extended)
+    }
+
+    /// Counts, in the facts derived from the lists (`extended`, `reach`), an extension just added.
+    mutating func counted(_ extension: Extension) {
+        let first = extended.add(`extension`.transactionId)
+        reach.extend(`extension`.transactionId, first: first, of: transactions)
+    }
 
     public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
         try coder.code(&transactions)
@@ -196,6 +304,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         if coder.isDecoding {
             marked = TransactionIds(marks.lazy.map(\.value.transactionId))
             extended = TransactionIds(extensions.lazy.map(\.value.transactionId))
+            reach = EndReach(transactions, extensions)
         }
     }
 }
@@ -534,6 +643,10 @@ extension SubscriptionFacts {
 
         /// Whether the latest end any transaction can cover until lies after `since`.
         private mutating func periodEndsReach() -> Bool {
+            if latestEnd == nil, let expiry = facts.reach.expiry(through: facts.transactions.known(at: known).endIndex - 1, of: facts) {
+                let extended = facts.latestExtension(known: known)
+                latestEnd = .some(max(expiry, extended ?? expiry))
+            }
             if latestEnd == nil {
                 let extended = facts.latestExtension(known: known)
                 let described = facts.transactions.known(at: known)
@@ -563,13 +676,28 @@ extension SubscriptionFacts {
         var coveredUntil: Timestamp?
         var recovered = false
         let described = transactions.known(at: known)
-        for i in described.indices where described[i].value.originalId == original {
+        func ask(_ i: Int) {
+            guard described[i].value.originalId == original else { return }
             if described[i].value.purchasedAt <= failure.at {
                 let end = endWithCause(ofTransactionAt: i, in: described, at: t, known: known).at
                 coveredUntil = max(coveredUntil ?? end, end)
             } else if described[i].value.purchasedAt <= t {
                 recovered = true
             }
+        }
+        if let byFailure = reach.purchased(by: failure.at, in: described, of: self), let byT = reach.purchased(by: t, in: described, of: self) {
+            // Purchased in order: those purchased by the failure lie below `byFailure`, those
+            // that may recover it from there to `byT`. The extended ones are asked first; the
+            // others end by their expiresAt, so the walk down stops where none below can end
+            // after the period found.
+            recovered = (byFailure ..< byT).contains { described[$0].value.originalId == original }
+            for i in reach.extended(among: byFailure, of: self) ?? [] { ask(i) }
+            for i in (described.startIndex ..< byFailure).reversed() {
+                if let coveredUntil, let expiry = reach.expiry(through: i, of: self), expiry <= coveredUntil { break }
+                ask(i)
+            }
+        } else {
+            for i in described.indices { ask(i) }
         }
         let until = coveredUntil ?? failure.at
         // The store's ends after the failure, in (occurredAt, position) order: the first of
