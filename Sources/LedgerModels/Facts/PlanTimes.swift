@@ -34,6 +34,8 @@ final class PlanTimes: @unchecked Sendable {
     private(set) var signIns: [Timestamp]
     /// What retention's look back last found (`RetentionRules.activeRun`).
     let run: Mutex<ActiveRun?>
+    /// Where retention last found the latest stretch of access ended (`RetentionRules.accessEnd`).
+    let accessEnd: Mutex<AccessEnd?>
 
     init(_ facts: SubjectFacts, policy: Policy.Subscription) {
         self.policy = policy
@@ -41,11 +43,13 @@ final class PlanTimes: @unchecked Sendable {
         ends = ChangeTimes.sorted(Plan.endTimes(of: facts, policy: policy), after: nil)
         signIns = ChangeTimes.sorted(facts.signIns.map(\.at), after: nil)
         run = Mutex(nil)
+        accessEnd = Mutex(nil)
     }
 
     private init(copying other: PlanTimes) {
         (policy, changes, ends, signIns) = (other.policy, other.changes, other.ends, other.signIns)
         run = Mutex(other.run.withLock { $0 })
+        accessEnd = Mutex(other.accessEnd.withLock { $0 })
     }
 
     func copy() -> PlanTimes { PlanTimes(copying: self) }
@@ -65,6 +69,9 @@ final class PlanTimes: @unchecked Sendable {
         // The look back's answer holds for the times before the fact happened, no later (a
         // purchase that happened after it but covers earlier times: `reachesBack`).
         run.withLock { found in
+            if let through = found?.through, at <= through { found = nil }
+        }
+        accessEnd.withLock { found in
             if let through = found?.through, at <= through { found = nil }
         }
     }
@@ -94,6 +101,18 @@ final class PlanTimes: @unchecked Sendable {
         var since: Timestamp
         var through: Timestamp
         var startsAtCancellation: Bool
+    }
+
+    /// Retention's look for the latest stretch of access at `through` over the facts known at
+    /// `known` (no earlier than `through`): it ended at `found`'s time, the latest end time by
+    /// `through` with access just before it. It holds for a later time over the facts known
+    /// then, as `ActiveRun` does, when no end time between has access just before it: a walk
+    /// asking hour after hour, long after the access ended, looks only at the end times since
+    /// its last ask instead of every one back to the stretch.
+    struct AccessEnd: Sendable {
+        var found: (at: Timestamp, rule: String, period: Coverage?)
+        var through: Timestamp
+        var known: Timestamp
     }
 }
 

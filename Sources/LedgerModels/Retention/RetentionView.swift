@@ -350,12 +350,24 @@ enum RetentionRules {
     /// that stops at a change time stops at one of those).
     static func accessEnd(_ state: RetentionSubject, at t: Timestamp, known: Timestamp,
                           policy: Policy) -> (at: Timestamp, rule: String, period: Coverage?)? {
+        // A walk that keeps the plan's times (the audit) keeps what the last look found: this
+        // one looks only at the end times since.
+        let kept = state.kept?.accessEnd.withLock { found in
+            found.flatMap { $0.through <= t && $0.known <= known ? $0 : nil }
+        }.flatMap { state.access.subscription.reachesBack(to: $0.through, knownAt: known) ? nil : $0 }
+        func found(_ end: (at: Timestamp, rule: String, period: Coverage?)) -> (at: Timestamp, rule: String, period: Coverage?) {
+            if let times = state.kept, known >= t {
+                times.accessEnd.withLock { $0 = PlanTimes.AccessEnd(found: end, through: t, known: known) }
+            }
+            return end
+        }
         for c in state.ends.reversed() where c <= t {
+            if let kept, c <= kept.through { return found(kept.found) }
             let before = Plan.decide(state.access, at: c.adding(milliseconds: -1), known: known, policy: policy.subscription)
             guard before.isPaid else { continue }
-            guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return (c, before.reason.rule, nil) }
+            guard before.reason.rule == "storeCoverage", let coverage = before.coverage else { return found((c, before.reason.rule, nil)) }
             let cause = state.access.subscription.endWithCause(of: coverage.transaction.value, at: c, known: known).cause
-            return (c, cause == .upgrade ? "expiry" : cause.rawValue, coverage)
+            return found((c, cause == .upgrade ? "expiry" : cause.rawValue, coverage))
         }
         // A paid transaction that never covered a moment (refunded as it was bought) still
         // ended its access when its coverage did.
