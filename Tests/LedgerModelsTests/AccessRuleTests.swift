@@ -263,4 +263,40 @@ import Testing
         #expect(try view(late, at: t) == view(events, at: t))
         #expect(try view(late, at: t) == expected(device(today: 1, can: false, next: "2026-03-05T00:00:00.000Z")))
     }
+
+    /// The subscribe-cancel signal counts a purchase when its subscription's auto-renew is
+    /// turned off after it (in time, then position) and before it expires: read in one pass
+    /// (`cancelledPeriods`), it counts what asking each purchase about each cancellation counts,
+    /// for every list of up to four purchases and four cancellations of two subscriptions at
+    /// times 0–3 (ties included), each expiring at 1–4.
+    @Test func cancelledPeriodsCountWhatEveryPairCounts() {
+        var rng = DataGenerator(state: 7)
+        var counted = Set<Int>()
+        for _ in 0 ..< 4_000 {
+            var position: UInt64 = 0
+            func at() -> (Timestamp, UInt64) {
+                position += 1
+                return (Timestamp(milliseconds: Int64(rng.next() % 4)), position)
+            }
+            var purchases: [Dated<AccessModel.Purchase>] = []
+            var cancellations: [Dated<String>] = []
+            for _ in 0 ..< rng.next() % 5 {
+                let (t, p) = at()
+                purchases.insertDated(Dated(at: t, position: p, value: AccessModel.Purchase(
+                    originalTransactionId: rng.next() % 2 == 0 ? "a" : "b", expiresAt: Timestamp(milliseconds: Int64(1 + rng.next() % 4)))))
+            }
+            for _ in 0 ..< rng.next() % 5 {
+                let (t, p) = at()
+                cancellations.insertDated(Dated(at: t, position: p, value: rng.next() % 2 == 0 ? "a" : "b"))
+            }
+            let everyPair = purchases.count { purchase in
+                cancellations.contains { c in
+                    c.value == purchase.value.originalTransactionId && (c.at, c.position) > (purchase.at, purchase.position) && c.at < purchase.value.expiresAt
+                }
+            }
+            #expect(AccessRules.cancelledPeriods(purchases[...], cancellations[...]) == everyPair, "\(purchases) \(cancellations)")
+            counted.insert(everyPair)
+        }
+        #expect(counted.isSuperset(of: [0, 1, 2, 3]))
+    }
 }

@@ -227,6 +227,24 @@ package enum AccessRules {
         state.devices[owner] = device
     }
 
+    /// How many purchases had auto-renew of their subscription turned off after them and
+    /// before they expired (the subscribe-cancel signal). Walked from the latest down, keeping
+    /// each subscription's earliest turning off after the purchase reached: one pass, where
+    /// asking every purchase about every cancellation grew with their product, at every view.
+    package static func cancelledPeriods(_ purchases: ArraySlice<Dated<AccessModel.Purchase>>, _ cancellations: ArraySlice<Dated<String>>) -> Int {
+        var next: [String: Timestamp] = [:]
+        var c = cancellations.endIndex
+        var count = 0
+        for p in purchases.indices.reversed() {
+            while c > cancellations.startIndex, (cancellations[c - 1].at, cancellations[c - 1].position) > (purchases[p].at, purchases[p].position) {
+                c -= 1
+                next[cancellations[c].value] = cancellations[c].at
+            }
+            if let cancelled = next[purchases[p].value.originalTransactionId], cancelled < purchases[p].value.expiresAt { count += 1 }
+        }
+        return count
+    }
+
     static func view(of stored: AccessModel.State, facts: SubjectFacts, at t: Timestamp, policy: Policy, access: Policy.Access) -> AccessView {
         let w = access.resumeWithinSeconds.multipliedClamping(by: 1000)
         let state = stored.present
@@ -248,12 +266,7 @@ package enum AccessRules {
                                      why: why, resumable: resumable)
         }
         let current = all.first { id in state.current.map { id.deviceId?.utf8.elementsEqual($0.utf8) ?? false } ?? false } ?? .none
-        let cancellations = stored.cancellations.known(at: t)
-        let cycles = stored.purchases.known(at: t).count { purchase in
-            cancellations.contains { c in
-                c.value == purchase.value.originalTransactionId && (c.at, c.position) > (purchase.at, purchase.position) && c.at < purchase.value.expiresAt
-            }
-        }
+        let cycles = cancelledPeriods(stored.purchases.known(at: t), stored.cancellations.known(at: t))
         let signals = AccessView.Signals(shortSessions: shortSessions, bulkUsage: state.bulkUsage, subscribeCancelCycles: Int64(cycles),
                                          clockTampering: facts.activity.tampering)
         return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
