@@ -183,7 +183,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
     /// `extensions`: for each index, the greatest expiresAt of the transactions up to it, and
     /// the indices of the transactions an extension names — the only ones whose end can lie
     /// after their expiresAt (an upgrade, refund or revocation only cuts an end short). A
-    /// billing episode asks the extended ones, then walks the rest from the latest down and
+    /// billing episode asks the extended ones, then walks the rest down from its failure and
     /// stops where no earlier one can end after the period it has found: a subject renewing
     /// monthly for years, one transaction extended and refunded again and again, has each
     /// failure's covered period read in a few steps instead of a walk over every transaction,
@@ -194,6 +194,10 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         private var extendedAt: [Int] = []
         /// How many extensions it counts.
         private var extensions = 0
+        /// Whether each transaction was purchased no earlier than the one before it, and the
+        /// latest purchase time.
+        private var purchasedInOrder = true
+        private var latestPurchase: Timestamp?
 
         init() {}
 
@@ -206,11 +210,6 @@ public struct SubscriptionFacts: StateRecord, Equatable {
             }
             self.extensions = extensions.count
         }
-
-        /// Whether each transaction was purchased no earlier than the one before it, and the
-        /// latest purchase time.
-        private var purchasedInOrder = true
-        private var latestPurchase: Timestamp?
 
         private mutating func push(_ transaction: Transaction) {
             ends.append(max(ends.last ?? transaction.expiresAt, transaction.expiresAt))
@@ -643,17 +642,18 @@ extension SubscriptionFacts {
 
         /// Whether the latest end any transaction can cover until lies after `since`.
         private mutating func periodEndsReach() -> Bool {
-            if latestEnd == nil, let expiry = facts.reach.expiry(through: facts.transactions.known(at: known).endIndex - 1, of: facts) {
-                let extended = facts.latestExtension(known: known)
-                latestEnd = .some(max(expiry, extended ?? expiry))
-            }
             if latestEnd == nil {
                 let extended = facts.latestExtension(known: known)
                 let described = facts.transactions.known(at: known)
                 var latest: Timestamp?
-                for i in described.indices {
-                    let end = facts.endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended)
-                    latest = max(latest ?? end, end)
+                // Kept as the facts were folded (`EndReach`), else walked.
+                if let expiry = facts.reach.expiry(through: described.endIndex - 1, of: facts) {
+                    latest = facts.endBound(expiresAt: expiry, latestExtension: extended)
+                } else {
+                    for i in described.indices {
+                        let end = facts.endBound(expiresAt: described[i].value.expiresAt, latestExtension: extended)
+                        latest = max(latest ?? end, end)
+                    }
                 }
                 latestEnd = latest
             }
