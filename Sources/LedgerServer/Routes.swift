@@ -110,35 +110,35 @@ struct Routes: Sendable {
             return Reply.json(try await Self.offload { () throws(LedgerError) in try cluster.audit(of: subject, at: at, knownAt: knownAt) })
         }
         let ledger = self.ledger
-        return Reply.json(try await heavy(while: connected) { () throws(LedgerError) in
-            guard let limit else { return try ledger.audit(of: subject, at: at, knownAt: knownAt).json }
-            return try ledger.audit(of: subject, at: at, knownAt: knownAt, limit: limit, after: cursor).json
-        })
+        return try await heavy(while: connected) { () throws(LedgerError) in
+            guard let limit else { return Reply.json(try ledger.audit(of: subject, at: at, knownAt: knownAt).json) }
+            return Reply.json(try ledger.audit(of: subject, at: at, knownAt: knownAt, limit: limit, after: cursor).json)
+        }
     }
 
     /// `GET /v1/subjects/{subject}/events`: the subject's `export`, JSONL.
     func subjectEvents(_ request: Request, subject raw: String?, connected: @escaping @Sendable () -> Bool) async throws -> Response {
         try authorize(request, .support)
         let subject = try Self.subject(raw)
-        var out: [UInt8] = []
+        var out = ByteBuffer()
         if let cluster = server.cluster {
             for line in try await Self.offload({ () throws(LedgerError) in try cluster.exportLines(of: subject) }) {
-                out += Array(line.utf8)
-                out.append(0x0A)
+                out.writeString(line)
+                out.writeInteger(UInt8(0x0A))
             }
         } else {
             let ledger = self.ledger
             out = try await heavy(while: connected) { () throws(LedgerError) in
-                var lines: [UInt8] = []
+                var lines = ByteBuffer()
                 for event in try ledger.events(of: subject).collect() {
-                    lines += try EventLine.export(event)
-                    lines.append(0x0A)
+                    lines.writeBytes(try EventLine.export(event))
+                    lines.writeInteger(UInt8(0x0A))
                 }
                 return lines
             }
         }
         return Response(status: .ok, headers: [.contentType: "application/x-ndjson", .cacheControl: "no-store"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: out)))
+                        body: ResponseBody(byteBuffer: out))
     }
 
     /// `GET /v1/lookup?transactionId=X` or `?originalTransactionId=X`: who holds it.
@@ -170,7 +170,7 @@ struct Routes: Sendable {
         }
         // A wide window reads every customer's items in it: a heavy read.
         let ledger = self.ledger
-        return Reply.json(try await heavy(while: connected) { () throws(LedgerError) in DueItem.json(try ledger.due(from: from, to: to), from: from, to: to) })
+        return try await heavy(while: connected) { () throws(LedgerError) in Reply.json(DueItem.json(try ledger.due(from: from, to: to), from: from, to: to)) }
     }
 
     /// `GET /v1/stats`: `stats --json`.
@@ -203,6 +203,8 @@ struct Routes: Sendable {
     /// `body`, a read whose cost grows with a subject's history, on a thread of its own among
     /// the server's `heavyReads`, if its client is still `connected` when its turn comes: one
     /// that left is answered `499` (the log and `/metrics` count it) and nothing is read.
+    /// A body that answers with its response writes a long answer's text there too, not on
+    /// the threads that answer status.
     func heavy<T: Sendable>(while connected: @escaping @Sendable () -> Bool,
                             _ body: @escaping @Sendable () throws(LedgerError) -> T) async throws -> T {
         let result: Result<T, LedgerError>
