@@ -183,6 +183,24 @@ import Testing
         #expect(try view(events, at: days(1, after: mar1)).purchasePending == false)
     }
 
+    /// CH08 L343: only a purchase after the attempt, in (occurredAt, position) order, ends it:
+    /// not one before it, not a renewal after it; at the same instant, the later position.
+    @Test func onlyAPurchaseAfterTheAttemptEndsIt() throws {
+        var started = PurchaseStarted()
+        started.productId = "pro.monthly"
+        let (day1, day2, day3) = (days(1, after: mar1), days(2, after: mar1), days(3, after: mar1))
+        let attempt = LedgerEvent(subject: "u", occurredAt: day1, source: .app, data: started.eventData)
+        let apr1 = ts("2026-04-01T09:30:00Z")
+        let events = [Make.created("u", at: mar1), Make.purchase("u", at: mar1, txn: "t1", expires: mar8), attempt,
+                      Make.renewal("u", at: day2, txn: "t2", original: "t1", expires: apr1),
+                      Make.purchase("u", at: day3, txn: "t3", expires: apr1, product: "pro.yearly")]
+        #expect(try views(events, at: [justBefore(day1), day1, day2, justBefore(day3), day3]).map(\.purchasePending) == [false, true, true, true, false])
+        // The same instant: the purchase after the attempt ends it, the one before does not.
+        let purchase = Make.purchase("u", at: day1, txn: "t1", expires: mar8)
+        #expect(try view([Make.created("u", at: mar1), attempt, purchase], at: day1).purchasePending == false)
+        #expect(try view([Make.created("u", at: mar1), purchase, attempt], at: day1).purchasePending == true)
+    }
+
     /// 002: once a subject has had any subscription transaction, no second trial.
     @Test func aSubjectWhoHadATrialIsNotEligibleForAnother() throws {
         #expect(try view(trial(), at: mar1.adding(seconds: -1)).trialEligible == true)

@@ -69,8 +69,10 @@ public enum EntitlementModel: ReadModel {
     /// A `purchase.started` or `.pending` not yet followed by a purchase or `purchase.failed`.
     static func purchasePending(_ state: State, _ facts: SubjectFacts, at t: Timestamp) -> Bool {
         guard let attempt = state.attempts.known(at: t).last, attempt.value != .failed else { return false }
-        let purchased = facts.subscription.transactions.known(at: t).contains { $0.value.kind == .purchase && ($0.at, $0.position) > (attempt.at, attempt.position) }
-        return !purchased
+        // The transactions after the attempt, found by halving: the list is in (occurredAt,
+        // position) order, and a walk over all of them at every view grows with the history.
+        let known = facts.subscription.transactions.known(at: t)
+        return !known[known.firstIndex(after: attempt.at, position: attempt.position)...].contains { $0.value.kind == .purchase }
     }
 
     /// Beyond the facts' own: the purchase attempts (`purchasePending`).
