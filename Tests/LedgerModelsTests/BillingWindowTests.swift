@@ -40,13 +40,15 @@ import Testing
     /// around it (`SubscriptionFacts.EndReach`): the same lists set by hand, which count no
     /// bound and so walk every transaction, give the same episode — for every failure, at every
     /// change time of random histories and a second before it, over the facts known then and
-    /// over all of them.
+    /// over all of them. So do the same facts read back from their encoding, which work the
+    /// bound out again.
     @Test func anEpisodeReadAroundItsFailureIsTheEpisodeOfEveryTransaction() async {
         var reached = 0
         await checkProperty(count: 40, input: Gen.uint64()) { seed in
             let (_, subjects) = try RetentionLookBackTests.folded(seed: seed)
             for (subject, facts) in subjects {
                 let folded = facts.subscription
+                let decoded = try folded.encoded.withUnsafeBytes { bytes in try SubscriptionFacts.decode(bytes) }
                 var everyTransaction = SubscriptionFacts()
                 (everyTransaction.transactions, everyTransaction.extensions, everyTransaction.marks) = (folded.transactions, folded.extensions, folded.marks)
                 (everyTransaction.failures, everyTransaction.ends, everyTransaction.upgrades) = (folded.failures, folded.ends, folded.upgrades)
@@ -57,10 +59,13 @@ import Testing
                         if folded.reach.purchased(by: t, in: described, of: folded) != nil { reached += 1 }
                         // (Of no transactions, the bound is exact.)
                         #expect(described.isEmpty || everyTransaction.reach.purchased(by: t, in: described, of: everyTransaction) == nil)
+                        #expect(decoded.reach.purchased(by: t, in: described, of: decoded) == folded.reach.purchased(by: t, in: described, of: folded))
                         for failure in folded.failures.known(at: min(t, known)) {
-                            #expect(folded.episode(of: failure, at: t, known: known, policy: policy)
-                                    == everyTransaction.episode(of: failure, at: t, known: known, policy: policy),
+                            let episode = everyTransaction.episode(of: failure, at: t, known: known, policy: policy)
+                            #expect(folded.episode(of: failure, at: t, known: known, policy: policy) == episode,
                                     "seed \(seed), \(subject), failure at \(failure.at), at \(t) known \(known)")
+                            #expect(decoded.episode(of: failure, at: t, known: known, policy: policy) == episode,
+                                    "decoded: seed \(seed), \(subject), failure at \(failure.at), at \(t) known \(known)")
                         }
                     }
                 }

@@ -201,12 +201,12 @@ public struct SubscriptionFacts: StateRecord, Equatable {
 
         init() {}
 
-        init(_ transactions: [Dated<Transaction>], _ extensions: [Dated<Extension>]) {
-            let named = Set(extensions.lazy.map(\.value.transactionId))
+        /// Worked out from the lists, `extended` counting every extension of them.
+        init(_ transactions: [Dated<Transaction>], _ extensions: [Dated<Extension>], extended: TransactionIds) {
             ends.reserveCapacity(transactions.count)
             for i in transactions.indices {
                 push(transactions[i].value)
-                if named.contains(transactions[i].value.id) { extendedAt.append(i) }
+                if extended.mayName(transactions[i].value.id, among: extensions.count) { extendedAt.append(i) }
             }
             self.extensions = extensions.count
         }
@@ -222,7 +222,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         /// again.
         mutating func add(_ added: Int, of transactions: [Dated<Transaction>], _ extensions: [Dated<Extension>], extended: TransactionIds) {
             guard added == ends.count, added == transactions.count - 1 else {
-                self = EndReach(transactions, extensions)
+                self = EndReach(transactions, extensions, extended: extended)
                 return
             }
             push(transactions[added].value)
@@ -303,7 +303,7 @@ public struct SubscriptionFacts: StateRecord, Equatable {
         if coder.isDecoding {
             marked = TransactionIds(marks.lazy.map(\.value.transactionId))
             extended = TransactionIds(extensions.lazy.map(\.value.transactionId))
-            reach = EndReach(transactions, extensions)
+            reach = EndReach(transactions, extensions, extended: extended)
         }
     }
 }
