@@ -299,4 +299,40 @@ import Testing
         }
         #expect(counted.isSuperset(of: [0, 1, 2, 3]))
     }
+
+    /// A folded state counts the subscribe-cancel cycles as it folds (`SubscribeCancelCycles`,
+    /// found by halving at each view): the same count as the one-pass walk over the lists known
+    /// at the view's time, for random purchases and cancellations of two subscriptions folded in
+    /// any order (ties included, late ones among them), and for the state read back from its
+    /// encoding.
+    @Test func foldedCyclesCountWhatTheWalkCounts() throws {
+        var rng = DataGenerator(state: 11)
+        let base = ts("2026-03-01T00:00:00Z")
+        func at(_ hours: UInt64) -> Timestamp { base.adding(hours: Int64(hours)) }
+        var counted = Set<Int64>()
+        for _ in 0 ..< 300 {
+            var events: [LedgerEvent] = []
+            for _ in 0 ..< rng.next() % 7 {
+                let original = rng.next() % 2 == 0 ? "a" : "b"
+                if rng.next() % 2 == 0 {
+                    let t = at(rng.next() % 6)
+                    events.append(Make.purchase("u", at: t, txn: "t\(events.count)", original: original, expires: t.adding(hours: Int64(1 + rng.next() % 3))))
+                } else {
+                    events.append(Make.autoRenew("u", at: at(rng.next() % 6), original: original, enabled: false))
+                }
+            }
+            let folded = try Folded(events)
+            let state = folded.state(AccessModel.self)
+            let decoded = try state.encoded.withUnsafeBytes { bytes in try AccessModel.State.decode(bytes) }
+            for hour in 0 ..< 8 as Range<UInt64> {
+                let t = at(hour)
+                let walked = Int64(AccessRules.cancelledPeriods(state.purchases.known(at: t), state.cancellations.known(at: t)))
+                let facts = folded.facts()
+                #expect(AccessModel.view(of: state, facts: facts, at: t, policy: .reference)?.signals.subscribeCancelCycles == walked, "\(events) at \(t)")
+                #expect(AccessModel.view(of: decoded, facts: facts, at: t, policy: .reference)?.signals.subscribeCancelCycles == walked, "decoded: \(events) at \(t)")
+                counted.insert(walked)
+            }
+        }
+        #expect(counted.isSuperset(of: [0, 1, 2]))
+    }
 }

@@ -183,6 +183,8 @@ public enum AccessModel: ReadModel {
         /// a handful, kept with their times.
         public var purchases: [Dated<Purchase>] = []
         public var cancellations: [Dated<String>] = []
+        /// The cycles of those two, derived (`SubscribeCancelCycles`).
+        var cycles = SubscribeCancelCycles()
 
         public init() {}
         public mutating func code(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
@@ -199,6 +201,7 @@ public enum AccessModel: ReadModel {
             try coder.code(&disordered)
             try coder.code(&purchases)
             try coder.code(&cancellations)
+            if coder.isDecoding { cycles = SubscribeCancelCycles(purchases, cancellations) }
         }
 
         /// Without `settled` and `recent`, which only folding reads (half the bytes).
@@ -231,11 +234,15 @@ public enum AccessModel: ReadModel {
         case .sessionEnded(let e): (fact.action, fact.device) = (e.reason == .crash ? .crashed : .ended, e.deviceId)
         case .usageRecorded(let u): (fact.used, fact.feature, fact.count) = (true, u.feature, u.count)
         case .subscriptionPurchased(let p):
-            state.purchases.insertDated(Dated(at: at, position: event.position, value: Purchase(originalTransactionId: p.originalTransactionId, expiresAt: p.expiresAt)))
+            let purchase = Dated(at: at, position: event.position, value: Purchase(originalTransactionId: p.originalTransactionId, expiresAt: p.expiresAt))
+            state.purchases.insertDated(purchase)
+            state.cycles.purchased(purchase, in: state)
             return
         case .subscriptionAutoRenewChanged(let c):
             guard !c.enabled else { return }
-            state.cancellations.insertDated(Dated(at: at, position: event.position, value: c.originalTransactionId))
+            let cancellation = Dated(at: at, position: event.position, value: c.originalTransactionId)
+            state.cancellations.insertDated(cancellation)
+            state.cycles.cancelled(cancellation, in: state)
             return
         case .subscriptionRenewed, .subscriptionRenewalFailed, .subscriptionGraceExpired,
              .subscriptionExpired, .subscriptionRefunded, .subscriptionRefundReversed,
@@ -299,6 +306,6 @@ extension AccessModel.State {
     init(disorderedFrom state: Self) {
         self.init()
         disordered = true
-        (purchases, cancellations) = (state.purchases, state.cancellations)
+        (purchases, cancellations, cycles) = (state.purchases, state.cancellations, state.cycles)
     }
 }

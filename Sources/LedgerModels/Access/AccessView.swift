@@ -230,7 +230,8 @@ package enum AccessRules {
     /// How many purchases had auto-renew of their subscription turned off after them and
     /// before they expired (the subscribe-cancel signal). Walked from the latest down, keeping
     /// each subscription's earliest turning off after the purchase reached: one pass, where
-    /// asking every purchase about every cancellation grew with their product, at every view.
+    /// asking every purchase about every cancellation grew with their product. A folded
+    /// state's views count the same from `SubscribeCancelCycles` without the walk.
     package static func cancelledPeriods(_ purchases: ArraySlice<Dated<AccessModel.Purchase>>, _ cancellations: ArraySlice<Dated<String>>) -> Int {
         var next: [String: Timestamp] = [:]
         var c = cancellations.endIndex
@@ -266,7 +267,7 @@ package enum AccessRules {
                                      why: why, resumable: resumable)
         }
         let current = all.first { id in state.current.map { id.deviceId?.utf8.elementsEqual($0.utf8) ?? false } ?? false } ?? .none
-        let cycles = cancelledPeriods(stored.purchases.known(at: t), stored.cancellations.known(at: t))
+        let cycles = stored.cycles.count(by: t, of: stored) ?? cancelledPeriods(stored.purchases.known(at: t), stored.cancellations.known(at: t))
         let signals = AccessView.Signals(shortSessions: shortSessions, bulkUsage: state.bulkUsage, subscribeCancelCycles: Int64(cycles),
                                          clockTampering: facts.activity.tampering)
         return AccessView(current: current, devices: all, signals: signals, freeSessionsPerDay: access.freeSessionsPerDay)
