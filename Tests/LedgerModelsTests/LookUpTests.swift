@@ -285,4 +285,38 @@ import Testing
         if let refundedAt, refundedAt < end { (end, cause) = (refundedAt, .refund) }
         return (end, cause)
     }
+
+    /// The grant running at a time (rule 4) is found from the latest down, stopping where no
+    /// earlier grant runs past it (`SubjectFacts.GrantReach`): the same plan as the same grants
+    /// set by hand (which count no bound and ask every grant), for random grants folded in any
+    /// order (ties included, late ones among them) and read back from their encoding, at each
+    /// grant's start and end, a millisecond either side, over the facts known then and all.
+    @Test func theRunningGrantFoundFromItsReachIsTheOneEveryGrantGives() throws {
+        var rng = DataGenerator(state: 5)
+        let base = ts("2026-03-01T00:00:00Z")
+        func at(_ hours: UInt64) -> Timestamp { base.adding(hours: Int64(hours)) }
+        var granted = 0
+        for _ in 0 ..< 300 {
+            let events = [Make.created("u", at: base)] + (0 ..< rng.next() % 7).map { _ in
+                let start = at(1 + rng.next() % 8)
+                return Make.grant("u", at: start, until: start.adding(hours: Int64(1 + rng.next() % 6)))
+            }
+            let folded = try Folded(events).facts()
+            let decoded = try folded.encoded.withUnsafeBytes { bytes in try SubjectFacts.decode(bytes) }
+            var everyGrant = SubjectFacts()
+            (everyGrant.signIns, everyGrant.grants) = (folded.signIns, folded.grants)
+            let times = folded.grants.flatMap { [$0.at, $0.value] }.flatMap { [$0.adding(milliseconds: -1), $0, $0.adding(milliseconds: 1)] }
+            for t in times {
+                for known in [t, Timestamp(milliseconds: .max)] {
+                    let expected = Plan.decide(everyGrant, at: t, known: known, policy: Policy.reference.subscription)
+                    if expected.reason.rule == "supportGrant" { granted += 1 }
+                    for facts in [folded, decoded] {
+                        let decision = Plan.decide(facts, at: t, known: known, policy: Policy.reference.subscription)
+                        #expect(decision.planState == expected.planState && decision.reason == expected.reason, "\(events) at \(t) known \(known)")
+                    }
+                }
+            }
+        }
+        #expect(granted > 100)
+    }
 }

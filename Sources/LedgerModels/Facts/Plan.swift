@@ -60,7 +60,7 @@ public enum Plan {
                                                             position: episode.failure.position))
         }
         // 4. A support grant.
-        if let grant = facts.grants.known(at: happened).last(where: { t < $0.value }) {
+        if let grant = facts.grantReach.running(at: t, in: facts.grants.known(at: happened), of: facts.grants) {
             return Decision(planState: .pro, reason: Reason(rule: "supportGrant", policyKey: nil, position: grant.position))
         }
         // 5. The latest device snapshot.

@@ -50,6 +50,8 @@ public struct SubjectFacts: StateRecord, Equatable {
     public var bound: [String] = []
     /// The plan's times, when a walk keeps them (`keepPlanTimes`); never stored.
     var kept = KeptPlanTimes()
+    /// What bounds the grants' ends (`GrantReach`); never stored.
+    var grantReach = GrantReach()
 
     public init() {}
 
@@ -62,6 +64,7 @@ public struct SubjectFacts: StateRecord, Equatable {
     mutating func codePlan(_ coder: inout StateCoder) throws(StateDecoder.Damaged) {
         try coder.code(&subscription)
         try coder.code(&grants)
+        if coder.isDecoding { grantReach = GrantReach(grants) }
         try coder.code(&snapshots)
         try coder.code(&signIns)
         try coder.code(&deletions)
@@ -149,7 +152,9 @@ public struct SubjectFacts: StateRecord, Equatable {
         case .subscriptionAutoRenewChanged(let c):
             subscription.autoRenew.insertDated(Dated(at: at, position: position, value: .init(originalId: c.originalTransactionId, enabled: c.enabled)))
         case .supportEntitlementGranted(let g):
-            grants.insertDated(Dated(at: at, position: position, value: g.until))
+            let grant = Dated(at: at, position: position, value: g.until)
+            grants.insertDated(grant)
+            grantReach.add(grant, to: grants)
         case .entitlementVerified(let v):
             snapshots.insertDated(Dated(at: at, position: position, value: .verified(plan: v.plan, expiresAt: v.expiresAt)))
         case .entitlementVerificationFailed:
