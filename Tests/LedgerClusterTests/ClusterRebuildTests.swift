@@ -135,8 +135,8 @@ extension ClusterTests {
         first.release()
         #expect(eventually(10) { node.pendingRebuild.withLock { $0 == nil } })
         #expect(try node.ledger.policy().hash == reference)
-        // The node's rebuild lock is free again.
-        _ = try client.rebuildDryRun(policy: photolala, at: t)
+        // The node's rebuild lock is free again, once the abandoned generation is deleted.
+        #expect(eventually(10) { (try? client.rebuildDryRun(policy: photolala, at: t)) != nil })
 
         // Prepared and recorded, then the coordinator goes before the switch: switched in.
         let second = try RebuildClaim(client.connection, id: "second")
