@@ -242,7 +242,9 @@ final class States<F: Folding>: StateFold {
     }
 
     func encoded() -> [(key: String, state: [UInt8])] {
-        states.compactMap { key, box in
+        // From scratch nothing was loaded: every state is written.
+        guard !loadedStates.isEmpty else { return states.map { key, box in (key, Self.state(box).value.encoded) } }
+        return states.compactMap { key, box in
             let bytes = Self.state(box).value.encoded
             return loadedStates[key] == bytes ? nil : (key, bytes)
         }

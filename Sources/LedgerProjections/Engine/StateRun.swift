@@ -4,8 +4,10 @@ import Foundation
 /// Every fold's states in the order the store keeps them: each entry's stored key without the
 /// generation (key length ‖ key ‖ tag, the fold's index) and its encoded state.
 ///
-/// The keys are sorted once; then every core encodes the states of ranges of them, every
-/// fold's in turn, each range into a run of its own (the folds are only read meanwhile).
+/// Each fold's states are encoded in one pass over its own table and sorted, a fold at a time
+/// on every core (the folds are only read meanwhile); the sorted runs are then merged. Asking
+/// each fold for each key instead (a lookup per key and fold, in tables far larger than the
+/// caches) cost twice the encoding.
 struct StateRun {
     let entries: [(stored: [UInt8], state: [UInt8])]
     /// The folds, by tag (their items are merged in when the run is written).
@@ -13,18 +15,9 @@ struct StateRun {
 
     init(_ folded: [any StateFold]) {
         self.folded = folded
-        var keys: [(stored: [UInt8], key: String)] = []
-        var seen: Set<String> = []
-        for states in folded {
-            for key in states.keys where seen.insert(key).inserted { keys.append((ModelSchema.keyBytes(key), key)) }
-        }
-        keys.sort { $0.stored.precedesInByteOrder($1.stored) }
-        // Eight ranges a core, taken as cores come free: in the store's order a range of short
-        // keys (subscriptions, by their ids) holds a state or two each, one of customers nine.
-        let cores = max(1, min(ProcessInfo.processInfo.activeProcessorCount, keys.count / 1_000))
-        let parts = Parts(folded: folded, keys: keys, count: cores == 1 ? 1 : cores * 8)
-        DispatchQueue.concurrentPerform(iterations: parts.count) { part in parts.encode(part) }
-        entries = parts.joined
+        let runs = FoldRuns(folded)
+        DispatchQueue.concurrentPerform(iterations: folded.count) { tag in runs.encode(tag) }
+        entries = runs.merged()
     }
 
     /// Entry `index`'s key length ‖ key (its stored key without the tag).
@@ -89,40 +82,51 @@ private final class Beside: @unchecked Sendable {
     }
 }
 
-/// The runs `StateRun` encodes on every core, one range of the sorted keys each.
-private final class Parts: @unchecked Sendable {
-    // @unchecked: each part is written by one thread alone, into a slot of its own; the folds
-    // are only read while the parts are encoded; `joined` is read after every part is done.
+/// Each fold's run of `StateRun`, encoded and sorted by the thread that takes the fold.
+private final class FoldRuns: @unchecked Sendable {
+    // @unchecked: each run is written by one thread alone, into a slot of its own; the folds
+    // are only read while the runs are encoded; `merged` is called after every run is done.
     private let folded: [any StateFold]
-    private let keys: [(stored: [UInt8], key: String)]
     private let slots: [Slot]
 
     private final class Slot {
         var run: [(stored: [UInt8], state: [UInt8])] = []
     }
 
-    init(folded: [any StateFold], keys: [(stored: [UInt8], key: String)], count: Int) {
+    init(_ folded: [any StateFold]) {
         self.folded = folded
-        self.keys = keys
-        slots = (0 ..< count).map { _ in Slot() }
+        slots = folded.map { _ in Slot() }
     }
 
-    var count: Int { slots.count }
-
-    func encode(_ part: Int) {
-        let size = (keys.count + slots.count - 1) / slots.count
-        var run: [(stored: [UInt8], state: [UInt8])] = []
-        run.reserveCapacity(size * folded.count)
-        for (stored, key) in keys[min(part * size, keys.count) ..< min((part + 1) * size, keys.count)] {
-            for (tag, states) in folded.enumerated() {
-                guard let state = states.encodedState(of: key) else { continue }
-                run.append((stored + [UInt8(tag)], state))
-            }
+    func encode(_ tag: Int) {
+        let mark = UInt8(truncatingIfNeeded: tag)
+        var run = folded[tag].encoded().map { entry in
+            var stored = ModelSchema.keyBytes(entry.key)
+            stored.append(mark)
+            return (stored: stored, state: entry.state)
         }
-        slots[part].run = run
+        run.sort { $0.stored.precedesInByteOrder($1.stored) }
+        slots[tag].run = run
     }
 
-    var joined: [(stored: [UInt8], state: [UInt8])] { Array(slots.map(\.run).joined()) }
+    /// The runs merged in key order (one fold's entry of a key before the next fold's: the tag
+    /// ends the stored key).
+    func merged() -> [(stored: [UInt8], state: [UInt8])] {
+        let runs = slots.map(\.run)
+        var merged: [(stored: [UInt8], state: [UInt8])] = []
+        merged.reserveCapacity(runs.reduce(0) { $0 + $1.count })
+        var next = runs.map { _ in 0 }
+        while true {
+            var least: Int?
+            for (index, run) in runs.enumerated() where next[index] < run.count {
+                if let l = least, !run[next[index]].stored.precedesInByteOrder(runs[l][next[l]].stored) { continue }
+                least = index
+            }
+            guard let least else { return merged }
+            merged.append(runs[least][next[least]])
+            next[least] += 1
+        }
+    }
 }
 
 /// The folds' states, read by every core while the index entries are worked out
