@@ -133,8 +133,6 @@ protocol StateFold: AnyObject {
     /// Every held key with its encoded state, in no order; a state loaded from the store and
     /// left as it was is left out (there is nothing to write).
     func encoded() -> [(key: String, state: [UInt8])]
-    /// The encoded state held for `key`, if any.
-    func encodedState(of key: String) -> [UInt8]?
     /// The keys held.
     var keys: [String] { get }
     /// Every held item with its encoded state, in no order.
@@ -256,8 +254,6 @@ final class States<F: Folding>: StateFold {
             return loadedItems[key] == bytes ? nil : (key, bytes)
         }
     }
-
-    func encodedState(of key: String) -> [UInt8]? { states[key].map { Self.state($0).value.encoded } }
 
     func readPlan(of key: String) -> Bool { states[key].map { F.readPlan(of: Self.state($0).value) } ?? true }
 

@@ -5,9 +5,8 @@ import Foundation
 /// generation (key length ‖ key ‖ tag, the fold's index) and its encoded state.
 ///
 /// Each fold's states are encoded in one pass over its own table and sorted, a fold at a time
-/// on every core (the folds are only read meanwhile); the sorted runs are then merged. Asking
-/// each fold for each key instead (a lookup per key and fold, in tables far larger than the
-/// caches) cost twice the encoding.
+/// on every core (the folds are only read meanwhile); the sorted runs are then merged, with no
+/// lookup of a key in a fold's table.
 struct StateRun {
     let entries: [(stored: [UInt8], state: [UInt8])]
     /// The folds, by tag (their items are merged in when the run is written).
