@@ -288,5 +288,18 @@ extension LogStorage {
 /// next append would otherwise wait for. Freed there unless a reader still holds a copy.
 package func releaseAside<T: Sendable>(_ value: consuming T?) {
     guard let value else { return }
-    DispatchQueue.global(qos: .utility).async { withExtendedLifetime(value) {} }
+    releasingAside.enter()
+    DispatchQueue.global(qos: .utility).async {
+        withExtendedLifetime(value) {}
+        releasingAside.leave()
+    }
+}
+
+/// What `releaseAside` has been handed and not yet freed.
+private let releasingAside = DispatchGroup()
+
+/// Waits until everything handed to `releaseAside` so far is freed: a benchmark starts each
+/// case once the frees of the one before are done, not beside them.
+@_spi(Storage) public func waitForReleasesAside() {
+    releasingAside.wait()
 }

@@ -486,6 +486,8 @@ struct Bench {
     /// events it has done.
     private func measure(_ name: String, _ count: Int, _ phase: String, _ body: ((Int) -> Void) throws -> Void) throws -> Double {
         let marked = callgrind && name == only
+        // Not beside the frees the case before left on a utility thread (a rebuild's states).
+        waitForReleasesAside()
         let clock = ContinuousClock()
         if marked { callgrind_phase_begin() }
         let start = clock.now
