@@ -240,11 +240,11 @@ final class States<F: Folding>: StateFold {
     }
 
     func encoded() -> [(key: String, state: [UInt8])] {
-        // From scratch nothing was loaded: every state is written.
-        guard !loadedStates.isEmpty else { return states.map { key, box in (key, Self.state(box).value.encoded) } }
+        // From scratch nothing was loaded: no key is looked up.
+        let loaded = !loadedStates.isEmpty
         return states.compactMap { key, box in
             let bytes = Self.state(box).value.encoded
-            return loadedStates[key] == bytes ? nil : (key, bytes)
+            return loaded && loadedStates[key] == bytes ? nil : (key, bytes)
         }
     }
 
